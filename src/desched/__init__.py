@@ -1,0 +1,3 @@
+"""desched: a Kubernetes descheduler."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,43 @@
+"""Errors a user can cause. Each names where the problem is and why, in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class UserError(Exception):
+    """Bad input from the user (policy, snapshot, flags): one clear line, exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}" if path else reason)
+
+
+class PolicyError(UserError):
+    """A policy that cannot be loaded, named by its field path."""
+
+
+class SnapshotError(UserError):
+    """A cluster snapshot that cannot be read, naming the object and field."""
+
+
+def format_path(parts: Sequence[str | int]) -> str:
+    """``("profiles", 0, "pluginConfig", 2, "args")`` -> ``profiles[0].pluginConfig[2].args``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def join_path(prefix: str, rest: str) -> str:
+    if not rest:
+        return prefix
+    if not prefix:
+        return rest
+    return prefix + rest if rest.startswith("[") else f"{prefix}.{rest}"

@@ -1,0 +1,375 @@
+"""The ``descheduler/v1alpha2`` DeschedulerPolicy: loading, defaulting and validation.
+
+Loading gives a :class:`Policy`: every profile with its plugins resolved per extension point and
+each plugin's args validated by the model that lives with the plugin (found via the registry).
+Any problem is one :class:`PolicyError` naming the field path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from desched.api.errors import PolicyError, format_path
+from desched.api.types import describe_validation_error, validate_model
+from desched.framework.registry import Registry
+from desched.framework.types import ExtensionPoint
+from desched.k8s import labels as k8s_labels
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "descheduler/v1alpha2"
+API_VERSION_V1ALPHA1 = "descheduler/v1alpha1"
+KIND = "DeschedulerPolicy"
+DEFAULT_EVICTOR = "DefaultEvictor"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class PluginSet(_Wire):
+    enabled: list[str] = Field(default_factory=list)
+    disabled: list[str] = Field(default_factory=list)
+
+
+class Plugins(_Wire):
+    presort: PluginSet = Field(default_factory=PluginSet)
+    sort: PluginSet = Field(default_factory=PluginSet)
+    deschedule: PluginSet = Field(default_factory=PluginSet)
+    balance: PluginSet = Field(default_factory=PluginSet)
+    filter: PluginSet = Field(default_factory=PluginSet)
+    pre_eviction_filter: PluginSet = Field(default_factory=PluginSet, alias="preEvictionFilter")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lowercase_alias(cls, data: Any) -> Any:
+        # upstream's docs spell it both ways; accept the lower-case one too
+        if isinstance(data, dict) and "preevictionfilter" in data and "preEvictionFilter" not in data:
+            data = dict(data)
+            data["preEvictionFilter"] = data.pop("preevictionfilter")
+        return data
+
+    def of(self, point: ExtensionPoint) -> PluginSet:
+        return {
+            ExtensionPoint.PRESORT: self.presort,
+            ExtensionPoint.SORT: self.sort,
+            ExtensionPoint.DESCHEDULE: self.deschedule,
+            ExtensionPoint.BALANCE: self.balance,
+            ExtensionPoint.FILTER: self.filter,
+            ExtensionPoint.PRE_EVICTION_FILTER: self.pre_eviction_filter,
+        }[point]
+
+
+class PluginConfigWire(_Wire):
+    name: str
+    args: dict[str, Any] | None = None
+
+
+class ProfileWire(_Wire):
+    name: str = Field(min_length=1)
+    plugin_config: list[PluginConfigWire] = Field(default_factory=list, alias="pluginConfig")
+    plugins: Plugins = Field(default_factory=Plugins)
+
+
+class SecretReference(_Wire):
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+class AuthToken(_Wire):
+    secret_reference: SecretReference | None = Field(default=None, alias="secretReference")
+
+
+class PrometheusProvider(_Wire):
+    url: str = ""
+    auth_token: AuthToken | None = Field(default=None, alias="authToken")
+
+
+class MetricsProvider(_Wire):
+    source: Literal["KubernetesMetrics", "Prometheus"]
+    prometheus: PrometheusProvider | None = None
+
+    @model_validator(mode="after")
+    def _prometheus_url(self) -> MetricsProvider:
+        if self.source == "Prometheus" and not (self.prometheus and self.prometheus.url):
+            raise ValueError("prometheus.url is required when source is Prometheus")
+        return self
+
+
+class MetricsCollector(_Wire):
+    enabled: bool = False
+
+
+class PolicyWire(_Wire):
+    """The document as written, before plugins are resolved."""
+
+    api_version: str = Field(alias="apiVersion")
+    kind: str
+    profiles: list[ProfileWire] = Field(default_factory=list)
+    node_selector: str | None = Field(default=None, alias="nodeSelector")
+    max_pods_per_node: int | None = Field(default=None, ge=0, alias="maxNoOfPodsToEvictPerNode")
+    max_pods_per_namespace: int | None = Field(default=None, ge=0, alias="maxNoOfPodsToEvictPerNamespace")
+    max_pods_total: int | None = Field(default=None, ge=0, alias="maxNoOfPodsToEvictTotal")
+    eviction_failure_event_notification: bool | None = Field(
+        default=None, alias="evictionFailureEventNotification"
+    )
+    grace_period_seconds: int | None = Field(default=None, ge=0, alias="gracePeriodSeconds")
+    metrics_providers: list[MetricsProvider] = Field(default_factory=list, alias="metricsProviders")
+    metrics_collector: MetricsCollector | None = Field(default=None, alias="metricsCollector")
+
+    @model_validator(mode="after")
+    def _unique(self) -> PolicyWire:
+        seen: set[str] = set()
+        for p in self.metrics_providers:
+            if p.source in seen:
+                raise ValueError(f"metricsProviders: source {p.source} is configured more than once")
+            seen.add(p.source)
+        return self
+
+
+# ---------------------------------------------------------------------------- resolved policy
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    name: str
+    #: Enabled plugins per extension point, in execution order.
+    plugins: Mapping[ExtensionPoint, tuple[str, ...]]
+    #: Validated args of every plugin the profile uses (``None`` for plugins without args).
+    args: Mapping[str, BaseModel | None]
+
+    def enabled(self, point: ExtensionPoint) -> tuple[str, ...]:
+        return self.plugins.get(point, ())
+
+
+@dataclass(frozen=True)
+class EvictionLimits:
+    per_node: int | None = None
+    per_namespace: int | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    profiles: tuple[ProfileConfig, ...]
+    node_selector: str | None = None
+    limits: EvictionLimits = field(default_factory=EvictionLimits)
+    eviction_failure_event_notification: bool = False
+    grace_period_seconds: int | None = None
+    metrics_providers: tuple[MetricsProvider, ...] = ()
+    wire: PolicyWire | None = None
+    warnings: tuple[str, ...] = ()
+
+    def normalised(self) -> dict[str, Any]:
+        """The policy as v1alpha2 with every default filled in (what ``desched validate`` prints)."""
+        out: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND, "profiles": []}
+        for prof in self.profiles:
+            plugins: dict[str, Any] = {}
+            for point in ExtensionPoint:
+                names = prof.enabled(point)
+                if names:
+                    plugins[point.value] = {"enabled": list(names)}
+            cfgs = []
+            for name, args in prof.args.items():
+                cfgs.append(
+                    {
+                        "name": name,
+                        "args": args.model_dump(mode="json", by_alias=True, exclude_none=True)
+                        if args is not None
+                        else {},
+                    }
+                )
+            out["profiles"].append({"name": prof.name, "pluginConfig": cfgs, "plugins": plugins})
+        if self.node_selector is not None:
+            out["nodeSelector"] = self.node_selector
+        for key, value in (
+            ("maxNoOfPodsToEvictPerNode", self.limits.per_node),
+            ("maxNoOfPodsToEvictPerNamespace", self.limits.per_namespace),
+            ("maxNoOfPodsToEvictTotal", self.limits.total),
+            ("gracePeriodSeconds", self.grace_period_seconds),
+        ):
+            if value is not None:
+                out[key] = value
+        out["evictionFailureEventNotification"] = self.eviction_failure_event_notification
+        if self.metrics_providers:
+            out["metricsProviders"] = [
+                p.model_dump(mode="json", by_alias=True, exclude_none=True) for p in self.metrics_providers
+            ]
+        return out
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def read_document(text: str, source: str) -> Any:
+    """Parse YAML or JSON text (JSON is YAML; the fast path is tried first)."""
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise PolicyError(source, f"not valid YAML or JSON{where}: {problem}") from None
+
+
+def load_policy_file(path: str | Path, registry: Registry) -> Policy:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PolicyError(str(path), f"cannot read policy file: {e.strerror or e}") from None
+    return load_policy(read_document(text, str(path)), registry)
+
+
+def load_policy(doc: Any, registry: Registry) -> Policy:
+    """Validate a parsed policy document (v1alpha2, or v1alpha1 converted with a warning)."""
+    if not isinstance(doc, Mapping):
+        raise PolicyError("", f"a policy must be an object, got {type(doc).__name__}")
+    warnings: list[str] = []
+    api_version = doc.get("apiVersion")
+    if api_version == API_VERSION_V1ALPHA1:
+        from desched.api.v1alpha1 import convert_v1alpha1
+
+        doc = convert_v1alpha1(doc)
+        msg = (
+            f"policy apiVersion {API_VERSION_V1ALPHA1} is deprecated (upstream removed it in v0.31); "
+            f"converted to {API_VERSION}: run 'desched validate' to print the converted policy"
+        )
+        warnings.append(msg)
+        log.warning(msg)
+    elif api_version != API_VERSION:
+        raise PolicyError(
+            "apiVersion", f"must be {API_VERSION} (or {API_VERSION_V1ALPHA1}), got {api_version!r}"
+        )
+    if doc.get("kind") != KIND:
+        raise PolicyError("kind", f"must be {KIND}, got {doc.get('kind')!r}")
+    try:
+        return _load_v1alpha2(doc, registry, tuple(warnings))
+    except PolicyError as e:
+        if api_version != API_VERSION_V1ALPHA1:
+            raise
+        raise PolicyError(_v1alpha1_path(doc, e.path), e.reason) from None
+
+
+def _v1alpha1_path(converted: Mapping[str, Any], path: str) -> str:
+    """Name a converted v1alpha1 policy's error by the strategy it came from."""
+    if path.startswith("profiles["):
+        index = int(path[len("profiles[") : path.index("]")])
+        profiles = converted.get("profiles") or []
+        if index < len(profiles):
+            name = str(profiles[index]["name"])[len("strategy-") : -len("-profile")]
+            return f"strategies.{name} (as v1alpha2: {path})"
+    return path
+
+
+def _load_v1alpha2(doc: Mapping[str, Any], registry: Registry, warnings: tuple[str, ...]) -> Policy:
+    try:
+        wire = PolicyWire.model_validate(doc)
+    except pydantic.ValidationError as e:
+        raise PolicyError(*describe_validation_error(e)) from None
+    if wire.node_selector:
+        try:
+            k8s_labels.parse_selector_string(wire.node_selector)
+        except k8s_labels.SelectorError as e:
+            raise PolicyError("nodeSelector", str(e)) from None
+
+    profiles = []
+    seen: set[str] = set()
+    for i, prof in enumerate(wire.profiles):
+        if prof.name in seen:
+            raise PolicyError(f"profiles[{i}].name", f"duplicate profile name {prof.name!r}")
+        seen.add(prof.name)
+        profiles.append(_resolve_profile(i, prof, registry))
+    return Policy(
+        profiles=tuple(profiles),
+        node_selector=wire.node_selector or None,
+        limits=EvictionLimits(wire.max_pods_per_node, wire.max_pods_per_namespace, wire.max_pods_total),
+        eviction_failure_event_notification=bool(wire.eviction_failure_event_notification),
+        grace_period_seconds=wire.grace_period_seconds,
+        metrics_providers=tuple(wire.metrics_providers),
+        wire=wire,
+        warnings=warnings,
+    )
+
+
+def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> ProfileConfig:
+    base = f"profiles[{index}]"
+    configs: dict[str, tuple[int, dict[str, Any] | None]] = {}
+    for j, cfg in enumerate(prof.plugin_config):
+        path = f"{base}.pluginConfig[{j}]"
+        if cfg.name in configs:
+            raise PolicyError(f"{path}.name", f"plugin {cfg.name!r} is configured more than once")
+        if cfg.name not in registry:
+            raise PolicyError(f"{path}.name", registry.why_missing(cfg.name))
+        configs[cfg.name] = (j, cfg.args)
+
+    plugins: dict[ExtensionPoint, tuple[str, ...]] = {}
+    for point in ExtensionPoint:
+        pset = prof.plugins.of(point)
+        enabled = list(pset.enabled)
+        disabled = set(pset.disabled)
+        if point in (ExtensionPoint.FILTER, ExtensionPoint.PRE_EVICTION_FILTER):
+            # DefaultEvictor guards every profile unless the profile disables it explicitly.
+            if DEFAULT_EVICTOR not in enabled and DEFAULT_EVICTOR not in disabled and "*" not in disabled:
+                enabled.insert(0, DEFAULT_EVICTOR)
+        names: list[str] = []
+        for k, name in enumerate(enabled):
+            path = format_path(["profiles", index, "plugins", point.value, "enabled", k])
+            spec = registry.get(name)
+            if spec is None:
+                raise PolicyError(path, registry.why_missing(name))
+            if point not in spec.extension_points:
+                served = ", ".join(sorted(p.value for p in spec.extension_points))
+                raise PolicyError(path, f"plugin {name!r} does not implement {point.value} (it serves: {served})")
+            if name in names:
+                raise PolicyError(path, f"plugin {name!r} is enabled twice")
+            if name in disabled and name != DEFAULT_EVICTOR:
+                raise PolicyError(path, f"plugin {name!r} is both enabled and disabled")
+            names.append(name)
+        plugins[point] = tuple(names)
+
+    used: list[str] = []
+    for names in plugins.values():
+        for name in names:
+            if name not in used:
+                used.append(name)
+    for name in configs:
+        if name not in used:
+            log.info("profile %s: pluginConfig for %s, which no extension point enables", prof.name, name)
+
+    args: dict[str, BaseModel | None] = {}
+    for name in used:
+        spec = registry.get(name)
+        assert spec is not None
+        if spec.args_model is None:
+            args[name] = None
+            continue
+        if name in configs:
+            j, raw = configs[name]
+            args[name] = validate_model(spec.args_model, raw, f"{base}.pluginConfig[{j}].args")
+        else:
+            try:
+                args[name] = spec.args_model()
+            except pydantic.ValidationError as e:
+                field_path, reason = describe_validation_error(e)
+                raise PolicyError(
+                    f"{base}.pluginConfig",
+                    f"plugin {name!r} is enabled but has no pluginConfig, and its args have no default "
+                    f"({field_path}: {reason})",
+                ) from None
+    return ProfileConfig(name=prof.name, plugins=plugins, args=args)

@@ -1,0 +1,155 @@
+"""Building blocks of plugin args shared by many plugins, and turning pydantic errors into one line.
+
+Field names on the wire are upstream's (camelCase); the Python attributes are snake_case.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import msgspec
+import pydantic
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic.alias_generators import to_camel
+
+from desched.api.errors import PolicyError, format_path, join_path
+from desched.k8s import labels as k8s_labels
+from desched.k8s.objects import LabelSelector
+
+
+class ArgsModel(BaseModel):
+    """Base of every plugin's args: camelCase on the wire, unknown fields rejected, immutable.
+
+    Rejecting unknown fields differs from upstream (which silently ignores them): a typo such as
+    ``treshold`` would otherwise quietly run a plugin with its defaults.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        arbitrary_types_allowed=True,
+    )
+
+
+class Namespaces(ArgsModel):
+    include: list[str] | None = None
+    exclude: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Namespaces:
+        if self.include and self.exclude:
+            raise ValueError("only one of include and exclude may be set")
+        return self
+
+    def allows(self, namespace: str) -> bool:
+        if self.include:
+            return namespace in self.include
+        if self.exclude:
+            return namespace not in self.exclude
+        return True
+
+
+class LabelSelectorArg(ArgsModel):
+    """A metav1.LabelSelector in args; validated with the semantics package's rules."""
+
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> LabelSelectorArg:
+        try:
+            k8s_labels.validate_label_selector(self.to_selector())
+        except (k8s_labels.SelectorError, msgspec.ValidationError) as e:
+            raise ValueError(str(e)) from None
+        return self
+
+    def to_selector(self) -> LabelSelector:
+        return msgspec.convert(
+            self.model_dump(by_alias=True, exclude_none=True), LabelSelector, strict=False
+        )
+
+
+class PriorityThreshold(ArgsModel):
+    value: int | None = None
+    name: str = ""
+
+    @model_validator(mode="after")
+    def _one_of(self) -> PriorityThreshold:
+        if self.value is not None and self.name:
+            raise ValueError("only one of value and name may be set")
+        return self
+
+
+class EvictionLimits(ArgsModel):
+    node: int | None = pydantic.Field(default=None, ge=0)
+
+
+_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str) -> timedelta:
+    """A Go ``time.Duration`` string (``"50m0s"``, ``"1h"``, ``"1.5s"``), as metav1.Duration accepts."""
+    s = text.strip()
+    sign = 1.0
+    if s[:1] in "+-":
+        sign = -1.0 if s[0] == "-" else 1.0
+        s = s[1:]
+    if s == "0":
+        return timedelta(0)
+    pos = 0
+    total = 0.0
+    for m in _GO_DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or not s:
+        raise ValueError(f"invalid duration {text!r} (expected e.g. '5m', '1h30m', '90s')")
+    return timedelta(seconds=sign * total)
+
+
+_MODEL = TypeVar("_MODEL", bound=BaseModel)
+
+_MESSAGES = {
+    "missing": "required field is missing",
+    "extra_forbidden": "unknown field",
+}
+
+
+def describe_validation_error(err: pydantic.ValidationError, prefix: str = "") -> tuple[str, str]:
+    """The first error of a pydantic ValidationError as (field path, reason)."""
+    first = err.errors(include_url=False)[0]
+    loc = [p for p in first["loc"] if p not in ("function-after", "function-before")]
+    path = join_path(prefix, format_path([p if isinstance(p, int) else str(p) for p in loc]))
+    kind = first["type"]
+    msg = _MESSAGES.get(kind) or str(first["msg"])
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    elif msg.startswith("Assertion failed, "):
+        msg = msg[len("Assertion failed, ") :]
+    elif kind not in _MESSAGES:
+        msg = msg[:1].lower() + msg[1:]
+        if "input" in first and kind not in ("missing",):
+            msg += f", got {first['input']!r}"
+    more = err.error_count() - 1
+    if more > 0:
+        msg += f" (and {more} more error{'s' if more > 1 else ''})"
+    return path, msg
+
+
+def validate_model(model: type[_MODEL], data: Any, path: str) -> _MODEL:
+    """Validate ``data`` into ``model``; a failure is one PolicyError naming the field path."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise PolicyError(path, f"must be an object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as e:
+        raise PolicyError(*describe_validation_error(e, path)) from None

@@ -1,0 +1,257 @@
+"""One consistent view of a cluster for one descheduling cycle, with the indexes decisions need.
+
+A snapshot is built once from a source (a file or the live cache) and is then the only thing the
+plugins see. The evictor's simulated backend removes evicted pods from it, so a plugin that runs
+later in the cycle sees them gone; every index is kept in step.
+
+Pods and nodes are held in a canonical order (nodes by name, pods by namespace and name) so that
+a decision never depends on the order a source happened to list objects in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from desched.k8s import labels as k8s_labels
+from desched.k8s import nodes as k8s_nodes
+from desched.k8s import resources as k8s_resources
+from desched.k8s.objects import (
+    Event,
+    Namespace,
+    Node,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    PriorityClass,
+)
+from desched.k8s.resources import Resources
+
+OwnerKey = tuple[str, str, str]
+"""(namespace, owner kind, owner name)."""
+
+
+@dataclass(slots=True)
+class _NodeUsage:
+    requested: Resources = field(default_factory=dict)
+    pod_count: int = 0
+
+
+class ClusterSnapshot:
+    """Nodes, pods and the objects around them, indexed; mutable only through :meth:`remove_pod`."""
+
+    def __init__(
+        self,
+        *,
+        nodes: Iterable[Node] = (),
+        pods: Iterable[Pod] = (),
+        namespaces: Iterable[Namespace] = (),
+        pdbs: Iterable[PodDisruptionBudget] = (),
+        priority_classes: Iterable[PriorityClass] = (),
+        pvcs: Iterable[PersistentVolumeClaim] = (),
+        events: Iterable[Event] = (),
+    ) -> None:
+        self._nodes: dict[str, Node] = {n.metadata.name: n for n in sorted(nodes, key=_node_sort_key)}
+        ordered_pods = sorted(pods, key=_pod_sort_key)
+        self._pods: dict[str, Pod] = {p.key: p for p in ordered_pods}
+        self._namespaces: dict[str, Namespace] = {ns.metadata.name: ns for ns in namespaces}
+        self._pdbs: list[PodDisruptionBudget] = list(pdbs)
+        self._priority_classes: dict[str, PriorityClass] = {pc.metadata.name: pc for pc in priority_classes}
+        self._pvcs: dict[tuple[str, str], PersistentVolumeClaim] = {
+            (c.metadata.namespace, c.metadata.name): c for c in pvcs
+        }
+        self._events: list[Event] = list(events)
+
+        self._requests: dict[str, Resources] = {}
+        self._by_node: dict[str, dict[str, Pod]] = {}
+        self._by_owner: dict[OwnerKey, dict[str, Pod]] = {}
+        self._by_namespace: dict[str, dict[str, Pod]] = {}
+        self._usage: dict[str, _NodeUsage] = {}
+        self._removed: dict[str, Pod] = {}
+        for pod in self._pods.values():
+            self._index(pod)
+        self._pdbs_by_ns: dict[str, list[PodDisruptionBudget]] = {}
+        for pdb in self._pdbs:
+            self._pdbs_by_ns.setdefault(pdb.metadata.namespace, []).append(pdb)
+        self._events_by_object: dict[tuple[str, str, str], list[Event]] = {}
+        for ev in self._events:
+            io = ev.involved_object
+            self._events_by_object.setdefault((io.kind, io.namespace, io.name), []).append(ev)
+
+    # ------------------------------------------------------------------ indexing
+
+    def _index(self, pod: Pod) -> None:
+        key = pod.key
+        self._by_node.setdefault(pod.spec.node_name, {})[key] = pod
+        self._by_namespace.setdefault(pod.metadata.namespace, {})[key] = pod
+        for ref in pod.metadata.owner_references or ():
+            self._by_owner.setdefault((pod.metadata.namespace, ref.kind, ref.name), {})[key] = pod
+        if pod.spec.node_name and _occupies_node(pod):
+            usage = self._usage.setdefault(pod.spec.node_name, _NodeUsage())
+            _accumulate(usage.requested, self.requests(pod), 1)
+            usage.pod_count += 1
+
+    def _unindex(self, pod: Pod) -> None:
+        key = pod.key
+        self._by_node.get(pod.spec.node_name, {}).pop(key, None)
+        self._by_namespace.get(pod.metadata.namespace, {}).pop(key, None)
+        for ref in pod.metadata.owner_references or ():
+            self._by_owner.get((pod.metadata.namespace, ref.kind, ref.name), {}).pop(key, None)
+        if pod.spec.node_name and _occupies_node(pod):
+            usage = self._usage.get(pod.spec.node_name)
+            if usage is not None:
+                _accumulate(usage.requested, self.requests(pod), -1)
+                usage.pod_count -= 1
+
+    # ------------------------------------------------------------------ mutation
+
+    def remove_pod(self, pod: Pod) -> bool:
+        """Take an evicted pod out of the view. Returns False if it was not (or no longer) there."""
+        current = self._pods.pop(pod.key, None)
+        if current is None:
+            return False
+        self._unindex(current)
+        self._removed[current.key] = current
+        return True
+
+    def add_pod(self, pod: Pod) -> None:
+        """Put a pod in (the placement simulator binds evicted pods again with this)."""
+        old = self._pods.pop(pod.key, None)
+        if old is not None:
+            self._unindex(old)
+        self._requests.pop(pod.key, None)
+        self._pods[pod.key] = pod
+        self._removed.pop(pod.key, None)
+        self._index(pod)
+
+    def was_removed(self, pod: Pod) -> bool:
+        return pod.key in self._removed
+
+    def copy(self) -> ClusterSnapshot:
+        """An independent working copy (objects are shared; they are never mutated in place)."""
+        return ClusterSnapshot(
+            nodes=self._nodes.values(),
+            pods=self._pods.values(),
+            namespaces=self._namespaces.values(),
+            pdbs=self._pdbs,
+            priority_classes=self._priority_classes.values(),
+            pvcs=self._pvcs.values(),
+            events=self._events,
+        )
+
+    # ------------------------------------------------------------------ nodes
+
+    @property
+    def nodes(self) -> Sequence[Node]:
+        return list(self._nodes.values())
+
+    def node(self, name: str) -> Node | None:
+        return self._nodes.get(name)
+
+    def ready_nodes(self, selector: str | None = None) -> list[Node]:
+        """Ready nodes (upstream's rule), optionally those matching a label-selector string."""
+        match = k8s_labels.parse_selector_string(selector) if selector else None
+        return [
+            n
+            for n in self._nodes.values()
+            if k8s_nodes.is_node_ready(n) and (match is None or match(n.metadata.labels or {}))
+        ]
+
+    def allocatable(self, node: Node) -> Resources:
+        return k8s_resources.node_allocatable(node)
+
+    def requested_on(self, node_name: str) -> Resources:
+        """Sum of the requests of the pods occupying a node (running or pending-bound, not finished)."""
+        usage = self._usage.get(node_name)
+        return dict(usage.requested) if usage else {}
+
+    def pod_count_on(self, node_name: str) -> int:
+        usage = self._usage.get(node_name)
+        return usage.pod_count if usage else 0
+
+    # ------------------------------------------------------------------ pods
+
+    @property
+    def pods(self) -> Sequence[Pod]:
+        return list(self._pods.values())
+
+    def iter_pods(self) -> Iterator[Pod]:
+        return iter(list(self._pods.values()))
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        return self._pods.get(f"{namespace}/{name}")
+
+    def pods_on_node(self, node_name: str) -> list[Pod]:
+        return list(self._by_node.get(node_name, {}).values())
+
+    def pods_in_namespace(self, namespace: str) -> list[Pod]:
+        return list(self._by_namespace.get(namespace, {}).values())
+
+    def pods_of_owner(self, namespace: str, kind: str, name: str) -> list[Pod]:
+        return list(self._by_owner.get((namespace, kind, name), {}).values())
+
+    def requests(self, pod: Pod) -> Resources:
+        """The pod's effective requests (containers, init and sidecar containers, overhead)."""
+        key = pod.key
+        cached = self._requests.get(key)
+        if cached is None:
+            cached = k8s_resources.pod_requests(pod)
+            self._requests[key] = cached
+        return cached
+
+    # ------------------------------------------------------------------ the rest
+
+    @property
+    def namespaces(self) -> Sequence[Namespace]:
+        return list(self._namespaces.values())
+
+    def namespace(self, name: str) -> Namespace | None:
+        return self._namespaces.get(name)
+
+    @property
+    def priority_classes(self) -> dict[str, PriorityClass]:
+        return self._priority_classes
+
+    def pvc(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        return self._pvcs.get((namespace, name))
+
+    @property
+    def pdbs(self) -> Sequence[PodDisruptionBudget]:
+        return self._pdbs
+
+    def pdbs_for_pod(self, pod: Pod) -> list[PodDisruptionBudget]:
+        """PDBs in the pod's namespace whose selector matches it (a nil selector matches nothing)."""
+        out = []
+        for pdb in self._pdbs_by_ns.get(pod.metadata.namespace, ()):
+            match = k8s_labels.compile_label_selector(pdb.spec.selector, none_matches=False)
+            if match(pod.metadata.labels or {}):
+                out.append(pdb)
+        return out
+
+    @property
+    def events(self) -> Sequence[Event]:
+        return self._events
+
+    def events_for(self, kind: str, namespace: str, name: str) -> list[Event]:
+        return list(self._events_by_object.get((kind, namespace, name), ()))
+
+    def __repr__(self) -> str:
+        return f"ClusterSnapshot(nodes={len(self._nodes)}, pods={len(self._pods)})"
+
+
+def _node_sort_key(node: Node) -> str:
+    return node.metadata.name
+
+
+def _pod_sort_key(pod: Pod) -> tuple[str, str]:
+    return (pod.metadata.namespace, pod.metadata.name)
+
+
+def _occupies_node(pod: Pod) -> bool:
+    """A pod counts against its node's capacity unless it has finished."""
+    return pod.status.phase not in ("Succeeded", "Failed")
+
+
+def _accumulate(into: Resources, add: Resources, sign: int) -> None:
+    for name, amount in add.items():
+        into[name] = into.get(name, 0) + sign * amount

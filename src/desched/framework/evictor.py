@@ -1,0 +1,192 @@
+"""The pod evictor: per-cycle limits, the profile's filters, and an eviction backend.
+
+Counters are per cycle and shared by every profile and plugin. Limits are checked before each
+eviction in upstream's order (total, then per node, then per namespace) and count only evictions
+that succeeded. Every eviction passes the profile's Filter and PreEvictionFilter plugins first,
+whichever plugin asks for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from desched.api.policy import EvictionLimits
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.types import EvictResult, FilterPlugin, PreEvictionFilterPlugin
+from desched.k8s.objects import Pod
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRequest:
+    profile: str
+    plugin: str
+    reason: str
+    grace_period_seconds: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRecord:
+    """One eviction attempt that reached the limits check (filtered pods are not recorded)."""
+
+    namespace: str
+    name: str
+    node: str
+    profile: str
+    plugin: str
+    reason: str
+    result: EvictResult
+    error: str = ""
+
+
+class EvictionBackend(Protocol):
+    """Carries out an eviction. Returns ``None`` on success, or why it failed."""
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | None: ...
+
+
+class SimulatedBackend:
+    """Evicts nothing for real: the pod leaves the working snapshot, so later plugins see it gone."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+        self.snapshot.remove_pod(pod)
+        return None
+
+
+EvictionObserver = Callable[[EvictionRecord], None]
+
+
+class PodEvictor:
+    """Cycle-scoped: counts evictions across all profiles and enforces the policy's limits."""
+
+    def __init__(
+        self,
+        backend: EvictionBackend,
+        limits: EvictionLimits | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        observers: Sequence[EvictionObserver] = (),
+    ) -> None:
+        self.backend = backend
+        self.limits = limits or EvictionLimits()
+        self.grace_period_seconds = grace_period_seconds
+        self.observers = list(observers)
+        self.records: list[EvictionRecord] = []
+        self._total = 0
+        self._by_node: dict[str, int] = {}
+        self._by_namespace: dict[str, int] = {}
+        self._evicted: set[str] = set()
+
+    def reset(self) -> None:
+        self.records.clear()
+        self._total = 0
+        self._by_node.clear()
+        self._by_namespace.clear()
+        self._evicted.clear()
+
+    @property
+    def total(self) -> int:
+        return self._total
+
+    def evicted_on_node(self, node: str) -> int:
+        return self._by_node.get(node, 0)
+
+    def evicted_in_namespace(self, namespace: str) -> int:
+        return self._by_namespace.get(namespace, 0)
+
+    def was_evicted(self, pod: Pod) -> bool:
+        return pod.key in self._evicted
+
+    def total_limit_reached(self) -> bool:
+        lim = self.limits.total
+        return lim is not None and self._total >= lim
+
+    def node_limit_reached(self, node: str) -> bool:
+        lim = self.limits.per_node
+        return lim is not None and self._by_node.get(node, 0) >= lim
+
+    def _limit_check(self, pod: Pod) -> EvictResult | None:
+        lim = self.limits
+        if lim.total is not None and self._total + 1 > lim.total:
+            return EvictResult.TOTAL_LIMIT
+        node = pod.spec.node_name
+        if node and lim.per_node is not None and self._by_node.get(node, 0) + 1 > lim.per_node:
+            return EvictResult.NODE_LIMIT
+        ns = pod.metadata.namespace
+        if lim.per_namespace is not None and self._by_namespace.get(ns, 0) + 1 > lim.per_namespace:
+            return EvictResult.NAMESPACE_LIMIT
+        return None
+
+    def evict(self, pod: Pod, profile: str, plugin: str, reason: str) -> EvictResult:
+        """Evict one pod that already passed its profile's filters."""
+        if pod.key in self._evicted:
+            return EvictResult.ALREADY_EVICTED
+        result = self._limit_check(pod)
+        error = ""
+        if result is None:
+            request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds)
+            failure = self.backend.evict(pod, request)
+            if failure is None:
+                result = EvictResult.EVICTED
+                self._total += 1
+                node = pod.spec.node_name
+                if node:
+                    self._by_node[node] = self._by_node.get(node, 0) + 1
+                ns = pod.metadata.namespace
+                self._by_namespace[ns] = self._by_namespace.get(ns, 0) + 1
+                self._evicted.add(pod.key)
+            else:
+                result = EvictResult.FAILED
+                error = failure
+                log.warning("eviction of pod %s failed (%s/%s): %s", pod.key, profile, plugin, failure)
+        record = EvictionRecord(
+            pod.metadata.namespace, pod.metadata.name, pod.spec.node_name, profile, plugin, reason, result, error
+        )
+        self.records.append(record)
+        for observe in self.observers:
+            observe(record)
+        return result
+
+
+class ProfileEvictor:
+    """What one plugin of one profile sees: the profile's filters in front of the shared evictor."""
+
+    def __init__(
+        self,
+        pod_evictor: PodEvictor,
+        profile: str,
+        plugin: str,
+        filters: Sequence[FilterPlugin],
+        pre_eviction_filters: Sequence[PreEvictionFilterPlugin],
+    ) -> None:
+        self._evictor = pod_evictor
+        self._profile = profile
+        self._plugin = plugin
+        self._filters = filters
+        self._pre_filters = pre_eviction_filters
+
+    def filter(self, pod: Pod) -> bool:
+        return all(f.filter(pod) for f in self._filters)
+
+    def pre_eviction_filter(self, pod: Pod) -> bool:
+        return all(f.pre_eviction_filter(pod) for f in self._pre_filters)
+
+    def evict(self, pod: Pod, reason: str = "") -> EvictResult:
+        if self._evictor.was_evicted(pod):
+            return EvictResult.ALREADY_EVICTED
+        if not self.filter(pod) or not self.pre_eviction_filter(pod):
+            return EvictResult.FILTERED
+        return self._evictor.evict(pod, self._profile, self._plugin, reason)
+
+    def node_limit_reached(self, node_name: str) -> bool:
+        return self._evictor.node_limit_reached(node_name)
+
+    def total_limit_reached(self) -> bool:
+        return self._evictor.total_limit_reached()

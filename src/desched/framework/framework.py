@@ -1,0 +1,303 @@
+"""Profiles, handles and the descheduling cycle.
+
+Plugins are built once per profile (they may keep state across cycles, as RemoveAnomalyPods
+does) and reach the current cycle's snapshot, evictor and clock through their :class:`PluginHandle`.
+A cycle runs every Deschedule extension point of every profile in policy order, then every Balance
+one (KEP-753), on one snapshot.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from desched.api.policy import Policy, ProfileConfig
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.evictor import (
+    EvictionBackend,
+    EvictionObserver,
+    EvictionRecord,
+    PodEvictor,
+    ProfileEvictor,
+)
+from desched.framework.registry import Registry
+from desched.framework.types import (
+    BalancePlugin,
+    DeschedulePlugin,
+    EvictResult,
+    ExtensionPoint,
+    FilterPlugin,
+    PreEvictionFilterPlugin,
+    PreSortPlugin,
+    SortPlugin,
+)
+from desched.k8s.objects import Node, Pod
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+MIN_READY_NODES = 2
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class FrameworkError(Exception):
+    """A plugin could not be built from its args (e.g. a priority class that does not exist)."""
+
+
+class CycleContext:
+    """What changes every cycle: the snapshot, the evictor and the clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.snapshot = ClusterSnapshot()
+        self.evictor = PodEvictor(_NoBackend())
+
+
+class _NoBackend:
+    def evict(self, pod: Pod, request: object) -> str | None:
+        return "no eviction backend: no cycle is running"
+
+
+class PluginHandle:
+    """The Handle of KEP-753, for one plugin instance of one profile."""
+
+    def __init__(self, ctx: CycleContext, profile: Profile, plugin_name: str) -> None:
+        self._ctx = ctx
+        self._profile = profile
+        self._plugin_name = plugin_name
+
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        return self._ctx.snapshot
+
+    @property
+    def evictor(self) -> ProfileEvictor:
+        return ProfileEvictor(
+            self._ctx.evictor,
+            self._profile.name,
+            self._plugin_name,
+            self._profile.filters,
+            self._profile.pre_eviction_filters,
+        )
+
+    @property
+    def profile_name(self) -> str:
+        return self._profile.name
+
+    @property
+    def plugin_name(self) -> str:
+        return self._plugin_name
+
+    def now(self) -> datetime:
+        return self._ctx.clock()
+
+    def sort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
+        return _ordered(pods, [s.less for s in self._profile.sorters], key)
+
+    def presort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
+        return _ordered(pods, [s.pre_less for s in self._profile.presorters], key)
+
+
+def _ordered(
+    pods: Sequence[Pod], less_fns: Sequence[Callable[[Pod, Pod], bool]], key: Callable[[Pod], Any] | None
+) -> list[Pod]:
+    """A stable sort: configured sorters decide first, in order; the plugin's key breaks ties."""
+    if not less_fns:
+        return sorted(pods, key=key) if key is not None else list(pods)
+
+    def compare(a: Pod, b: Pod) -> int:
+        for less in less_fns:
+            if less(a, b):
+                return -1
+            if less(b, a):
+                return 1
+        if key is not None:
+            ka, kb = key(a), key(b)
+            if ka < kb:
+                return -1
+            if kb < ka:
+                return 1
+        return 0
+
+    return sorted(pods, key=functools.cmp_to_key(compare))
+
+
+class Profile:
+    """One profile's plugin instances, by extension point, in policy order."""
+
+    def __init__(self, config: ProfileConfig, registry: Registry, ctx: CycleContext) -> None:
+        self.name = config.name
+        self.config = config
+        self.instances: dict[str, object] = {}
+        self.filters: list[FilterPlugin] = []
+        self.pre_eviction_filters: list[PreEvictionFilterPlugin] = []
+        self.sorters: list[SortPlugin] = []
+        self.presorters: list[PreSortPlugin] = []
+        self.deschedulers: list[DeschedulePlugin] = []
+        self.balancers: list[BalancePlugin] = []
+        for name, args in config.args.items():
+            spec = registry.get(name)
+            if spec is None:
+                raise FrameworkError(f"profile {self.name}: {registry.why_missing(name)}")
+            handle = PluginHandle(ctx, self, name)
+            try:
+                self.instances[name] = spec.factory(args, handle)
+            except FrameworkError:
+                raise
+            except ValueError as e:
+                raise FrameworkError(f"profile {self.name}: plugin {name}: {e}") from None
+        for name in config.enabled(ExtensionPoint.FILTER):
+            self.filters.append(self.instances[name])  # type: ignore[arg-type]
+        for name in config.enabled(ExtensionPoint.PRE_EVICTION_FILTER):
+            self.pre_eviction_filters.append(self.instances[name])  # type: ignore[arg-type]
+        for name in config.enabled(ExtensionPoint.SORT):
+            self.sorters.append(self.instances[name])  # type: ignore[arg-type]
+        for name in config.enabled(ExtensionPoint.PRESORT):
+            self.presorters.append(self.instances[name])  # type: ignore[arg-type]
+        for name in config.enabled(ExtensionPoint.DESCHEDULE):
+            self.deschedulers.append(self.instances[name])  # type: ignore[arg-type]
+        for name in config.enabled(ExtensionPoint.BALANCE):
+            self.balancers.append(self.instances[name])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginRun:
+    profile: str
+    plugin: str
+    extension_point: str
+    seconds: float
+    evicted: int
+    error: str | None = None
+
+
+@dataclass
+class CycleResult:
+    started: datetime
+    nodes: int
+    skipped: str | None = None
+    records: list[EvictionRecord] = field(default_factory=list)
+    plugin_runs: list[PluginRun] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def evictions(self) -> list[EvictionRecord]:
+        return [r for r in self.records if r.result is EvictResult.EVICTED]
+
+    @property
+    def failures(self) -> list[EvictionRecord]:
+        return [r for r in self.records if r.result is not EvictResult.EVICTED]
+
+
+class Framework:
+    """Profiles built from a policy; ``run_cycle`` runs one descheduling cycle on a snapshot."""
+
+    def __init__(self, policy: Policy, registry: Registry, *, clock: Clock = system_clock) -> None:
+        self.policy = policy
+        self.ctx = CycleContext(clock)
+        self.profiles = [Profile(cfg, registry, self.ctx) for cfg in policy.profiles]
+
+    def begin_cycle(
+        self,
+        snapshot: ClusterSnapshot,
+        backend: EvictionBackend,
+        *,
+        observers: Sequence[EvictionObserver] = (),
+    ) -> None:
+        """Point every handle at this cycle's snapshot and a fresh evictor; call cycle hooks."""
+        ctx = self.ctx
+        ctx.snapshot = snapshot
+        ctx.evictor = PodEvictor(
+            backend,
+            self.policy.limits,
+            grace_period_seconds=self.policy.grace_period_seconds,
+            observers=observers,
+        )
+        for profile in self.profiles:
+            for inst in profile.instances.values():
+                hook = getattr(inst, "on_cycle_start", None)
+                if callable(hook):
+                    hook()
+
+    def run_extension_point(
+        self,
+        point: ExtensionPoint,
+        nodes: list[Node],
+        on_plugin_run: Callable[[PluginRun], None] | None = None,
+    ) -> list[PluginRun]:
+        """Run one extension point (Deschedule or Balance) of every profile, in policy order."""
+        runs = []
+        for profile in self.profiles:
+            plugins: Sequence[DeschedulePlugin | BalancePlugin] = (
+                profile.deschedulers if point is ExtensionPoint.DESCHEDULE else profile.balancers
+            )
+            for plugin in plugins:
+                if self.ctx.evictor.total_limit_reached():
+                    return runs
+                run = self._run_plugin(profile, plugin, point, nodes)
+                runs.append(run)
+                if on_plugin_run is not None:
+                    on_plugin_run(run)
+        return runs
+
+    def run_cycle(
+        self,
+        snapshot: ClusterSnapshot,
+        backend: EvictionBackend,
+        *,
+        observers: Sequence[EvictionObserver] = (),
+        on_plugin_run: Callable[[PluginRun], None] | None = None,
+    ) -> CycleResult:
+        start = time.perf_counter()
+        result = CycleResult(started=self.ctx.clock(), nodes=0)
+        nodes = snapshot.ready_nodes(self.policy.node_selector)
+        result.nodes = len(nodes)
+        if len(nodes) < MIN_READY_NODES:
+            result.skipped = (
+                f"only {len(nodes)} ready node(s) match: evicting would disrupt service, cycle skipped"
+            )
+            log.warning(result.skipped)
+            result.seconds = time.perf_counter() - start
+            return result
+        self.begin_cycle(snapshot, backend, observers=observers)
+        for point in (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE):
+            result.plugin_runs.extend(self.run_extension_point(point, nodes, on_plugin_run))
+        result.records = list(self.ctx.evictor.records)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _run_plugin(
+        self,
+        profile: Profile,
+        plugin: DeschedulePlugin | BalancePlugin,
+        point: ExtensionPoint,
+        nodes: list[Node],
+    ) -> PluginRun:
+        before = self.ctx.evictor.total
+        t0 = time.perf_counter()
+        error: str | None = None
+        try:
+            if point is ExtensionPoint.DESCHEDULE:
+                status = plugin.deschedule(nodes)  # type: ignore[union-attr]
+            else:
+                status = plugin.balance(nodes)  # type: ignore[union-attr]
+            if status is not None:
+                error = status.error
+        except Exception as e:  # one broken plugin must not end the cycle for the others
+            log.exception("plugin %s of profile %s failed", plugin.name, profile.name)
+            error = f"{type(e).__name__}: {e}"
+        return PluginRun(
+            profile.name,
+            plugin.name,
+            point.value,
+            time.perf_counter() - t0,
+            self.ctx.evictor.total - before,
+            error,
+        )

@@ -1,0 +1,173 @@
+"""The extension points of KEP-753, one small protocol each, and the values they exchange.
+
+A plugin implements only the extension points it needs. The framework finds out which by
+``isinstance`` against these runtime-checkable protocols.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from desched.k8s.objects import Node, Pod
+
+if TYPE_CHECKING:
+    from desched.cluster.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """What an extension point returns when it could not do its job (``None`` means success)."""
+
+    error: str
+
+
+class Plugin(Protocol):
+    """Every plugin has a name: the registered name the policy uses."""
+
+    name: ClassVar[str]
+
+
+@runtime_checkable
+class DeschedulePlugin(Protocol):
+    name: ClassVar[str]
+
+    def deschedule(self, nodes: Sequence[Node]) -> Status | None: ...
+
+
+@runtime_checkable
+class BalancePlugin(Protocol):
+    name: ClassVar[str]
+
+    def balance(self, nodes: Sequence[Node]) -> Status | None: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    """Decides whether a pod may be considered for eviction at all (upstream's ``Filter``)."""
+
+    name: ClassVar[str]
+
+    def filter(self, pod: Pod) -> bool: ...
+
+
+@runtime_checkable
+class PreEvictionFilterPlugin(Protocol):
+    """The last, possibly expensive check right before an eviction (e.g. nodeFit)."""
+
+    name: ClassVar[str]
+
+    def pre_eviction_filter(self, pod: Pod) -> bool: ...
+
+
+@runtime_checkable
+class SortPlugin(Protocol):
+    """Orders candidate pods right before eviction: ``less(a, b)`` means evict ``a`` first."""
+
+    name: ClassVar[str]
+
+    def less(self, a: Pod, b: Pod) -> bool: ...
+
+
+@runtime_checkable
+class PreSortPlugin(Protocol):
+    """Orders pods before a strategy processes them: ``pre_less(a, b)`` means look at ``a`` first."""
+
+    name: ClassVar[str]
+
+    def pre_less(self, a: Pod, b: Pod) -> bool: ...
+
+
+class ExtensionPoint(enum.StrEnum):
+    PRESORT = "presort"
+    SORT = "sort"
+    DESCHEDULE = "deschedule"
+    BALANCE = "balance"
+    FILTER = "filter"
+    PRE_EVICTION_FILTER = "preEvictionFilter"
+
+
+#: The method that marks a plugin class as serving an extension point.
+EXTENSION_METHODS: dict[ExtensionPoint, str] = {
+    ExtensionPoint.PRESORT: "pre_less",
+    ExtensionPoint.SORT: "less",
+    ExtensionPoint.DESCHEDULE: "deschedule",
+    ExtensionPoint.BALANCE: "balance",
+    ExtensionPoint.FILTER: "filter",
+    ExtensionPoint.PRE_EVICTION_FILTER: "pre_eviction_filter",
+}
+
+EXTENSION_PROTOCOLS: dict[ExtensionPoint, type] = {
+    ExtensionPoint.PRESORT: PreSortPlugin,
+    ExtensionPoint.SORT: SortPlugin,
+    ExtensionPoint.DESCHEDULE: DeschedulePlugin,
+    ExtensionPoint.BALANCE: BalancePlugin,
+    ExtensionPoint.FILTER: FilterPlugin,
+    ExtensionPoint.PRE_EVICTION_FILTER: PreEvictionFilterPlugin,
+}
+
+
+class EvictResult(enum.Enum):
+    """The outcome of one eviction request, as a plugin needs to react to it."""
+
+    EVICTED = "success"
+    #: The profile's Filter or PreEvictionFilter refused the pod; try another one.
+    FILTERED = "filtered"
+    #: The per-node limit is reached: skip the rest of this node.
+    NODE_LIMIT = "maximum number of evicted pods per node reached"
+    #: The per-namespace limit is reached: skip pods of this namespace.
+    NAMESPACE_LIMIT = "maximum number of evicted pods per namespace reached"
+    #: The per-cycle total is reached: the plugin should stop.
+    TOTAL_LIMIT = "maximum number of evicted pods per a descheduling cycle reached"
+    #: The eviction backend refused (PDB 429, 404, 409, 5xx ...): try the next pod.
+    FAILED = "error"
+    #: Already evicted in this cycle (by this or another plugin).
+    ALREADY_EVICTED = "already evicted"
+
+    @property
+    def ok(self) -> bool:
+        return self is EvictResult.EVICTED
+
+    @property
+    def limit(self) -> bool:
+        return self in (EvictResult.NODE_LIMIT, EvictResult.NAMESPACE_LIMIT, EvictResult.TOTAL_LIMIT)
+
+
+class Evictor(Protocol):
+    """What a plugin sees of the evictor: its profile's filters and the eviction itself."""
+
+    def filter(self, pod: Pod) -> bool: ...
+
+    def pre_eviction_filter(self, pod: Pod) -> bool: ...
+
+    def evict(self, pod: Pod, reason: str = "") -> EvictResult: ...
+
+    def node_limit_reached(self, node_name: str) -> bool: ...
+
+    def total_limit_reached(self) -> bool: ...
+
+
+class Handle(Protocol):
+    """Everything a plugin may use. Plugins never talk to the API server."""
+
+    @property
+    def snapshot(self) -> ClusterSnapshot: ...
+
+    @property
+    def evictor(self) -> Evictor: ...
+
+    @property
+    def profile_name(self) -> str: ...
+
+    def now(self) -> datetime: ...
+
+    def sort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
+        """Order pods for eviction: the profile's Sort plugins first, then the plugin's own ``key``."""
+        ...
+
+    def presort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
+        """Order pods for processing: the profile's PreSort plugins first, then ``key``."""
+        ...

@@ -1,0 +1,409 @@
+"""Slim, typed records of the Kubernetes objects desched decides on.
+
+These are msgspec Structs shaped like the API's JSON (camelCase on the wire), holding only the
+fields a decision reads. Unknown fields (managedFields, most of status, ...) are skipped by the
+decoder without being built, which is what keeps 150,000 pods in well under a gigabyte.
+
+Quantities stay as the API wrote them (a string, or a number when a hand-written YAML snapshot
+has ``cpu: 1``); :mod:`desched.k8s.quantity` parses them once per snapshot.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+
+#: Go's zero time. A value timestamp that is absent or null means this (see conformance README).
+ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+
+QuantityValue = str | int | float
+ResourceList = dict[str, QuantityValue]
+
+
+class _Base(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
+    pass
+
+
+class OwnerReference(_Base):
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    api_version: str = ""
+    controller: bool | None = None
+
+
+class ObjectMeta(_Base):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None
+
+
+# --------------------------------------------------------------------------- selectors
+
+
+class LabelSelectorRequirement(_Base):
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class LabelSelector(_Base):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[LabelSelectorRequirement] | None = None
+
+
+class NodeSelectorRequirement(_Base):
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class NodeSelectorTerm(_Base):
+    match_expressions: list[NodeSelectorRequirement] | None = None
+    match_fields: list[NodeSelectorRequirement] | None = None
+
+
+class NodeSelector(_Base):
+    node_selector_terms: list[NodeSelectorTerm] = msgspec.field(default_factory=list)
+
+
+class PreferredSchedulingTerm(_Base):
+    weight: int = 0
+    preference: NodeSelectorTerm = msgspec.field(default_factory=NodeSelectorTerm)
+
+
+class NodeAffinity(_Base):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] | None = None
+
+
+class PodAffinityTerm(_Base):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] | None = None
+    topology_key: str = ""
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: list[str] | None = None
+    mismatch_label_keys: list[str] | None = None
+
+
+class WeightedPodAffinityTerm(_Base):
+    weight: int = 0
+    pod_affinity_term: PodAffinityTerm = msgspec.field(default_factory=PodAffinityTerm)
+
+
+class PodAffinity(_Base):
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = None
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] | None = None
+
+
+class Affinity(_Base):
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class Toleration(_Base):
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+class Taint(_Base):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+    time_added: datetime | None = None
+
+
+class TopologySpreadConstraint(_Base):
+    max_skew: int = 0
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] | None = None
+
+
+# --------------------------------------------------------------------------- pods
+
+
+class ResourceRequirements(_Base):
+    requests: ResourceList | None = None
+    limits: ResourceList | None = None
+
+
+class Container(_Base):
+    name: str = ""
+    image: str = ""
+    resources: ResourceRequirements | None = None
+    restart_policy: str | None = None
+
+
+class PersistentVolumeClaimVolumeSource(_Base):
+    claim_name: str = ""
+    read_only: bool = False
+
+
+class Volume(_Base):
+    name: str = ""
+    empty_dir: dict[str, object] | None = None
+    host_path: dict[str, object] | None = None
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    ephemeral: dict[str, object] | None = None
+
+
+class PodResourceClaim(_Base):
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodSpec(_Base):
+    node_name: str = ""
+    priority: int | None = None
+    priority_class_name: str = ""
+    scheduler_name: str = ""
+    node_selector: dict[str, str] | None = None
+    tolerations: list[Toleration] | None = None
+    affinity: Affinity | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = None
+    containers: list[Container] = msgspec.field(default_factory=list)
+    init_containers: list[Container] | None = None
+    ephemeral_containers: list[Container] | None = None
+    overhead: ResourceList | None = None
+    volumes: list[Volume] | None = None
+    resource_claims: list[PodResourceClaim] | None = None
+    restart_policy: str = ""
+    preemption_policy: str | None = None
+    resources: ResourceRequirements | None = None
+
+
+class ContainerStateWaiting(_Base):
+    reason: str = ""
+    message: str = ""
+
+
+class ContainerStateRunning(_Base):
+    started_at: datetime | None = None
+
+
+class ContainerStateTerminated(_Base):
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class ContainerState(_Base):
+    waiting: ContainerStateWaiting | None = None
+    running: ContainerStateRunning | None = None
+    terminated: ContainerStateTerminated | None = None
+
+
+class ContainerStatus(_Base):
+    name: str = ""
+    restart_count: int = 0
+    ready: bool = False
+    state: ContainerState | None = None
+    last_state: ContainerState | None = None
+
+
+class PodCondition(_Base):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+
+
+class PodStatus(_Base):
+    phase: str = ""
+    reason: str = ""
+    message: str = ""
+    start_time: datetime | None = None
+    qos_class: str = ""
+    conditions: list[PodCondition] | None = None
+    container_statuses: list[ContainerStatus] | None = None
+    init_container_statuses: list[ContainerStatus] | None = None
+    ephemeral_container_statuses: list[ContainerStatus] | None = None
+
+
+class Pod(_Base, tag_field="kind", tag="Pod"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``: unique among the pods of one cluster."""
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @property
+    def node_name(self) -> str:
+        return self.spec.node_name
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.metadata.labels or {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return self.metadata.annotations or {}
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+class NodeSpec(_Base):
+    unschedulable: bool = False
+    taints: list[Taint] | None = None
+
+
+class NodeCondition(_Base):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    last_transition_time: datetime | None = None
+
+
+class NodeStatus(_Base):
+    capacity: ResourceList | None = None
+    allocatable: ResourceList | None = None
+    conditions: list[NodeCondition] | None = None
+
+
+class Node(_Base, tag_field="kind", tag="Node"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.metadata.labels or {}
+
+
+# --------------------------------------------------------------------------- the rest
+
+
+class Namespace(_Base, tag_field="kind", tag="Namespace"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+class PodDisruptionBudgetSpec(_Base):
+    selector: LabelSelector | None = None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class PodDisruptionBudgetStatus(_Base):
+    disruptions_allowed: int = 0
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+    observed_generation: int = 0
+
+
+class PodDisruptionBudget(_Base, tag_field="kind", tag="PodDisruptionBudget"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodDisruptionBudgetSpec = msgspec.field(default_factory=PodDisruptionBudgetSpec)
+    status: PodDisruptionBudgetStatus = msgspec.field(default_factory=PodDisruptionBudgetStatus)
+
+
+class PriorityClass(_Base, tag_field="kind", tag="PriorityClass"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    value: int = 0
+    global_default: bool = False
+    preemption_policy: str | None = None
+
+
+class PersistentVolumeClaimSpec(_Base):
+    storage_class_name: str | None = None
+    volume_name: str = ""
+
+
+class PersistentVolumeClaim(_Base, tag_field="kind", tag="PersistentVolumeClaim"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PersistentVolumeClaimSpec = msgspec.field(default_factory=PersistentVolumeClaimSpec)
+
+
+class ObjectReference(_Base):
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+    field_path: str = ""
+
+
+class EventSource(_Base):
+    component: str = ""
+    host: str = ""
+
+
+class EventSeries(_Base):
+    count: int = 0
+    last_observed_time: datetime | None = None
+
+
+class Event(_Base, tag_field="kind", tag="Event"):
+    """A core/v1 Event (what ``kubectl get events -o yaml`` prints)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    involved_object: ObjectReference = msgspec.field(default_factory=ObjectReference)
+    reason: str = ""
+    message: str = ""
+    type: str = ""
+    count: int = 0
+    first_timestamp: datetime | None = None
+    last_timestamp: datetime | None = None
+    event_time: datetime | None = None
+    source: EventSource | None = None
+    reporting_component: str = ""
+    series: EventSeries | None = None
+
+
+#: Every kind a snapshot may hold, by its ``kind``.
+KINDS: dict[str, type[msgspec.Struct]] = {
+    "Pod": Pod,
+    "Node": Node,
+    "Namespace": Namespace,
+    "PodDisruptionBudget": PodDisruptionBudget,
+    "PriorityClass": PriorityClass,
+    "PersistentVolumeClaim": PersistentVolumeClaim,
+    "Event": Event,
+}
+
+AnyObject = Pod | Node | Namespace | PodDisruptionBudget | PriorityClass | PersistentVolumeClaim | Event
+
+
+def timestamp(value: datetime | None) -> datetime:
+    """A value timestamp as Kubernetes means it: absent or null is Go's zero time."""
+    return value if value is not None else ZERO_TIME

@@ -1,0 +1,1 @@
+"""Scheduling knowledge: node fit (kube-scheduler's filters), scoring, placement simulation."""
