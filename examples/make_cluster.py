@@ -59,9 +59,11 @@ def pod(ns: str, name: str, node_name: str, *, owner: tuple[str, str] | None = N
         memory: str = "128Mi", image: str = "nginx:1.27", labels: Obj | None = None,
         created: str = "2026-11-14T09:00:00Z", phase: str = "Running", priority: int | None = 0,
         priority_class: str = "", extra_spec: Obj | None = None, status: Obj | None = None,
-        limits: bool = False) -> Obj:
+        limits: bool = False, annotations: Obj | None = None) -> Obj:
     meta: Obj = {"name": name, "namespace": ns, "uid": uid("pod", ns, name), "creationTimestamp": created,
                  "labels": labels or {}}
+    if annotations:
+        meta["annotations"] = annotations
     if owner is not None:
         kind, oname = owner
         api = {"ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "Job": "batch/v1"}[kind]
@@ -198,6 +200,10 @@ def build() -> list[Obj]:
     items.append(pod("shop", "session-cache-0", "node-a1", owner=("StatefulSet", "session-cache"), cpu="500m",
                      memory="1Gi", labels={"app": "session-cache"}, image="memcached:1.6",
                      extra_spec={"volumes": [{"name": "tmp", "emptyDir": {}}]}))
+    # shop/promo: a campaign whose pods carry an expiry annotation (for the out-of-tree example plugin).
+    items.append(pod("shop", "promo-7f8c9d6b5-0", "node-c2", owner=("ReplicaSet", "promo-7f8c9d6b5"),
+                     labels={"app": "promo"}, image="shop/promo:black-friday",
+                     annotations={"example.desched.io/expires-at": "2026-11-20T00:00:00Z"}))
     items.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                   "metadata": {"name": "web", "namespace": "shop", "uid": uid("pdb", "web"), "generation": 1},
                   "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "web"}}},

@@ -73,6 +73,8 @@ class PluginHandle:
         self._ctx = ctx
         self._profile = profile
         self._plugin_name = plugin_name
+        self._evictor: ProfileEvictor | None = None
+        self._evictor_for: PodEvictor | None = None
 
     @property
     def snapshot(self) -> ClusterSnapshot:
@@ -80,13 +82,17 @@ class PluginHandle:
 
     @property
     def evictor(self) -> ProfileEvictor:
-        return ProfileEvictor(
-            self._ctx.evictor,
-            self._profile.name,
-            self._plugin_name,
-            self._profile.filters,
-            self._profile.pre_eviction_filters,
-        )
+        shared = self._ctx.evictor
+        if self._evictor is None or self._evictor_for is not shared:
+            self._evictor = ProfileEvictor(
+                shared,
+                self._profile.name,
+                self._plugin_name,
+                self._profile.filters,
+                self._profile.pre_eviction_filters,
+            )
+            self._evictor_for = shared
+        return self._evictor
 
     @property
     def profile_name(self) -> str:

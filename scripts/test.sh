@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command README.md gives: installs what the tests need, builds (or reuses the cached)
+# e2e control plane, then runs every suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[test,report]"
+
+# kube-apiserver, kube-scheduler, etcd and kwok for the e2e tests: built once from the Go module
+# proxy, then reused from the user cache (see docs/testing.md).
+DESCHED_E2E_BIN=$(bash hack/e2e/build-control-plane.sh | tail -n 1)
+export DESCHED_E2E_BIN
+
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,100 @@
+"""The desched command: simulate on the example, JSON output, determinism, one-line errors, exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "cluster.yaml"
+POLICY = ROOT / "examples" / "policy.yaml"
+NOW = "2026-11-21T12:00:00Z"
+
+
+def desched(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "desched.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def test_simulate_example_evicts_from_several_plugins() -> None:
+    proc = desched("simulate", str(EXAMPLE), "--policy", str(POLICY), "--now", NOW, "--output", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["now"] == NOW
+    plugins = {e["plugin"] for e in doc["evictions"]}
+    assert len(plugins) >= 3, plugins
+    for e in doc["evictions"]:
+        assert set(e) == {"namespace", "name", "node", "profile", "plugin", "reason"}
+    names = {f'{e["namespace"]}/{e["name"]}' for e in doc["evictions"]}
+    # protected by DefaultEvictor: DaemonSet, system-critical, bare and local-storage pods
+    assert not any(n.startswith("kube-system/") for n in names)
+    assert "sandbox/scratch" not in names and "shop/session-cache-0" not in names
+
+
+def test_simulate_json_is_deterministic() -> None:
+    args = ("simulate", str(EXAMPLE), "--policy", str(POLICY), "--now", NOW, "--output", "json")
+    assert desched(*args).stdout == desched(*args).stdout
+
+
+def test_simulate_table_output() -> None:
+    proc = desched("simulate", str(EXAMPLE), "--policy", str(POLICY), "--now", NOW)
+    assert proc.returncode == 0, proc.stderr
+    assert "Total:" in proc.stdout and "RemoveFailedPods" in proc.stdout
+
+
+def test_validate_prints_normalised_policy() -> None:
+    proc = desched("validate", str(POLICY), "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["apiVersion"] == "descheduler/v1alpha2"
+    assert doc["profiles"][0]["plugins"]["filter"]["enabled"] == ["DefaultEvictor"]
+
+
+def test_version() -> None:
+    assert desched("version").stdout.startswith("desched ")
+
+
+@pytest.mark.parametrize(
+    ("policy", "snapshot", "needle"),
+    [
+        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a, plugins: "
+         "{deschedule: {enabled: [Nope]}}}]\n", None, "profiles[0].plugins.deschedule.enabled[0]: unknown plugin"),
+        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a, pluginConfig: "
+         "[{name: RemovePodsHavingTooManyRestarts, args: {podRestartThreshold: abc}}]}]\n", None,
+         "profiles[0].pluginConfig[0].args.podRestartThreshold"),
+        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a\n", None, "not valid YAML"),
+        (None, "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata: {name: p, namespace: d, labels: {a: [1]}}\n",
+         "items[0] (Pod d/p): metadata.labels.a: expected `str`, got `array`"),
+        (None, "apiVersion: v1\nkind: List\nitems:\n- kind: Node\n  metadata: {name: n}\n  spec: {taints: 3}\n",
+         "items[0] (Node n): spec.taints:"),
+        (None, '{"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": 5}}]}', "items[0] (Pod 5): metadata.name"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, policy: str | None, snapshot: str | None, needle: str) -> None:
+    pol = POLICY
+    snap = EXAMPLE
+    if policy is not None:
+        pol = tmp_path / "policy.yaml"
+        pol.write_text(policy)
+    if snapshot is not None:
+        snap = tmp_path / "snap.yaml"
+        snap.write_text(snapshot)
+    proc = desched("simulate", str(snap), "--policy", str(pol), "--now", NOW)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert needle in lines[0]
+
+
+def test_bad_flags_exit_2() -> None:
+    proc = desched("simulate", str(EXAMPLE), "--policy", str(POLICY), "--now", "yesterday")
+    assert proc.returncode == 2 and "--now" in proc.stderr
+    proc = desched("simulate", str(EXAMPLE))
+    assert proc.returncode == 2
+    proc = desched("simulate", "/nonexistent.yaml", "--policy", str(POLICY))
+    assert proc.returncode == 2 and "cannot read snapshot" in proc.stderr

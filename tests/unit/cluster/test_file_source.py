@@ -1,0 +1,81 @@
+"""Reading snapshots: kubectl's List (YAML and JSON), multi-document YAML, indexes, unknown kinds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+import yaml
+
+from desched.api.errors import SnapshotError
+from desched.cluster.file_source import load_snapshot_file, parse_snapshot_bytes, snapshot_from_objects
+from desched.k8s.objects import Pod
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def items() -> list[dict[str, object]]:
+    return [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ignored"}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b", "namespace": "x", "ownerReferences": [
+            {"kind": "ReplicaSet", "name": "rs"}]}, "spec": {"nodeName": "n1"}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "x"}, "spec": {"nodeName": "n1"}},
+        {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e", "namespace": "x"},
+         "regarding": {"kind": "Pod", "namespace": "x", "name": "a"}, "reason": "FailedMount", "note": "boom",
+         "series": {"count": 3, "lastObservedTime": "2026-01-01T00:00:00Z"}},
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["yaml-list", "json-list", "multi-doc"])
+def test_formats_give_the_same_snapshot(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "snap"
+    doc = {"apiVersion": "v1", "kind": "List", "items": items()}
+    if fmt == "yaml-list":
+        path.write_text(yaml.safe_dump(doc))
+    elif fmt == "json-list":
+        path.write_text(json.dumps(doc))
+    else:
+        path.write_text(yaml.safe_dump_all(items()))
+    snap = load_snapshot_file(path)
+    assert [p.name for p in snap.pods_on_node("n1")] == ["a", "b"]  # canonical order, not file order
+    assert [p.name for p in snap.pods_of_owner("x", "ReplicaSet", "rs")] == ["b"]
+    events = snap.events_for("Pod", "x", "a")
+    assert len(events) == 1 and events[0].message == "boom" and events[0].count == 3
+
+
+def test_example_cluster_loads() -> None:
+    snap = load_snapshot_file(ROOT / "examples" / "cluster.yaml")
+    assert len(snap.nodes) == 7 and len(snap.pods) > 30 and snap.priority_classes
+
+
+def test_remove_pod_keeps_indexes_in_step() -> None:
+    objs = parse_snapshot_bytes(json.dumps({"kind": "List", "items": items()}).encode())
+    snap = snapshot_from_objects(objs)
+    pod = snap.pod("x", "b")
+    assert pod is not None
+    assert snap.remove_pod(pod) and not snap.remove_pod(pod)
+    assert snap.pods_of_owner("x", "ReplicaSet", "rs") == [] and [p.name for p in snap.pods_on_node("n1")] == ["a"]
+    assert snap.was_removed(pod)
+
+
+def test_usage_counts_requests_of_running_pods() -> None:
+    pods = [
+        msgspec.convert({"metadata": {"name": n, "namespace": "d"}, "spec": {"nodeName": "n1", "containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}]},
+            "status": {"phase": phase}}, Pod)
+        for n, phase in (("a", "Running"), ("b", "Pending"), ("c", "Succeeded"))
+    ]
+    snap = snapshot_from_objects(pods)
+    assert snap.requested_on("n1")["cpu"] == 500 and snap.pod_count_on("n1") == 2
+    snap.remove_pod(pods[0])
+    assert snap.requested_on("n1")["cpu"] == 250 and snap.pod_count_on("n1") == 1
+
+
+def test_not_a_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("- 1\n- 2\n")
+    with pytest.raises(SnapshotError, match="expected an object or a List"):
+        load_snapshot_file(path)
