@@ -1,0 +1,304 @@
+"""Node selectors and node affinity (``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``).
+
+- ``matchExpressions`` test node labels with In, NotIn, Exists, DoesNotExist, Gt, Lt (Gt/Lt compare
+  the label as an int64); ``matchFields`` support In/NotIn with exactly one value, against the
+  node's fields, of which there is one: ``metadata.name`` (any other key reads as ""). A node with
+  an empty name has no fields, and then ``matchFields`` are not checked at all, as upstream.
+- A term's requirements are ANDed; a term with neither expressions nor fields matches nothing; a
+  term that does not parse (unknown operator, bad key or value, wrong value count) matches
+  nothing, while the selector's other terms still count (``LazyErrorNodeSelector``). Terms are ORed.
+- The required node affinity of a pod is ``spec.nodeSelector`` (every pair equal) AND
+  ``requiredDuringSchedulingIgnoredDuringExecution`` (kube-scheduler's NodeAffinity filter and
+  descheduler's ``PodMatchNodeSelector``).
+- The preferred score sums the weights of the matching preferred terms, each judged on its own
+  (descheduler's ``GetNodeWeightGivenPodPreferredAffinity``: a term that does not parse adds 0).
+
+Compiled node selectors are cached per object (by identity, holding a reference), so testing one
+pod against many nodes compiles its terms once. Affinity objects are treated as immutable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import msgspec
+
+from desched.k8s.labels import (
+    OP_DOES_NOT_EXIST,
+    OP_EXISTS,
+    OP_GT,
+    OP_IN,
+    OP_LT,
+    OP_NOT_IN,
+    SelectorError,
+    new_requirement,
+    requirements_matcher,
+)
+from desched.k8s.objects import (
+    Node,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PreferredSchedulingTerm,
+)
+
+__all__ = [
+    "NODE_FIELD_NAME",
+    "CompiledTerm",
+    "compile_node_selector_term",
+    "has_preferred_node_affinity",
+    "has_required_node_affinity",
+    "node_selector_matches",
+    "node_selector_requirement_matches",
+    "node_selector_term_matches",
+    "pod_matches_node_selector",
+    "preferred_node_affinity_score",
+]
+
+#: The only node field a matchFields requirement can read.
+NODE_FIELD_NAME = "metadata.name"
+
+_NODE_SELECTOR_OPERATORS = {
+    "In": OP_IN,
+    "NotIn": OP_NOT_IN,
+    "Exists": OP_EXISTS,
+    "DoesNotExist": OP_DOES_NOT_EXIST,
+    "Gt": OP_GT,
+    "Lt": OP_LT,
+}
+
+_LabelCheck = Callable[[Mapping[str, str]], bool]
+_FieldCheck = tuple[str, str, bool]  # key, value, True for In / False for NotIn
+
+
+class CompiledTerm:
+    """A parsed NodeSelectorTerm: ``matches(labels, node_name)``."""
+
+    __slots__ = ("fields", "labels")
+
+    def __init__(self, labels: _LabelCheck | None, fields: tuple[_FieldCheck, ...]) -> None:
+        self.labels = labels
+        self.fields = fields
+
+    def matches(self, node_labels: Mapping[str, str], node_name: str) -> bool:
+        if self.labels is not None and not self.labels(node_labels):
+            return False
+        if self.fields and node_name:
+            for key, value, is_in in self.fields:
+                actual = node_name if key == NODE_FIELD_NAME else ""
+                if (actual == value) != is_in:
+                    return False
+        return True
+
+
+def _label_requirements(exprs: Sequence[NodeSelectorRequirement]) -> _LabelCheck:
+    reqs = []
+    for i, expr in enumerate(exprs):
+        op = _NODE_SELECTOR_OPERATORS.get(expr.operator)
+        if op is None:
+            raise SelectorError(f"matchExpressions[{i}].operator: unsupported value {expr.operator!r}")
+        try:
+            reqs.append(new_requirement(expr.key, op, tuple(expr.values or ())))
+        except SelectorError as e:
+            raise SelectorError(f"matchExpressions[{i}]: {e}") from None
+    return requirements_matcher(reqs)
+
+
+def _field_requirements(exprs: Sequence[NodeSelectorRequirement]) -> tuple[_FieldCheck, ...]:
+    out: list[_FieldCheck] = []
+    for i, expr in enumerate(exprs):
+        if expr.operator not in ("In", "NotIn"):
+            raise SelectorError(
+                f"matchFields[{i}].operator: unsupported value {expr.operator!r} (supported: In, NotIn)"
+            )
+        values = expr.values or []
+        if len(values) != 1:
+            raise SelectorError(f"matchFields[{i}].values: must have one element")
+        out.append((expr.key, values[0], expr.operator == "In"))
+    return tuple(out)
+
+
+def compile_node_selector_term(term: NodeSelectorTerm) -> CompiledTerm | None:
+    """Parse a term; None if it matches nothing (empty) — raises SelectorError if it is invalid."""
+    exprs = term.match_expressions
+    fields = term.match_fields
+    if not exprs and not fields:
+        return None
+    labels = _label_requirements(exprs) if exprs else None
+    field_checks = _field_requirements(fields) if fields else ()
+    return CompiledTerm(labels, field_checks)
+
+
+def _usable_term(term: NodeSelectorTerm) -> CompiledTerm | None:
+    try:
+        return compile_node_selector_term(term)
+    except SelectorError:
+        return None
+
+
+# Two cache levels: by object identity (holding the object, so its id cannot be reused while
+# cached), then by msgpack encoding, so that the equal affinities of a workload's pods share one
+# compiled form.
+_ID_CACHE_LIMIT = 1 << 18
+_ENCODING_CACHE_LIMIT = 1 << 16
+_encode = msgspec.msgpack.Encoder().encode
+
+_Terms = tuple[CompiledTerm, ...]
+_Weighted = tuple[tuple[CompiledTerm, int], ...]
+_selectors: dict[int, tuple[NodeSelector, _Terms]] = {}
+_selectors_by_encoding: dict[bytes, _Terms] = {}
+_terms: dict[int, tuple[NodeSelectorTerm, CompiledTerm | None]] = {}
+_preferred: dict[int, tuple[list[PreferredSchedulingTerm], _Weighted]] = {}
+_preferred_by_encoding: dict[bytes, _Weighted] = {}
+
+
+def _compile_selector(ns: NodeSelector) -> _Terms:
+    return tuple(t for t in map(_usable_term, ns.node_selector_terms) if t is not None)
+
+
+def _compile_preferred(terms: list[PreferredSchedulingTerm]) -> _Weighted:
+    compiled: list[tuple[CompiledTerm, int]] = []
+    for t in terms:
+        if t.weight == 0:
+            continue
+        c = _usable_term(t.preference)
+        if c is not None:
+            compiled.append((c, t.weight))
+    return tuple(compiled)
+
+
+def _compiled_selector(ns: NodeSelector) -> _Terms:
+    hit = _selectors.get(id(ns))
+    if hit is not None and hit[0] is ns:
+        return hit[1]
+    key = _encode(ns)
+    terms = _selectors_by_encoding.get(key)
+    if terms is None:
+        terms = _compile_selector(ns)
+        if len(_selectors_by_encoding) >= _ENCODING_CACHE_LIMIT:
+            _selectors_by_encoding.clear()
+        _selectors_by_encoding[key] = terms
+    if len(_selectors) >= _ID_CACHE_LIMIT:
+        _selectors.clear()
+    _selectors[id(ns)] = (ns, terms)
+    return terms
+
+
+def _compiled_term(term: NodeSelectorTerm) -> CompiledTerm | None:
+    hit = _terms.get(id(term))
+    if hit is not None and hit[0] is term:
+        return hit[1]
+    compiled = _usable_term(term)
+    if len(_terms) >= _ID_CACHE_LIMIT:
+        _terms.clear()
+    _terms[id(term)] = (term, compiled)
+    return compiled
+
+
+def _compiled_preferred(terms: list[PreferredSchedulingTerm]) -> _Weighted:
+    hit = _preferred.get(id(terms))
+    if hit is not None and hit[0] is terms:
+        return hit[1]
+    key = _encode(terms)
+    weighted = _preferred_by_encoding.get(key)
+    if weighted is None:
+        weighted = _compile_preferred(terms)
+        if len(_preferred_by_encoding) >= _ENCODING_CACHE_LIMIT:
+            _preferred_by_encoding.clear()
+        _preferred_by_encoding[key] = weighted
+    if len(_preferred) >= _ID_CACHE_LIMIT:
+        _preferred.clear()
+    _preferred[id(terms)] = (terms, weighted)
+    return weighted
+
+
+def node_selector_requirement_matches(
+    req: NodeSelectorRequirement, node: Node, *, field: bool = False
+) -> bool:
+    """One requirement against a node: a label requirement, or with ``field=True`` a matchFields
+    one. An invalid requirement matches nothing."""
+    try:
+        if field:
+            (check,) = _field_requirements((req,))
+            return CompiledTerm(None, (check,)).matches({}, node.metadata.name)
+        return _label_requirements((req,))(node.metadata.labels or {})
+    except SelectorError:
+        return False
+
+
+def node_selector_term_matches(term: NodeSelectorTerm, node: Node) -> bool:
+    """A NodeSelectorTerm against a node (empty or invalid terms match nothing)."""
+    compiled = _compiled_term(term)
+    if compiled is None:
+        return False
+    return compiled.matches(node.metadata.labels or {}, node.metadata.name)
+
+
+def node_selector_matches(ns: NodeSelector, node: Node) -> bool:
+    """A NodeSelector against a node: any term matches (no terms: nothing matches)."""
+    terms = _compiled_selector(ns)
+    if not terms:
+        return False
+    labels = node.metadata.labels or {}
+    name = node.metadata.name
+    for term in terms:  # noqa: SIM110 -- hot path
+        if term.matches(labels, name):
+            return True
+    return False
+
+
+def pod_matches_node_selector(pod: Pod, node: Node) -> bool:
+    """The pod's required node affinity: spec.nodeSelector AND requiredDuringScheduling... ."""
+    spec = pod.spec
+    required_labels = spec.node_selector
+    if required_labels:
+        labels = node.metadata.labels or {}
+        for k, v in required_labels.items():
+            if labels.get(k) != v:
+                return False
+    affinity = spec.affinity
+    if affinity is not None:
+        node_affinity = affinity.node_affinity
+        if node_affinity is not None:
+            required = node_affinity.required_during_scheduling_ignored_during_execution
+            if required is not None:
+                return node_selector_matches(required, node)
+    return True
+
+
+def preferred_node_affinity_score(pod: Pod, node: Node) -> int:
+    """Sum of the weights of the pod's preferred node-affinity terms that match ``node``."""
+    affinity = pod.spec.affinity
+    if affinity is None or affinity.node_affinity is None:
+        return 0
+    preferred = affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
+    if not preferred:
+        return 0
+    labels = node.metadata.labels or {}
+    name = node.metadata.name
+    score = 0
+    for term, weight in _compiled_preferred(preferred):
+        if term.matches(labels, name):
+            score += weight
+    return score
+
+
+def has_required_node_affinity(pod: Pod) -> bool:
+    """``PodHasNodeAffinity(pod, requiredDuringSchedulingIgnoredDuringExecution)``."""
+    affinity = pod.spec.affinity
+    return (
+        affinity is not None
+        and affinity.node_affinity is not None
+        and affinity.node_affinity.required_during_scheduling_ignored_during_execution is not None
+    )
+
+
+def has_preferred_node_affinity(pod: Pod) -> bool:
+    """``PodHasNodeAffinity(pod, preferredDuringSchedulingIgnoredDuringExecution)``."""
+    affinity = pod.spec.affinity
+    return (
+        affinity is not None
+        and affinity.node_affinity is not None
+        and bool(affinity.node_affinity.preferred_during_scheduling_ignored_during_execution)
+    )

@@ -1,0 +1,54 @@
+"""desched.k8s.priority against the Priority admission plugin's resolution."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from desched.k8s.objects import Pod, PriorityClass
+from desched.k8s.priority import global_default_class, resolve_pod_priority
+
+
+def pc(name: str, value: int, global_default: bool = False) -> PriorityClass:
+    return msgspec.convert(
+        {"metadata": {"name": name}, "value": value, "globalDefault": global_default}, PriorityClass
+    )
+
+
+def make_pod(priority: int | None = None, class_name: str = "") -> Pod:
+    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+    if priority is not None:
+        spec["priority"] = priority
+    if class_name:
+        spec["priorityClassName"] = class_name
+    return msgspec.convert({"spec": spec}, Pod)
+
+
+CLASSES = {c.metadata.name: c for c in (pc("high", 1000), pc("low", 10, True), pc("lower", 5, True))}
+
+
+def test_global_default_class_picks_lowest_value() -> None:
+    default = global_default_class(CLASSES)
+    assert default is not None and default.metadata.name == "lower"
+    assert global_default_class(list(CLASSES.values())) is default
+    assert global_default_class({"high": CLASSES["high"]}) is None
+    tie = global_default_class([pc("b", 1, True), pc("a", 1, True)])
+    assert tie is not None and tie.metadata.name == "a"
+
+
+def test_resolve_pod_priority_order() -> None:
+    default = global_default_class(CLASSES)
+    # spec.priority wins, even over a class name.
+    assert resolve_pod_priority(make_pod(7, "high"), CLASSES, default) == 7
+    assert resolve_pod_priority(make_pod(0), CLASSES, default) == 0
+    # Then the named class.
+    assert resolve_pod_priority(make_pod(class_name="high"), CLASSES, default) == 1000
+    # Built-in system classes are known even when the snapshot lacks them.
+    assert resolve_pod_priority(make_pod(class_name="system-node-critical"), {}, None) == 2_000_001_000
+    assert resolve_pod_priority(make_pod(class_name="system-cluster-critical"), {}, None) == 2_000_000_000
+    # Then the global default (also for an unknown class name).
+    assert resolve_pod_priority(make_pod(), CLASSES, default) == 5
+    assert resolve_pod_priority(make_pod(class_name="missing"), CLASSES, default) == 5
+    # Else zero.
+    assert resolve_pod_priority(make_pod(), CLASSES, None) == 0
