@@ -1,4 +1,4 @@
-"""The ``desched`` command: simulate | validate | version (run, extender and snapshot to follow).
+"""The ``desched`` command: run | simulate | snapshot | validate | version.
 
 Bad input ends in one line on stderr naming the field and the reason, and exit code 2.
 """
@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 from datetime import UTC, datetime
 
 import msgspec
@@ -56,7 +57,70 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--output", "-o", choices=["yaml", "json"], default="yaml")
 
     sub.add_parser("version", help="print the version")
+    _add_run_parser(sub)
+
+    snap = sub.add_parser("snapshot", help="save a live cluster as a snapshot file that simulate reads")
+    snap.add_argument("-o", "--output", required=True, help="file to write (JSON v1 List)")
+    snap.add_argument("--kubeconfig", "--client-connection-kubeconfig", dest="kubeconfig")
+    snap.add_argument("--context")
+    snap.add_argument("--events", action="store_true", help="include core/v1 Events")
     return parser
+
+
+def _go_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "t", "yes"):
+        return True
+    if value in ("false", "0", "f", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
+
+
+def _duration(text: str) -> float:
+    from desched.api.types import parse_go_duration
+
+    try:
+        seconds = parse_go_duration(text).total_seconds()
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return seconds
+
+
+def _add_run_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="deschedule a live cluster (upstream-compatible flags)")
+    run.add_argument("--policy-config-file", required=True, help="DeschedulerPolicy file")
+    run.add_argument("--descheduling-interval", type=_duration, default=0.0,
+                     help="time between cycles, e.g. 5m; 0 runs one cycle and exits (default 0)")
+    run.add_argument("--dry-run", type=_go_bool, nargs="?", const=True, default=False,
+                     help="evict nothing; report what would be evicted")
+    run.add_argument("--kubeconfig", "--client-connection-kubeconfig", dest="kubeconfig",
+                     help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+    run.add_argument("--context", help="kubeconfig context (default: the current one)")
+    run.add_argument("--client-connection-qps", type=float, default=0.0, help="API requests per second (0: no limit)")
+    run.add_argument("--client-connection-burst", type=int, default=0)
+    run.add_argument("--leader-elect", type=_go_bool, nargs="?", const=True, default=False)
+    run.add_argument("--leader-elect-lease-duration", type=_duration, default=137.0)
+    run.add_argument("--leader-elect-renew-deadline", type=_duration, default=107.0)
+    run.add_argument("--leader-elect-retry-period", type=_duration, default=26.0)
+    run.add_argument("--leader-elect-resource-lock", default="leases", choices=["leases"])
+    run.add_argument("--leader-elect-resource-name", default="descheduler")
+    run.add_argument("--leader-elect-resource-namespace", default="kube-system")
+    run.add_argument("--leader-elect-identity", default="", help="default: hostname_pid")
+    run.add_argument("--secure-port", type=int, default=10258, help="port for /metrics, /healthz, /readyz (0: off)")
+    run.add_argument("--bind-address", default="0.0.0.0")
+    run.add_argument("--tls-cert-file", default="")
+    run.add_argument("--tls-private-key-file", default="")
+    run.add_argument("--cert-dir", default="", help="where a self-signed certificate is written if none is given")
+    run.add_argument("--http", action="store_true",
+                     help="serve plain HTTP instead of HTTPS (local use only)")
+    run.add_argument("--disable-metrics", type=_go_bool, nargs="?", const=True, default=False)
+    run.add_argument("--event-driven", action="store_true",
+                     help="also run a cycle soon after relevant cluster changes (nodes added, tainted, "
+                          "relabelled; pods failing)")
+    run.add_argument("--event-debounce", type=_duration, default=5.0,
+                     help="how long to let a burst of changes settle before the early cycle (default 5s)")
 
 
 def _cmd_version(args: argparse.Namespace) -> int:
@@ -104,7 +168,62 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"simulate": _cmd_simulate, "validate": _cmd_validate, "version": _cmd_version}
+def _cmd_run(args: argparse.Namespace) -> int:
+    from desched.runtime.leader import LeaderConfig
+    from desched.runtime.loop import RunOptions, default_identity, run
+    from desched.runtime.tls import serving_certificate
+
+    tls = None
+    if args.secure_port and not args.http:
+        tls = serving_certificate(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
+    options = RunOptions(
+        policy_file=args.policy_config_file,
+        interval=args.descheduling_interval,
+        dry_run=args.dry_run,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        qps=args.client_connection_qps,
+        burst=args.client_connection_burst,
+        leader_elect=args.leader_elect,
+        leader=LeaderConfig(
+            name=args.leader_elect_resource_name,
+            namespace=args.leader_elect_resource_namespace,
+            identity=args.leader_elect_identity or default_identity(),
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        ),
+        bind_address=args.bind_address,
+        port=args.secure_port,
+        tls=tls,
+        disable_metrics=args.disable_metrics,
+        disable_serving=args.secure_port == 0,
+        event_driven=args.event_driven,
+        debounce=args.event_debounce,
+    )
+    try:
+        return run(options)
+    except ValueError as e:  # leader-election timing rules
+        raise UserError("--leader-elect", str(e)) from None
+
+
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from desched.runtime.snapshot import save_snapshot
+
+    count = asyncio.run(save_snapshot(args.output, args.kubeconfig, args.context, events=args.events))
+    print(f"wrote {count} objects to {args.output}", file=sys.stderr)
+    return 0
+
+
+_COMMANDS = {
+    "run": _cmd_run,
+    "simulate": _cmd_simulate,
+    "snapshot": _cmd_snapshot,
+    "validate": _cmd_validate,
+    "version": _cmd_version,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

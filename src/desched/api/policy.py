@@ -370,6 +370,6 @@ def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> Profi
                 raise PolicyError(
                     f"{base}.pluginConfig",
                     f"plugin {name!r} is enabled but has no pluginConfig, and its args have no default "
-                    f"({field_path}: {reason})",
+                    f"({field_path + ': ' if field_path else ''}{reason})",
                 ) from None
     return ProfileConfig(name=prof.name, plugins=plugins, args=args)

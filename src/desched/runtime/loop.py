@@ -1,0 +1,240 @@
+"""``desched run``: the live loop.
+
+Startup: load the policy, connect, fill the cache (list+watch), serve health and metrics, and (with
+``--leader-elect``) wait for the lease. Every cycle takes one consistent snapshot of the cache and
+runs the framework in a worker thread while the event loop keeps the watches, the lease and the
+evictions going. ``--descheduling-interval 0`` runs one cycle and exits (Job/CronJob). With
+``--event-driven`` a relevant change in the cluster (a node added or removed, relabelled, tainted or
+cordoned; a pod failing or crash-looping) also starts a cycle, after a debounce window so a burst
+of changes runs one cycle. SIGTERM stops new evictions at once, lets an in-flight one finish,
+releases the lease and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from desched.api.errors import UserError
+from desched.api.policy import Policy, load_policy_file
+from desched.framework.framework import Framework, FrameworkError
+from desched.framework.registry import default_registry
+from desched.k8s.objects import Node, Pod
+from desched.runtime.backend import ApiEvictionBackend, EventRecorder
+from desched.runtime.informer import DEFAULT_KINDS, LiveCache
+from desched.runtime.kube import RateLimiter, make_api_client
+from desched.runtime.leader import LeaderConfig, LeaderElector
+from desched.runtime.metrics import Metrics
+from desched.runtime.server import HealthServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    policy_file: str
+    interval: float = 0.0
+    dry_run: bool = False
+    kubeconfig: str | None = None
+    context: str | None = None
+    qps: float = 0.0
+    burst: int = 0
+    leader_elect: bool = False
+    leader: LeaderConfig = LeaderConfig()
+    bind_address: str = "0.0.0.0"
+    port: int = 10258
+    tls: tuple[str, str] | None = None
+    disable_metrics: bool = False
+    disable_serving: bool = False
+    event_driven: bool = False
+    debounce: float = 5.0
+    sync_timeout: float = 300.0
+    max_cycles: int = 0
+
+
+def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
+    """Does this cluster change warrant an early cycle in event-driven mode?"""
+    if kind == "Node":
+        if kind_event in ("ADDED", "DELETED"):
+            return True
+        if isinstance(old, Node) and isinstance(new, Node):
+            return (
+                old.metadata.labels != new.metadata.labels
+                or old.spec.taints != new.spec.taints
+                or old.spec.unschedulable != new.spec.unschedulable
+            )
+        return False
+    if kind == "Pod" and kind_event == "MODIFIED" and isinstance(old, Pod) and isinstance(new, Pod):
+        if new.status.phase == "Failed" and old.status.phase != "Failed":
+            return True
+        old_restarts = sum(s.restart_count for s in old.status.container_statuses or ())
+        new_restarts = sum(s.restart_count for s in new.status.container_statuses or ())
+        return new_restarts > old_restarts
+    return False
+
+
+class Descheduler:
+    def __init__(self, options: RunOptions, policy: Policy) -> None:
+        self.options = options
+        self.policy = policy
+        self.registry = default_registry()
+        self.stop = asyncio.Event()
+        self.trigger = asyncio.Event()
+        self.metrics = None if options.disable_metrics else Metrics()
+        self.ready = False
+        self.cycles = 0
+
+    def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
+        if self.ready and self.options.event_driven and relevant_change(kind, event, old, new):
+            self.trigger.set()
+
+    async def run(self) -> int:
+        opts = self.options
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._shutdown, sig)
+        api = await make_api_client(opts.kubeconfig, opts.context)
+        limiter = RateLimiter(opts.qps, opts.burst) if opts.qps > 0 else None
+        kinds = DEFAULT_KINDS + (("Event",) if self._needs_events() else ())
+        cache = LiveCache(api, kinds, limiter=limiter, on_change=self._on_change)
+        server = None
+        if not opts.disable_serving:
+            server = HealthServer(
+                opts.bind_address,
+                opts.port,
+                registry=self.metrics.registry if self.metrics else None,
+                ready=lambda: self.ready,
+                tls=opts.tls,
+            )
+            server.start()
+            log.info("serving /healthz /readyz%s on %s:%d", "" if opts.disable_metrics else " /metrics",
+                     opts.bind_address, server.port)
+        elector: LeaderElector | None = None
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            framework = Framework(self.policy, self.registry)
+            cache.start()
+            try:
+                await cache.wait_synced(opts.sync_timeout)
+            except TimeoutError:
+                raise UserError("", f"the cluster cache did not sync within {opts.sync_timeout:.0f}s") from None
+            self.ready = True
+            if opts.leader_elect and not opts.dry_run:
+                elector = LeaderElector(api, opts.leader)
+                tasks.append(asyncio.create_task(elector.run(self.stop)))
+            events = EventRecorder(api, loop, failures=self.policy.eviction_failure_event_notification)
+            while not self.stop.is_set():
+                if elector is not None and not elector.is_leader():
+                    await self._wait_any(elector.became_leader.wait(), None)
+                    if self.stop.is_set():
+                        break
+                await self._cycle(framework, cache, api, loop, limiter, elector, events)
+                if opts.interval <= 0 or (opts.max_cycles and self.cycles >= opts.max_cycles):
+                    break
+                await self._wait_next()
+        finally:
+            self.stop.set()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if elector is not None:
+                await elector.release()
+            await cache.stop()
+            if server is not None:
+                server.stop()
+            await api.close()
+        return 0
+
+    def _needs_events(self) -> bool:
+        return any("RemoveAnomalyPods" in p.args for p in self.policy.profiles)
+
+    def _shutdown(self, sig: int) -> None:
+        log.info("received %s: stopping new evictions and shutting down", signal.Signals(sig).name)
+        self.stop.set()
+
+    async def _wait_any(self, coro: Any, timeout: float | None) -> None:
+        waiter = asyncio.ensure_future(coro)
+        stopper = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait({waiter, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for f in (waiter, stopper):
+                f.cancel()
+
+    async def _wait_next(self) -> None:
+        """Sleep until the interval passes, or (event-driven) a debounced burst of changes."""
+        deadline = time.monotonic() + self.options.interval
+        self.trigger.clear()
+        while not self.stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            await self._wait_any(self.trigger.wait(), remaining)
+            if self.trigger.is_set():
+                # debounce: let the burst settle, then run one cycle for all of it
+                await self._wait_any(asyncio.sleep(self.options.debounce), None)
+                log.info("cluster changed: running a cycle early")
+                return
+
+    async def _cycle(
+        self,
+        framework: Framework,
+        cache: LiveCache,
+        api: Any,
+        loop: asyncio.AbstractEventLoop,
+        limiter: RateLimiter | None,
+        elector: LeaderElector | None,
+        events: EventRecorder,
+    ) -> None:
+        opts = self.options
+        snapshot = cache.snapshot()
+
+        def may_evict() -> bool:
+            return not self.stop.is_set() and (elector is None or elector.is_leader())
+
+        backend = ApiEvictionBackend(api, loop, dry_run=opts.dry_run, may_evict=may_evict, limiter=limiter)
+        observers = []
+        if self.metrics is not None:
+            observers.append(self.metrics.observe_eviction)
+        if not opts.dry_run:
+            observers.append(events.observe)
+        result = await asyncio.to_thread(
+            framework.run_cycle,
+            snapshot,
+            backend,
+            observers=observers,
+            on_plugin_run=self.metrics.observe_plugin if self.metrics else None,
+        )
+        self.cycles += 1
+        if self.metrics is not None:
+            self.metrics.observe_cycle(result.seconds)
+        for r in result.evictions:
+            log.info("%s pod %s/%s from node %s (%s/%s): %s", "would evict" if opts.dry_run else "evicted",
+                     r.namespace, r.name, r.node, r.profile, r.plugin, r.reason)
+        for r in result.failures:
+            log.warning("did not evict pod %s/%s (%s/%s): %s", r.namespace, r.name, r.profile, r.plugin,
+                        r.error or r.result.value)
+        log.info("cycle %d: %d pods on %d ready nodes, %d evicted%s, %d refused, %.2fs", self.cycles,
+                 len(snapshot.pods), result.nodes, len(result.evictions), " (dry run)" if opts.dry_run else "",
+                 len(result.failures), result.seconds)
+
+
+def run(options: RunOptions) -> int:
+    policy = load_policy_file(options.policy_file, default_registry())
+    if options.leader_elect and options.interval <= 0 and not options.dry_run:
+        raise UserError("--leader-elect", "needs --descheduling-interval > 0 (a one-shot run has nothing to lead)")
+    try:
+        Framework(policy, default_registry())
+    except FrameworkError as e:
+        raise UserError("policy", str(e)) from None
+    return asyncio.run(Descheduler(options, policy).run())
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{os.getpid()}"

@@ -1,0 +1,62 @@
+"""Prometheus metrics under upstream's names and labels, so existing dashboards keep working.
+
+Upstream's deprecated aliases (``descheduler_pods_evicted``, ``descheduler_descheduler_*``) are not
+exposed: prometheus_client appends ``_total`` to counters, so the old counter name cannot be
+produced, and both were deprecated upstream in 0.34.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from desched import __version__
+from desched.framework.evictor import EvictionRecord
+from desched.framework.framework import PluginRun
+from desched.framework.types import EvictResult
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.pods_evicted = Counter(
+            "descheduler_pods_evicted",
+            "Number of evicted pods, by the result, strategy, profile, namespace and node",
+            ["result", "strategy", "profile", "namespace", "node"],
+            registry=self.registry,
+        )
+        self.loop_duration = Histogram(
+            "descheduler_loop_duration_seconds",
+            "Time taken to complete a full descheduling cycle",
+            buckets=(0.001, 0.01, 0.1, 1, 5, 10, 20, 30, 40, 50, 100, 200, 500),
+            registry=self.registry,
+        )
+        self.strategy_duration = Histogram(
+            "descheduler_strategy_duration_seconds",
+            "Time taken to complete each strategy of the descheduling operation",
+            ["strategy", "profile"],
+            buckets=(0.001, 0.01, 0.1, 1, 2, 5, 10, 20, 30, 40, 50, 100),
+            registry=self.registry,
+        )
+        self.build_info = Gauge(
+            "descheduler_build_info",
+            "Build info about the descheduler, including the runtime version",
+            ["GoVersion", "AppVersion", "DeschedulerVersion", "GitBranch", "GitSha1"],
+            registry=self.registry,
+        )
+        self.build_info.labels(
+            f"python{platform.python_version()}", __version__, __version__, "", ""
+        ).set(1)
+
+    def observe_eviction(self, record: EvictionRecord, *, dry_run: bool = False) -> None:
+        if record.result in (EvictResult.FILTERED, EvictResult.ALREADY_EVICTED):
+            return
+        result = record.result.value
+        self.pods_evicted.labels(result, record.plugin, record.profile, record.namespace, record.node).inc()
+
+    def observe_plugin(self, run: PluginRun) -> None:
+        self.strategy_duration.labels(run.plugin, run.profile).observe(run.seconds)
+
+    def observe_cycle(self, seconds: float) -> None:
+        self.loop_duration.observe(seconds)

@@ -1,0 +1,97 @@
+"""Runtime pieces that need no API server: watch decoding, change detection, metrics, health server."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+import msgspec
+import pytest
+
+from desched.framework.evictor import EvictionRecord
+from desched.framework.types import EvictResult
+from desched.k8s.objects import Node, Pod
+from desched.runtime.informer import RESOURCES, GoneError, Informer
+from desched.runtime.loop import relevant_change
+from desched.runtime.metrics import Metrics
+from desched.runtime.server import HealthServer
+
+
+def line(kind: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": kind, "object": obj}).encode()
+
+
+def test_watch_events_update_the_cache() -> None:
+    changes: list[tuple[str, str]] = []
+    inf = Informer(None, RESOURCES["Pod"], on_change=lambda k, t, o, n: changes.append((k, t)))  # type: ignore[arg-type]
+    pod = {"kind": "Pod", "metadata": {"name": "a", "namespace": "d", "resourceVersion": "5"}}
+    inf._apply(line("ADDED", pod))
+    assert set(inf.objects) == {"d/a"} and inf.resource_version == "5"
+    inf._apply(line("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "9"}}))
+    assert inf.resource_version == "9" and set(inf.objects) == {"d/a"}
+    pod["metadata"]["resourceVersion"] = "11"
+    inf._apply(line("DELETED", pod))
+    assert inf.objects == {} and inf.resource_version == "11"
+    assert changes == [("Pod", "ADDED"), ("Pod", "DELETED")]
+
+
+def test_watch_410_means_relist() -> None:
+    inf = Informer(None, RESOURCES["Node"])  # type: ignore[arg-type]
+    with pytest.raises(GoneError):
+        inf._apply(line("ERROR", {"kind": "Status", "code": 410, "reason": "Expired"}))
+
+
+def node(**spec: Any) -> Node:
+    return msgspec.convert({"metadata": {"name": "n", "labels": spec.pop("labels", {})}, "spec": spec}, Node)
+
+
+def pod(phase: str = "Running", restarts: int = 0) -> Pod:
+    return msgspec.convert({"metadata": {"name": "p"}, "status": {"phase": phase, "containerStatuses": [
+        {"name": "c", "restartCount": restarts}]}}, Pod)
+
+
+@pytest.mark.parametrize(
+    ("kind", "event", "old", "new", "expected"),
+    [
+        ("Node", "ADDED", None, node(), True),
+        ("Node", "MODIFIED", node(), node(taints=[{"key": "k", "effect": "NoSchedule"}]), True),
+        ("Node", "MODIFIED", node(), node(labels={"a": "b"}), True),
+        ("Node", "MODIFIED", node(), node(unschedulable=True), True),
+        ("Node", "MODIFIED", node(), node(), False),
+        ("Pod", "MODIFIED", pod(), pod("Failed"), True),
+        ("Pod", "MODIFIED", pod(restarts=1), pod(restarts=2), True),
+        ("Pod", "MODIFIED", pod(), pod(), False),
+        ("Pod", "ADDED", None, pod(), False),
+    ],
+)
+def test_event_driven_triggers(kind: str, event: str, old: Any, new: Any, expected: bool) -> None:
+    assert relevant_change(kind, event, old, new) is expected
+
+
+def test_metrics_use_upstream_names_and_health_endpoints() -> None:
+    metrics = Metrics()
+    metrics.observe_eviction(EvictionRecord("ns", "p", "n1", "prof", "PodLifeTime", "old", EvictResult.EVICTED))
+    metrics.observe_eviction(EvictionRecord("ns", "q", "n1", "prof", "PodLifeTime", "old", EvictResult.NODE_LIMIT))
+    metrics.observe_eviction(EvictionRecord("ns", "r", "n1", "prof", "PodLifeTime", "old", EvictResult.FILTERED))
+    metrics.observe_cycle(0.2)
+    ready = {"value": False}
+    server = HealthServer("127.0.0.1", 0, registry=metrics.registry, ready=lambda: ready["value"])
+    server.start()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        body = urllib.request.urlopen(f"{base}/metrics").read().decode()
+        assert ('descheduler_pods_evicted_total{namespace="ns",node="n1",profile="prof",result="success",'
+                'strategy="PodLifeTime"} 1.0') in body
+        assert 'result="maximum number of evicted pods per node reached"' in body
+        assert "filtered" not in body
+        assert "descheduler_loop_duration_seconds_count 1.0" in body
+        assert "descheduler_build_info{" in body and "descheduler_strategy_duration_seconds" in body
+        assert urllib.request.urlopen(f"{base}/healthz").status == 200
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"{base}/readyz")
+        assert e.value.code == 503
+        ready["value"] = True
+        assert urllib.request.urlopen(f"{base}/readyz").status == 200
+    finally:
+        server.stop()
