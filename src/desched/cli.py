@@ -1,4 +1,4 @@
-"""The ``desched`` command: run | simulate | snapshot | validate | version.
+"""The ``desched`` command: run | simulate | extender | snapshot | validate | version.
 
 Bad input ends in one line on stderr naming the field and the reason, and exit code 2.
 """
@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("version", help="print the version")
     _add_run_parser(sub)
+
+    _add_extender_parser(sub)
 
     snap = sub.add_parser("snapshot", help="save a live cluster as a snapshot file that simulate reads")
     snap.add_argument("-o", "--output", required=True, help="file to write (JSON v1 List)")
@@ -123,6 +125,53 @@ def _add_run_parser(sub: Any) -> None:
                      help="how long to let a burst of changes settle before the early cycle (default 5s)")
 
 
+def _add_extender_parser(sub: Any) -> None:
+    ext = sub.add_parser(
+        "extender",
+        help="serve a kube-scheduler HTTP extender scoring nodes with the generic node-resources scorer",
+    )
+    ext.add_argument("--config", required=True,
+                     help="scorer args file (KEP-2143 keys: allocatable, allocated, left, requesting)")
+    ext.add_argument("--port", type=int, default=8888, help="port for the verbs, /healthz, /readyz, /metrics")
+    ext.add_argument("--bind-address", default="0.0.0.0")
+    ext.add_argument("--kubeconfig", "--client-connection-kubeconfig", dest="kubeconfig",
+                     help="kubeconfig for the node and pod cache (default: as desched run)")
+    ext.add_argument("--context", help="kubeconfig context (default: the current one)")
+    ext.add_argument("--snapshot", help="serve from a cluster snapshot file instead of a live cluster")
+    ext.add_argument("--tls-cert-file", default="", help="serve HTTPS with this certificate (and key)")
+    ext.add_argument("--tls-private-key-file", default="")
+    ext.add_argument("--timeout-budget", type=_duration, default=4.0,
+                     help="answer within this time, with what is computed so far (default 4s; "
+                          "kube-scheduler's httpTimeout defaults to 5s)")
+
+
+def _cmd_extender(args: argparse.Namespace) -> int:
+    from desched.extender.server import ExtenderOptions, run_extender
+    from desched.runtime.tls import serving_certificate
+    from desched.scheduling.scorer import load_scorer_args
+
+    scorer_args = load_scorer_args(args.config)
+    if not 0 < args.port < 65536:
+        raise UserError("--port", f"must be between 1 and 65535, got {args.port}")
+    if args.timeout_budget <= 0:
+        raise UserError("--timeout-budget", "must be more than 0")
+    tls = None
+    if args.tls_cert_file or args.tls_private_key_file:
+        tls = serving_certificate(args.tls_cert_file, args.tls_private_key_file, "")
+    return run_extender(
+        ExtenderOptions(
+            args=scorer_args,
+            host=args.bind_address,
+            port=args.port,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            snapshot=args.snapshot,
+            tls=tls,
+            budget=args.timeout_budget,
+        )
+    )
+
+
 def _cmd_version(args: argparse.Namespace) -> int:
     print(f"desched {__version__}")
     return 0
@@ -148,8 +197,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from desched.cluster.file_source import load_snapshot_file
     from desched.framework.evictor import SimulatedBackend
     from desched.framework.framework import Framework, FrameworkError
+    from desched.framework.nodeactions import SimulatedNodeActions
     from desched.framework.registry import default_registry
-    from desched.report.output import write_json, write_table
+    from desched.report.output import anomaly_findings, write_json, write_table
 
     now = _parse_now(args.now) if args.now else datetime.now(UTC)
     registry = default_registry()
@@ -160,11 +210,15 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         framework = Framework(policy, registry, clock=lambda: now)
     except FrameworkError as e:
         raise UserError("policy", str(e)) from None
-    result = framework.run_cycle(snapshot, SimulatedBackend(snapshot))
+    # node downgrades are recorded, never applied; expired ones a live run would remove come first
+    node_actions = SimulatedNodeActions(lambda: now)
+    node_actions.restore_expired(snapshot.nodes)
+    result = framework.run_cycle(snapshot, SimulatedBackend(snapshot), node_actions=node_actions)
+    anomalies = anomaly_findings(framework.profiles)
     if args.output == "json":
-        write_json(result, sys.stdout, now=_format_now(now))
+        write_json(result, sys.stdout, now=_format_now(now), anomalies=anomalies)
     else:
-        write_table(result, sys.stdout, now=_format_now(now), pods_total=pods_total)
+        write_table(result, sys.stdout, now=_format_now(now), pods_total=pods_total, anomalies=anomalies)
     return 0
 
 
@@ -218,6 +272,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {
+    "extender": _cmd_extender,
     "run": _cmd_run,
     "simulate": _cmd_simulate,
     "snapshot": _cmd_snapshot,
@@ -230,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING if args.verbosity <= 0 else logging.INFO if args.verbosity < 4 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return _COMMANDS[args.command](args)
     except UserError as e:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import UTC, datetime
@@ -22,7 +23,8 @@ from kubernetes_asyncio import client
 from desched.framework.evictor import EvictionRecord, EvictionRequest
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Pod
-from desched.runtime.kube import ApiError, RateLimiter, request
+from desched.runtime import kube
+from desched.runtime.kube import ApiError, RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,9 @@ class ApiEvictionBackend:
         except FutureTimeout:
             future.cancel()
             return f"timed out after {EVICTION_TIMEOUT_SECONDS:.0f}s"
+        except Exception as e:  # whatever went wrong, it concerns this pod only
+            log.exception("eviction of %s/%s failed", pod.metadata.namespace, pod.metadata.name)
+            return f"request failed: {type(e).__name__}: {e}"
 
     async def evict_async(self, pod: Pod, request: EvictionRequest) -> str | None:
         ns, name = pod.metadata.namespace, pod.metadata.name
@@ -78,7 +83,7 @@ class ApiEvictionBackend:
         if self.limiter is not None:
             await self.limiter.acquire()
         try:
-            await request(
+            await kube.request(
                 self.api,
                 "POST",
                 f"/api/v1/namespaces/{ns}/pods/{name}/eviction",
@@ -116,7 +121,8 @@ class EventRecorder:
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{record.name}.", "namespace": record.namespace},
+            # named as client-go's recorder names events: <object>.<unix nanos in hex>
+            "metadata": {"name": f"{record.name}.{time.time_ns():x}", "namespace": record.namespace},
             "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "reportingController": REPORTING_CONTROLLER,
             "reportingInstance": f"{REPORTING_CONTROLLER}-{self.instance}"[:128],
@@ -132,7 +138,7 @@ class EventRecorder:
 
     async def _post(self, namespace: str, body: dict[str, Any]) -> None:
         try:
-            await request(self.api, "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body)
+            await kube.request(self.api, "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body)
         except Exception as e:  # events are best effort, never a reason to stop evicting
             log.warning("could not record event %s for %s/%s: %s", body["reason"], namespace,
                         body["regarding"]["name"], e)

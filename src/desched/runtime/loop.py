@@ -31,6 +31,7 @@ from desched.runtime.informer import DEFAULT_KINDS, LiveCache
 from desched.runtime.kube import RateLimiter, make_api_client
 from desched.runtime.leader import LeaderConfig, LeaderElector
 from desched.runtime.metrics import Metrics
+from desched.runtime.nodeactions import NodeDowngrades
 from desched.runtime.server import HealthServer
 
 log = logging.getLogger(__name__)
@@ -129,12 +130,24 @@ class Descheduler:
                 elector = LeaderElector(api, opts.leader)
                 tasks.append(asyncio.create_task(elector.run(self.stop)))
             events = EventRecorder(api, loop, failures=self.policy.eviction_failure_event_notification)
+            # node downgrades (RemoveAnomalyPods): expiry is read from the nodes, at every cycle's
+            # start and when the earliest one is due, never from memory
+            downgrades = NodeDowngrades(
+                api,
+                loop,
+                dry_run=opts.dry_run,
+                may_write=lambda: not self.stop.is_set() and (elector is None or elector.is_leader()),
+                limiter=limiter,
+            )
+            if opts.interval > 0:
+                timer = downgrades.run_timer(self.stop, lambda: _cached_nodes(cache))
+                tasks.append(asyncio.create_task(timer))
             while not self.stop.is_set():
                 if elector is not None and not elector.is_leader():
                     await self._wait_any(elector.became_leader.wait(), None)
                     if self.stop.is_set():
                         break
-                await self._cycle(framework, cache, api, loop, limiter, elector, events)
+                await self._cycle(framework, cache, api, loop, limiter, elector, events, downgrades)
                 if opts.interval <= 0 or (opts.max_cycles and self.cycles >= opts.max_cycles):
                     break
                 await self._wait_next()
@@ -191,8 +204,13 @@ class Descheduler:
         limiter: RateLimiter | None,
         elector: LeaderElector | None,
         events: EventRecorder,
+        downgrades: NodeDowngrades | None = None,
     ) -> None:
         opts = self.options
+        node_actions = None
+        if downgrades is not None:
+            node_actions = downgrades.cycle_actions()
+            node_actions.add_records(await downgrades.reconcile(_cached_nodes(cache)))
         snapshot = cache.snapshot()
 
         def may_evict() -> bool:
@@ -210,10 +228,19 @@ class Descheduler:
             backend,
             observers=observers,
             on_plugin_run=self.metrics.observe_plugin if self.metrics else None,
+            node_actions=node_actions,
         )
         self.cycles += 1
         if self.metrics is not None:
             self.metrics.observe_cycle(result.seconds)
+            self.metrics.observe_anomaly_plugins(framework.profiles)
+            if downgrades is not None:
+                self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
+        for a in result.node_actions:
+            if a.action == "downgrade" and a.result.value != "unchanged":
+                log.info("%s node %s: %s %s=%s%s until %s (%s): %s%s", a.result.value, a.node, a.method,
+                         a.key, a.value, f":{a.effect}" if a.effect else "", a.expires_at, a.by,
+                         a.reason, " (dry run)" if a.dry_run else "")
         for r in result.evictions:
             log.info("%s pod %s/%s from node %s (%s/%s): %s", "would evict" if opts.dry_run else "evicted",
                      r.namespace, r.name, r.node, r.profile, r.plugin, r.reason)
@@ -234,6 +261,11 @@ def run(options: RunOptions) -> int:
     except FrameworkError as e:
         raise UserError("policy", str(e)) from None
     return asyncio.run(Descheduler(options, policy).run())
+
+
+def _cached_nodes(cache: LiveCache) -> list[Node]:
+    inf = cache.informers.get("Node")
+    return list(inf.objects.values()) if inf is not None else []
 
 
 def default_identity() -> str:

@@ -8,6 +8,8 @@ produced, and both were deprecated upstream in 0.34.
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -49,6 +51,31 @@ class Metrics:
             f"python{platform.python_version()}", __version__, __version__, "", ""
         ).set(1)
 
+        # RemoveAnomalyPods (the proposal's observability section)
+        self.anomaly_pods_anomalous = Gauge(
+            "descheduler_anomaly_pods_anomalous",
+            "Pods judged anomalous by RemoveAnomalyPods and not yet gone, reset or expired",
+            ["profile"],
+            registry=self.registry,
+        )
+        self.anomaly_pods_suspected = Gauge(
+            "descheduler_anomaly_pods_suspected",
+            "Pods with abnormal observations that RemoveAnomalyPods has not (yet) judged anomalous",
+            ["profile"],
+            registry=self.registry,
+        )
+        self.anomalies = Counter(
+            "descheduler_anomaly",
+            "Pods judged anomalous by RemoveAnomalyPods, by their main reason",
+            ["profile", "reason"],
+            registry=self.registry,
+        )
+        self.anomaly_nodes_downgraded = Gauge(
+            "descheduler_anomaly_nodes_downgraded",
+            "Nodes that carry a downgrade (label or taint) of desched's that has not expired",
+            registry=self.registry,
+        )
+
     def observe_eviction(self, record: EvictionRecord, *, dry_run: bool = False) -> None:
         if record.result in (EvictResult.FILTERED, EvictResult.ALREADY_EVICTED):
             return
@@ -60,3 +87,20 @@ class Metrics:
 
     def observe_cycle(self, seconds: float) -> None:
         self.loop_duration.observe(seconds)
+
+    def observe_anomaly_plugins(self, profiles: Iterable[Any]) -> None:
+        """Read the ``anomaly_stats`` of every RemoveAnomalyPods instance after a cycle."""
+        from desched.plugins.removeanomalypods import AnomalyStats
+
+        for profile in profiles:
+            for inst in profile.instances.values():
+                stats = getattr(inst, "anomaly_stats", None)
+                if not isinstance(stats, AnomalyStats):
+                    continue
+                self.anomaly_pods_anomalous.labels(profile.name).set(stats.anomalous)
+                self.anomaly_pods_suspected.labels(profile.name).set(stats.suspected)
+                for reason, n in stats.judged_by_reason.items():
+                    self.anomalies.labels(profile.name, reason).inc(n)
+
+    def observe_downgraded_nodes(self, count: int) -> None:
+        self.anomaly_nodes_downgraded.set(count)

@@ -1,0 +1,431 @@
+"""desched run against a real kube-apiserver (issue: live clusters).
+
+desched runs as a subprocess under the deploy/ ServiceAccount and ClusterRole only, so every test
+also proves the manifests' permissions are sufficient. Each test works in its own namespace and
+scopes its policy to it, so tests do not see each other's pods.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.controlplane import ApiError, ControlPlane
+
+ROOT = Path(__file__).resolve().parents[2]
+RBAC = ROOT / "deploy" / "kubernetes" / "base" / "rbac.yaml"
+NODES = ("e2e-n1", "e2e-n2", "e2e-n3")
+
+
+@dataclass
+class Cluster:
+    cp: ControlPlane
+    kubeconfig: Path  # the desched ServiceAccount's
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0, interval: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def apply_manifest(cp: ControlPlane, doc: dict[str, Any], *, dry_run: bool = False) -> None:
+    """Server-side apply, the way `kubectl apply --server-side` does it."""
+    api, kind, meta = doc["apiVersion"], doc["kind"], doc["metadata"]
+    plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+              "ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Job": "jobs",
+              "CronJob": "cronjobs", "Deployment": "deployments", "Role": "roles",
+              "RoleBinding": "rolebindings"}[kind]
+    base = f"/api/{api}" if "/" not in api else f"/apis/{api}"
+    ns = f"/namespaces/{meta['namespace']}" if meta.get("namespace") else ""
+    query = "fieldManager=e2e&force=true" + ("&dryRun=All" if dry_run else "")
+    cp.request("PATCH", f"{base}{ns}/{plural}/{meta['name']}?{query}", json.dumps(doc).encode(),
+               content_type="application/apply-patch+yaml")
+
+
+@pytest.fixture(scope="module")
+def cluster(control_plane: Any) -> Iterator[Cluster]:
+    if getattr(control_plane, "external", False):
+        pytest.skip("these tests start and stop control-plane processes; they need the built-in control plane")
+    cp: ControlPlane = control_plane
+    cp.start_kwok()
+    for doc in yaml.safe_load_all(RBAC.read_text()):
+        apply_manifest(cp, doc)
+    token = cp.service_account_token("kube-system", "desched-sa")
+    kubeconfig = cp.kubeconfig_for_token(token, name="desched-sa")
+    for i, name in enumerate(NODES):
+        status, _ = cp.raw_request("GET", f"/api/v1/nodes/{name}")
+        if status == 404:
+            labels = {"topology.kubernetes.io/zone": f"zone-{i}"}
+            if name == "e2e-n2":
+                labels["e2e/tier"] = "gold"
+            cp.request("POST", "/api/v1/nodes", cp.fake_node(name, cpu="8", memory="32Gi", labels=labels))
+
+    def ready() -> bool:
+        for name in NODES:
+            node = cp.request("GET", f"/api/v1/nodes/{name}")
+            conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+            if conds.get("Ready") != "True":
+                return False
+        return True
+
+    wait_for(ready, "kwok nodes to be Ready")
+    # No node-lifecycle controller runs here, so nothing lifts the not-ready taint that node
+    # admission puts on new nodes: lift it as that controller would once the node is Ready.
+    for name in NODES:
+        node = cp.request("GET", f"/api/v1/nodes/{name}")
+        taints = [t for t in node["spec"].get("taints", []) if t["key"] != "node.kubernetes.io/not-ready"]
+        if taints != node["spec"].get("taints", []):
+            node["spec"]["taints"] = taints
+            cp.request("PUT", f"/api/v1/nodes/{name}", node)
+    yield Cluster(cp, kubeconfig)
+
+
+def new_namespace(cp: ControlPlane, prefix: str) -> str:
+    ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    cp.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts",
+               {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    return ns
+
+
+def make_pod(cp: ControlPlane, ns: str, name: str, node: str, *, owner: str | None = None,
+             labels: dict[str, str] | None = None, affinity: dict[str, Any] | None = None,
+             tolerations: list[dict[str, Any]] | None = None) -> None:
+    meta: dict[str, Any] = {"name": name, "labels": labels or {}}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
+                                    "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, ns + owner)), "controller": True}]
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "automountServiceAccountToken": False,
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
+        "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
+                        *(tolerations or [])],
+    }
+    if affinity:
+        spec["affinity"] = affinity
+    cp.request("POST", f"/api/v1/namespaces/{ns}/pods",
+               {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+
+
+def wait_running(cp: ControlPlane, ns: str, count: int) -> None:
+    def running() -> bool:
+        pods = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+        return len(pods) == count and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+
+    wait_for(running, f"{count} pods of {ns} to run")
+
+
+def gone_or_terminating(cp: ControlPlane, ns: str) -> set[str]:
+    """Names of the pods of ns the test created that were evicted (deleted or being deleted)."""
+    pods = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+    alive = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+    created = CREATED.get(ns, set())
+    return created - alive
+
+
+CREATED: dict[str, set[str]] = {}
+
+
+def scenario(cp: ControlPlane, ns: str) -> None:
+    """Duplicates on e2e-n1, an anti-affinity pair on e2e-n2, a pod off its required affinity."""
+    names = []
+    for i in range(4):
+        make_pod(cp, ns, f"dup-{i}", "e2e-n1", owner="dup", labels={"app": "dup"})
+        names.append(f"dup-{i}")
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "anti"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    for i in range(2):
+        make_pod(cp, ns, f"anti-{i}", "e2e-n2", owner=f"anti{i}", labels={"app": "anti"}, affinity=anti)
+        names.append(f"anti-{i}")
+    gold = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "e2e/tier", "operator": "In", "values": ["gold"]}]}]}}}
+    make_pod(cp, ns, "gold-0", "e2e-n3", owner="gold", labels={"app": "gold"}, affinity=gold)
+    names.append("gold-0")
+    CREATED[ns] = set(names)
+    wait_running(cp, ns, len(names))
+
+
+def policy(tmp: Path, ns: str, **top: Any) -> Path:
+    scope = {"namespaces": {"include": [ns]}}
+    doc = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        **top,
+        "profiles": [{
+            "name": "e2e",
+            "pluginConfig": [
+                {"name": "RemoveDuplicates", "args": scope},
+                {"name": "RemovePodsViolatingInterPodAntiAffinity", "args": scope},
+                {"name": "RemovePodsViolatingNodeAffinity",
+                 "args": {**scope, "nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"]}},
+            ],
+            "plugins": {
+                "deschedule": {"enabled": ["RemovePodsViolatingInterPodAntiAffinity",
+                                           "RemovePodsViolatingNodeAffinity"]},
+                "balance": {"enabled": ["RemoveDuplicates"]},
+            },
+        }],
+    }
+    path = tmp / f"policy-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def desched(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    return subprocess.run([sys.executable, "-m", "desched.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def run_once(cluster: Cluster, policy_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    proc = desched("--v=2", "run", "--policy-config-file", str(policy_path), "--kubeconfig",
+                   str(cluster.kubeconfig), "--descheduling-interval", "0", "--secure-port", "0", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def simulate_on_snapshot(cluster: Cluster, tmp: Path, policy_path: Path) -> set[str]:
+    snap = tmp / "snap.json"
+    proc = desched("snapshot", "-o", str(snap), "--kubeconfig", str(cluster.cp.kubeconfig))
+    assert proc.returncode == 0, proc.stderr
+    proc = desched("simulate", str(snap), "--policy", str(policy_path), "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    return {e["name"] for e in json.loads(proc.stdout)["evictions"]}
+
+
+def test_a_cycle_evicts_what_simulate_predicts(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "parity")
+    scenario(cp, ns)
+    pol = policy(tmp_path, ns)
+    predicted = simulate_on_snapshot(cluster, tmp_path, pol)
+    assert len(predicted) == 4, predicted  # 2 duplicates, 1 of the anti pair, the gold pod
+    proc = run_once(cluster, pol)
+    try:
+        wait_for(lambda: gone_or_terminating(cp, ns) == predicted, "evictions", timeout=30)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\ndesched said:\n{proc.stderr}") from None
+
+
+def test_dry_run_changes_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "dry")
+    scenario(cp, ns)
+    proc = run_once(cluster, policy(tmp_path, ns), "--dry-run")
+    assert proc.stderr.count("would evict pod") == 4, proc.stderr
+    time.sleep(2)
+    assert gone_or_terminating(cp, ns) == set()
+
+
+def test_pdb_blocks_its_pods_and_nothing_else_breaks(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "pdb")
+    scenario(cp, ns)
+    pdb = cp.request("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "dup"},
+        "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "dup"}}}})
+    pdb["status"] = {"observedGeneration": pdb["metadata"].get("generation", 1), "disruptionsAllowed": 0,
+                     "currentHealthy": 4, "desiredHealthy": 4, "expectedPods": 4}
+    cp.request("PUT", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/dup/status", pdb)
+    proc = run_once(cluster, policy(tmp_path, ns))
+    assert "429" in proc.stderr and "disruption budget" in proc.stderr, proc.stderr
+    evicted = wait_for(lambda: gone_or_terminating(cp, ns) or None, "evictions", timeout=30)
+    time.sleep(1)
+    evicted = gone_or_terminating(cp, ns)
+    assert not any(n.startswith("dup-") for n in evicted)
+    assert evicted == {"anti-0", "gold-0"} or evicted == {"anti-1", "gold-0"}, evicted
+
+
+def test_limits_hold(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "limits")
+    scenario(cp, ns)
+    proc = run_once(cluster, policy(tmp_path, ns, maxNoOfPodsToEvictPerNode=1, maxNoOfPodsToEvictTotal=2))
+    time.sleep(2)
+    evicted = gone_or_terminating(cp, ns)
+    assert len(evicted) == 2, (evicted, proc.stderr)
+    nodes = {"dup": "e2e-n1", "anti": "e2e-n2", "gold": "e2e-n3"}
+    per_node = [nodes[n.split("-")[0]] for n in evicted]
+    assert len(set(per_node)) == len(per_node), evicted
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Daemon:
+    """desched run in the background, with its log in a file."""
+
+    def __init__(self, cluster: Cluster, tmp: Path, policy_path: Path, *extra: str, name: str = "desched") -> None:
+        self.port = free_port()
+        self.log = tmp / f"{name}.log"
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "desched.cli", "--v=2", "run", "--policy-config-file", str(policy_path),
+             "--kubeconfig", str(cluster.kubeconfig), "--http", "--bind-address", "127.0.0.1",
+             "--secure-port", str(self.port), *extra],
+            stdout=subprocess.DEVNULL, stderr=self.log.open("w"), env=env,
+        )
+
+    def metrics(self) -> str:
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read().decode()
+        except OSError:
+            return ""
+
+    def cycles(self) -> int:
+        m = re.search(r"^descheduler_loop_duration_seconds_count (\S+)$", self.metrics(), re.M)
+        return int(float(m.group(1))) if m else 0
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=60)
+
+
+def test_metrics_and_events_use_upstream_names(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "metrics")
+    scenario(cp, ns)
+    d = Daemon(cluster, tmp_path, policy(tmp_path, ns), "--descheduling-interval", "1h")
+    try:
+        wait_for(lambda: d.cycles() >= 1, "one cycle", timeout=60)
+        body = d.metrics()
+        assert re.search(r'descheduler_pods_evicted_total\{namespace="%s",node="e2e-n1",profile="e2e",'
+                         r'result="success",strategy="RemoveDuplicates"\} 2\.0' % ns, body), body
+        assert "descheduler_strategy_duration_seconds_bucket" in body and "descheduler_build_info" in body
+
+        def events() -> list[dict[str, Any]]:
+            items = cp.request("GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
+            return [e for e in items if e.get("reportingController") == "sigs.k8s.io.descheduler"]
+
+        evs = wait_for(lambda: len(events()) >= 4 and events(), "eviction events", timeout=30)
+        assert {e["reason"] for e in evs} == {"RemoveDuplicates", "RemovePodsViolatingInterPodAntiAffinity",
+                                             "RemovePodsViolatingNodeAffinity"}
+        assert all(e["action"] == "Descheduled" and e["type"] == "Normal" for e in evs)
+        assert all(e["regarding"]["kind"] == "Pod" and "by sigs.k8s.io/descheduler" in e["note"] for e in evs)
+    finally:
+        assert d.stop() == 0, d.text()
+
+
+def test_apiserver_restart_mid_watch_cache_recovers(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "restart")
+    pol = tmp_path / "taints.yaml"
+    pol.write_text(yaml.safe_dump({
+        "apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy",
+        "profiles": [{"name": "e2e", "pluginConfig": [
+            {"name": "RemovePodsViolatingNodeTaints", "args": {"namespaces": {"include": [ns]}}}],
+            "plugins": {"deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]}}}]}))
+    d = Daemon(cluster, tmp_path, pol, "--descheduling-interval", "1s")
+    try:
+        wait_for(lambda: d.cycles() >= 1, "first cycle", timeout=60)
+        cp.restart_apiserver()
+        make_pod(cp, ns, "victim", "e2e-n3", owner="victim")
+        make_pod(cp, ns, "tolerant", "e2e-n3", owner="tolerant",
+                 tolerations=[{"key": f"e2e-{ns}", "operator": "Exists", "effect": "NoSchedule"}])
+        CREATED[ns] = {"victim", "tolerant"}
+        wait_running(cp, ns, 2)
+        node = cp.request("GET", "/api/v1/nodes/e2e-n3")
+        node["spec"].setdefault("taints", []).append({"key": f"e2e-{ns}", "effect": "NoSchedule"})
+        cp.request("PUT", "/api/v1/nodes/e2e-n3", node)
+        try:
+            wait_for(lambda: gone_or_terminating(cp, ns) == {"victim"}, "the victim's eviction", timeout=60)
+        finally:
+            node = cp.request("GET", "/api/v1/nodes/e2e-n3")
+            node["spec"]["taints"] = [t for t in node["spec"].get("taints", []) if t["key"] != f"e2e-{ns}"]
+            cp.request("PUT", "/api/v1/nodes/e2e-n3", node)
+        assert d.proc.poll() is None, d.text()
+    finally:
+        assert d.stop() == 0, d.text()
+
+
+def test_leader_election_only_the_leader_evicts(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "leader")
+    pol = tmp_path / "lifetime.yaml"
+    pol.write_text(yaml.safe_dump({
+        "apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy",
+        "profiles": [{"name": "e2e", "pluginConfig": [
+            {"name": "PodLifeTime", "args": {"namespaces": {"include": [ns]}, "maxPodLifeTimeSeconds": 1}}],
+            "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}}]}))
+    lease = ("--leader-elect", "--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s",
+             "--leader-elect-retry-period", "1s", "--descheduling-interval", "1s")
+    a = Daemon(cluster, tmp_path, pol, *lease, "--leader-elect-identity", "replica-a", name="a")
+    wait_for(lambda: "became the leader" in a.text(), "replica-a to lead", timeout=60)
+    b = Daemon(cluster, tmp_path, pol, *lease, "--leader-elect-identity", "replica-b", name="b")
+    created = 0
+
+    def feed(n: int) -> None:
+        nonlocal created
+        for _ in range(n):
+            make_pod(cp, ns, f"p-{created}", NODES[created % 3], owner="feed")
+            created += 1
+
+    try:
+        wait_for(lambda: b.cycles() == 0 and "serving" in b.text(), "replica-b up", timeout=60)
+        feed(3)
+        wait_for(lambda: a.text().count("evicted pod") >= 3, "replica-a to evict", timeout=60)
+        assert "evicted pod" not in b.text()
+        killed_at = time.time()
+        assert a.stop(signal.SIGKILL) != 0
+        feed(3)
+        wait_for(lambda: "became the leader" in b.text(), "replica-b to take over", timeout=30)
+        took_over = time.time() - killed_at
+        assert took_over < 6 + 4, f"hand-over took {took_over:.1f}s, lease duration is 6s"
+        wait_for(lambda: b.text().count("evicted pod") >= 3, "replica-b to evict", timeout=60)
+        lease_obj = cp.request("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/descheduler")
+        assert lease_obj["spec"]["holderIdentity"] == "replica-b"
+        # never two at once: a's evictions all precede b's first one
+        a_times = [line.split(" ")[1] for line in a.text().splitlines() if "evicted pod" in line]
+        b_times = [line.split(" ")[1] for line in b.text().splitlines() if "evicted pod" in line]
+        assert max(a_times) < min(b_times), (a_times, b_times)
+    finally:
+        a.stop(signal.SIGKILL)
+        assert b.stop() == 0, b.text()
+    lease_obj = cp.request("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/descheduler")
+    assert not lease_obj["spec"].get("holderIdentity"), "a stopped leader releases the lease"
+
+
+def test_deploy_manifests_are_valid(cluster: Cluster) -> None:
+    """Every deploy/kubernetes manifest passes the apiserver's validation (server-side dry run)."""
+    checked = 0
+    for path in sorted((ROOT / "deploy" / "kubernetes").rglob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                try:
+                    apply_manifest(cluster.cp, doc, dry_run=True)
+                except ApiError as e:
+                    raise AssertionError(f"{path.relative_to(ROOT)}: {doc['kind']} {doc['metadata']['name']}: {e}")
+                checked += 1
+    assert checked >= 7
