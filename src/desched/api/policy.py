@@ -348,8 +348,12 @@ def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> Profi
         for name in names:
             if name not in used:
                 used.append(name)
-    for name in configs:
+    for name, (j, raw) in configs.items():
         if name not in used:
+            # validated all the same: a mistake in a plugin's args should not wait until it is enabled
+            spec = registry.get(name)
+            if spec is not None and spec.args_model is not None:
+                validate_model(spec.args_model, raw, f"{base}.pluginConfig[{j}].args")
             log.info("profile %s: pluginConfig for %s, which no extension point enables", prof.name, name)
 
     args: dict[str, BaseModel | None] = {}

@@ -89,6 +89,20 @@ class EvictionLimits(ArgsModel):
     node: int | None = pydantic.Field(default=None, ge=0)
 
 
+#: Pydantic validation-context key. Upstream checks plugin args (its ``Validate*Args``) when it
+#: loads a policy, not when it builds a plugin, and its unit tests build plugins straight from
+#: args. ``Model.model_validate(raw, context={SKIP_POLICY_CHECKS: True})`` builds args that way
+#: (the conformance harness does): checks that upstream makes only at policy load are skipped;
+#: parsing, and the checks upstream's plugin constructors make, still run.
+SKIP_POLICY_CHECKS = "skipPolicyChecks"
+
+
+def policy_checks_enabled(info: pydantic.ValidationInfo) -> bool:
+    """False when validating with ``context={SKIP_POLICY_CHECKS: True}``."""
+    ctx = info.context
+    return not (isinstance(ctx, Mapping) and ctx.get(SKIP_POLICY_CHECKS))
+
+
 _GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 

@@ -68,6 +68,10 @@ class ClusterSnapshot:
         self._by_namespace: dict[str, dict[str, Pod]] = {}
         self._usage: dict[str, _NodeUsage] = {}
         self._removed: dict[str, Pod] = {}
+        #: Bumped by every remove_pod/add_pod, and by add_pod alone: caches built over the snapshot
+        #: (e.g. scheduling.nodefit) compare them to know whether they are still valid.
+        self.version = 0
+        self.additions = 0
         for pod in self._pods.values():
             self._index(pod)
         self._pdbs_by_ns: dict[str, list[PodDisruptionBudget]] = {}
@@ -112,6 +116,7 @@ class ClusterSnapshot:
             return False
         self._unindex(current)
         self._removed[current.key] = current
+        self.version += 1
         return True
 
     def add_pod(self, pod: Pod) -> None:
@@ -123,6 +128,8 @@ class ClusterSnapshot:
         self._pods[pod.key] = pod
         self._removed.pop(pod.key, None)
         self._index(pod)
+        self.version += 1
+        self.additions += 1
 
     def was_removed(self, pod: Pod) -> bool:
         return pod.key in self._removed

@@ -68,7 +68,7 @@ def test_version() -> None:
          "profiles[0].pluginConfig[0].args.podRestartThreshold"),
         ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a\n", None, "not valid YAML"),
         (None, "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata: {name: p, namespace: d, labels: {a: [1]}}\n",
-         "items[0] (Pod d/p): metadata.labels.a: expected `str`, got `array`"),
+         "items[0] (Pod d/p): metadata.labels[...]: expected `str`, got `array`"),
         (None, "apiVersion: v1\nkind: List\nitems:\n- kind: Node\n  metadata: {name: n}\n  spec: {taints: 3}\n",
          "items[0] (Node n): spec.taints:"),
         (None, '{"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": 5}}]}', "items[0] (Pod 5): metadata.name"),
