@@ -10,8 +10,8 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
 from datetime import UTC, datetime
+from typing import Any, NoReturn
 
 import msgspec
 import yaml
@@ -23,7 +23,7 @@ log = logging.getLogger("desched")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep it to one line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep it to one line
         self.exit(2, f"desched: error: {message}\n")
 
 
@@ -31,7 +31,9 @@ def _parse_now(text: str) -> datetime:
     try:
         value = msgspec.convert(text, datetime)
     except msgspec.ValidationError:
-        raise UserError("--now", f"must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got {text!r}") from None
+        raise UserError(
+            "--now", f"must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got {text!r}"
+        ) from None
     if value.tzinfo is None:
         raise UserError("--now", f"must carry a time zone (e.g. a trailing Z), got {text!r}")
     return value.astimezone(UTC)
@@ -46,9 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--v", dest="verbosity", type=int, default=0, help="log verbosity (0-5)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    sim = sub.add_parser("simulate", help="run one descheduling cycle on a cluster snapshot, evicting nothing")
+    sim = sub.add_parser(
+        "simulate", help="run one descheduling cycle on a cluster snapshot, evicting nothing"
+    )
     sim.add_argument("snapshot", help="cluster snapshot: a v1 List (JSON or YAML) or multi-document YAML")
-    sim.add_argument("--policy", required=True, help="DeschedulerPolicy file (descheduler/v1alpha2 or v1alpha1)")
+    sim.add_argument(
+        "--policy", required=True, help="DeschedulerPolicy file (descheduler/v1alpha2 or v1alpha1)"
+    )
     sim.add_argument("--now", help="the clock for age-based decisions, RFC 3339 (default: the current time)")
     sim.add_argument("--output", "-o", choices=["table", "json"], default="table")
 
@@ -93,14 +99,30 @@ def _duration(text: str) -> float:
 def _add_run_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="deschedule a live cluster (upstream-compatible flags)")
     run.add_argument("--policy-config-file", required=True, help="DeschedulerPolicy file")
-    run.add_argument("--descheduling-interval", type=_duration, default=0.0,
-                     help="time between cycles, e.g. 5m; 0 runs one cycle and exits (default 0)")
-    run.add_argument("--dry-run", type=_go_bool, nargs="?", const=True, default=False,
-                     help="evict nothing; report what would be evicted")
-    run.add_argument("--kubeconfig", "--client-connection-kubeconfig", dest="kubeconfig",
-                     help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+    run.add_argument(
+        "--descheduling-interval",
+        type=_duration,
+        default=0.0,
+        help="time between cycles, e.g. 5m; 0 runs one cycle and exits (default 0)",
+    )
+    run.add_argument(
+        "--dry-run",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="evict nothing; report what would be evicted",
+    )
+    run.add_argument(
+        "--kubeconfig",
+        "--client-connection-kubeconfig",
+        dest="kubeconfig",
+        help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
+    )
     run.add_argument("--context", help="kubeconfig context (default: the current one)")
-    run.add_argument("--client-connection-qps", type=float, default=0.0, help="API requests per second (0: no limit)")
+    run.add_argument(
+        "--client-connection-qps", type=float, default=0.0, help="API requests per second (0: no limit)"
+    )
     run.add_argument("--client-connection-burst", type=int, default=0)
     run.add_argument("--leader-elect", type=_go_bool, nargs="?", const=True, default=False)
     run.add_argument("--leader-elect-lease-duration", type=_duration, default=137.0)
@@ -110,19 +132,29 @@ def _add_run_parser(sub: Any) -> None:
     run.add_argument("--leader-elect-resource-name", default="descheduler")
     run.add_argument("--leader-elect-resource-namespace", default="kube-system")
     run.add_argument("--leader-elect-identity", default="", help="default: hostname_pid")
-    run.add_argument("--secure-port", type=int, default=10258, help="port for /metrics, /healthz, /readyz (0: off)")
+    run.add_argument(
+        "--secure-port", type=int, default=10258, help="port for /metrics, /healthz, /readyz (0: off)"
+    )
     run.add_argument("--bind-address", default="0.0.0.0")
     run.add_argument("--tls-cert-file", default="")
     run.add_argument("--tls-private-key-file", default="")
-    run.add_argument("--cert-dir", default="", help="where a self-signed certificate is written if none is given")
-    run.add_argument("--http", action="store_true",
-                     help="serve plain HTTP instead of HTTPS (local use only)")
+    run.add_argument(
+        "--cert-dir", default="", help="where a self-signed certificate is written if none is given"
+    )
+    run.add_argument("--http", action="store_true", help="serve plain HTTP instead of HTTPS (local use only)")
     run.add_argument("--disable-metrics", type=_go_bool, nargs="?", const=True, default=False)
-    run.add_argument("--event-driven", action="store_true",
-                     help="also run a cycle soon after relevant cluster changes (nodes added, tainted, "
-                          "relabelled; pods failing)")
-    run.add_argument("--event-debounce", type=_duration, default=5.0,
-                     help="how long to let a burst of changes settle before the early cycle (default 5s)")
+    run.add_argument(
+        "--event-driven",
+        action="store_true",
+        help="also run a cycle soon after relevant cluster changes (nodes added, tainted, "
+        "relabelled; pods failing)",
+    )
+    run.add_argument(
+        "--event-debounce",
+        type=_duration,
+        default=5.0,
+        help="how long to let a burst of changes settle before the early cycle (default 5s)",
+    )
 
 
 def _add_extender_parser(sub: Any) -> None:
@@ -130,19 +162,30 @@ def _add_extender_parser(sub: Any) -> None:
         "extender",
         help="serve a kube-scheduler HTTP extender scoring nodes with the generic node-resources scorer",
     )
-    ext.add_argument("--config", required=True,
-                     help="scorer args file (KEP-2143 keys: allocatable, allocated, left, requesting)")
+    ext.add_argument(
+        "--config",
+        required=True,
+        help="scorer args file (KEP-2143 keys: allocatable, allocated, left, requesting)",
+    )
     ext.add_argument("--port", type=int, default=8888, help="port for the verbs, /healthz, /readyz, /metrics")
     ext.add_argument("--bind-address", default="0.0.0.0")
-    ext.add_argument("--kubeconfig", "--client-connection-kubeconfig", dest="kubeconfig",
-                     help="kubeconfig for the node and pod cache (default: as desched run)")
+    ext.add_argument(
+        "--kubeconfig",
+        "--client-connection-kubeconfig",
+        dest="kubeconfig",
+        help="kubeconfig for the node and pod cache (default: as desched run)",
+    )
     ext.add_argument("--context", help="kubeconfig context (default: the current one)")
     ext.add_argument("--snapshot", help="serve from a cluster snapshot file instead of a live cluster")
     ext.add_argument("--tls-cert-file", default="", help="serve HTTPS with this certificate (and key)")
     ext.add_argument("--tls-private-key-file", default="")
-    ext.add_argument("--timeout-budget", type=_duration, default=4.0,
-                     help="answer within this time, with what is computed so far (default 4s; "
-                          "kube-scheduler's httpTimeout defaults to 5s)")
+    ext.add_argument(
+        "--timeout-budget",
+        type=_duration,
+        default=4.0,
+        help="answer within this time, with what is computed so far (default 4s; "
+        "kube-scheduler's httpTimeout defaults to 5s)",
+    )
 
 
 def _cmd_extender(args: argparse.Namespace) -> int:
@@ -285,7 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING if args.verbosity <= 0 else logging.INFO if args.verbosity < 4 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     try:
         return _COMMANDS[args.command](args)
     except UserError as e:

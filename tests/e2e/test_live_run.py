@@ -52,21 +52,34 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0, interva
 def apply_manifest(cp: ControlPlane, doc: dict[str, Any], *, dry_run: bool = False) -> None:
     """Server-side apply, the way `kubectl apply --server-side` does it."""
     api, kind, meta = doc["apiVersion"], doc["kind"], doc["metadata"]
-    plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
-              "ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Job": "jobs",
-              "CronJob": "cronjobs", "Deployment": "deployments", "Role": "roles",
-              "RoleBinding": "rolebindings"}[kind]
+    plural = {
+        "ClusterRole": "clusterroles",
+        "ClusterRoleBinding": "clusterrolebindings",
+        "ServiceAccount": "serviceaccounts",
+        "ConfigMap": "configmaps",
+        "Job": "jobs",
+        "CronJob": "cronjobs",
+        "Deployment": "deployments",
+        "Role": "roles",
+        "RoleBinding": "rolebindings",
+    }[kind]
     base = f"/api/{api}" if "/" not in api else f"/apis/{api}"
     ns = f"/namespaces/{meta['namespace']}" if meta.get("namespace") else ""
     query = "fieldManager=e2e&force=true" + ("&dryRun=All" if dry_run else "")
-    cp.request("PATCH", f"{base}{ns}/{plural}/{meta['name']}?{query}", json.dumps(doc).encode(),
-               content_type="application/apply-patch+yaml")
+    cp.request(
+        "PATCH",
+        f"{base}{ns}/{plural}/{meta['name']}?{query}",
+        json.dumps(doc).encode(),
+        content_type="application/apply-patch+yaml",
+    )
 
 
 @pytest.fixture(scope="module")
 def cluster(control_plane: Any) -> Iterator[Cluster]:
     if getattr(control_plane, "external", False):
-        pytest.skip("these tests start and stop control-plane processes; they need the built-in control plane")
+        pytest.skip(
+            "these tests start and stop control-plane processes; they need the built-in control plane"
+        )
     cp: ControlPlane = control_plane
     cp.start_kwok()
     for doc in yaml.safe_load_all(RBAC.read_text()):
@@ -103,31 +116,61 @@ def cluster(control_plane: Any) -> Iterator[Cluster]:
 
 def new_namespace(cp: ControlPlane, prefix: str) -> str:
     ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    cp.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts",
-               {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    cp.request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    )
+    cp.request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/serviceaccounts",
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
+    )
     return ns
 
 
-def make_pod(cp: ControlPlane, ns: str, name: str, node: str, *, owner: str | None = None,
-             labels: dict[str, str] | None = None, affinity: dict[str, Any] | None = None,
-             tolerations: list[dict[str, Any]] | None = None) -> None:
+def make_pod(
+    cp: ControlPlane,
+    ns: str,
+    name: str,
+    node: str,
+    *,
+    owner: str | None = None,
+    labels: dict[str, str] | None = None,
+    affinity: dict[str, Any] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+) -> None:
     meta: dict[str, Any] = {"name": name, "labels": labels or {}}
     if owner:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
-                                    "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, ns + owner)), "controller": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": owner,
+                "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, ns + owner)),
+                "controller": True,
+            }
+        ]
     spec: dict[str, Any] = {
         "nodeName": node,
         "automountServiceAccountToken": False,
-        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
-        "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
-                        *(tolerations or [])],
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+            }
+        ],
+        "tolerations": [
+            {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
+            *(tolerations or []),
+        ],
     }
     if affinity:
         spec["affinity"] = affinity
-    cp.request("POST", f"/api/v1/namespaces/{ns}/pods",
-               {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    cp.request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/pods",
+        {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec},
+    )
 
 
 def wait_running(cp: ControlPlane, ns: str, count: int) -> None:
@@ -155,13 +198,25 @@ def scenario(cp: ControlPlane, ns: str) -> None:
     for i in range(4):
         make_pod(cp, ns, f"dup-{i}", "e2e-n1", owner="dup", labels={"app": "dup"})
         names.append(f"dup-{i}")
-    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "anti"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "anti"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
     for i in range(2):
         make_pod(cp, ns, f"anti-{i}", "e2e-n2", owner=f"anti{i}", labels={"app": "anti"}, affinity=anti)
         names.append(f"anti-{i}")
-    gold = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "e2e/tier", "operator": "In", "values": ["gold"]}]}]}}}
+    gold = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "e2e/tier", "operator": "In", "values": ["gold"]}]}
+                ]
+            }
+        }
+    }
     make_pod(cp, ns, "gold-0", "e2e-n3", owner="gold", labels={"app": "gold"}, affinity=gold)
     names.append("gold-0")
     CREATED[ns] = set(names)
@@ -174,20 +229,31 @@ def policy(tmp: Path, ns: str, **top: Any) -> Path:
         "apiVersion": "descheduler/v1alpha2",
         "kind": "DeschedulerPolicy",
         **top,
-        "profiles": [{
-            "name": "e2e",
-            "pluginConfig": [
-                {"name": "RemoveDuplicates", "args": scope},
-                {"name": "RemovePodsViolatingInterPodAntiAffinity", "args": scope},
-                {"name": "RemovePodsViolatingNodeAffinity",
-                 "args": {**scope, "nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"]}},
-            ],
-            "plugins": {
-                "deschedule": {"enabled": ["RemovePodsViolatingInterPodAntiAffinity",
-                                           "RemovePodsViolatingNodeAffinity"]},
-                "balance": {"enabled": ["RemoveDuplicates"]},
-            },
-        }],
+        "profiles": [
+            {
+                "name": "e2e",
+                "pluginConfig": [
+                    {"name": "RemoveDuplicates", "args": scope},
+                    {"name": "RemovePodsViolatingInterPodAntiAffinity", "args": scope},
+                    {
+                        "name": "RemovePodsViolatingNodeAffinity",
+                        "args": {
+                            **scope,
+                            "nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"],
+                        },
+                    },
+                ],
+                "plugins": {
+                    "deschedule": {
+                        "enabled": [
+                            "RemovePodsViolatingInterPodAntiAffinity",
+                            "RemovePodsViolatingNodeAffinity",
+                        ]
+                    },
+                    "balance": {"enabled": ["RemoveDuplicates"]},
+                },
+            }
+        ],
     }
     path = tmp / f"policy-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -196,13 +262,25 @@ def policy(tmp: Path, ns: str, **top: Any) -> Path:
 
 def desched(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    return subprocess.run([sys.executable, "-m", "desched.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "desched.cli", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def run_once(cluster: Cluster, policy_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    proc = desched("--v=2", "run", "--policy-config-file", str(policy_path), "--kubeconfig",
-                   str(cluster.kubeconfig), "--descheduling-interval", "0", "--secure-port", "0", *extra)
+    proc = desched(
+        "--v=2",
+        "run",
+        "--policy-config-file",
+        str(policy_path),
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--descheduling-interval",
+        "0",
+        "--secure-port",
+        "0",
+        *extra,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -244,11 +322,23 @@ def test_pdb_blocks_its_pods_and_nothing_else_breaks(cluster: Cluster, tmp_path:
     cp = cluster.cp
     ns = new_namespace(cp, "pdb")
     scenario(cp, ns)
-    pdb = cp.request("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "dup"},
-        "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "dup"}}}})
-    pdb["status"] = {"observedGeneration": pdb["metadata"].get("generation", 1), "disruptionsAllowed": 0,
-                     "currentHealthy": 4, "desiredHealthy": 4, "expectedPods": 4}
+    pdb = cp.request(
+        "POST",
+        f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "dup"},
+            "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "dup"}}},
+        },
+    )
+    pdb["status"] = {
+        "observedGeneration": pdb["metadata"].get("generation", 1),
+        "disruptionsAllowed": 0,
+        "currentHealthy": 4,
+        "desiredHealthy": 4,
+        "expectedPods": 4,
+    }
     cp.request("PUT", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/dup/status", pdb)
     proc = run_once(cluster, policy(tmp_path, ns))
     assert "429" in proc.stderr and "disruption budget" in proc.stderr, proc.stderr
@@ -281,15 +371,33 @@ def free_port() -> int:
 class Daemon:
     """desched run in the background, with its log in a file."""
 
-    def __init__(self, cluster: Cluster, tmp: Path, policy_path: Path, *extra: str, name: str = "desched") -> None:
+    def __init__(
+        self, cluster: Cluster, tmp: Path, policy_path: Path, *extra: str, name: str = "desched"
+    ) -> None:
         self.port = free_port()
         self.log = tmp / f"{name}.log"
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "desched.cli", "--v=2", "run", "--policy-config-file", str(policy_path),
-             "--kubeconfig", str(cluster.kubeconfig), "--http", "--bind-address", "127.0.0.1",
-             "--secure-port", str(self.port), *extra],
-            stdout=subprocess.DEVNULL, stderr=self.log.open("w"), env=env,
+            [
+                sys.executable,
+                "-m",
+                "desched.cli",
+                "--v=2",
+                "run",
+                "--policy-config-file",
+                str(policy_path),
+                "--kubeconfig",
+                str(cluster.kubeconfig),
+                "--http",
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(self.port),
+                *extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self.log.open("w"),
+            env=env,
         )
 
     def metrics(self) -> str:
@@ -319,8 +427,11 @@ def test_metrics_and_events_use_upstream_names(cluster: Cluster, tmp_path: Path)
     try:
         wait_for(lambda: d.cycles() >= 1, "one cycle", timeout=60)
         body = d.metrics()
-        assert re.search(r'descheduler_pods_evicted_total\{namespace="%s",node="e2e-n1",profile="e2e",'
-                         r'result="success",strategy="RemoveDuplicates"\} 2\.0' % ns, body), body
+        assert re.search(
+            rf'descheduler_pods_evicted_total\{{namespace="{ns}",node="e2e-n1",profile="e2e",'
+            r'result="success",strategy="RemoveDuplicates"\} 2\.0',
+            body,
+        ), body
         assert "descheduler_strategy_duration_seconds_bucket" in body and "descheduler_build_info" in body
 
         def events() -> list[dict[str, Any]]:
@@ -328,8 +439,11 @@ def test_metrics_and_events_use_upstream_names(cluster: Cluster, tmp_path: Path)
             return [e for e in items if e.get("reportingController") == "sigs.k8s.io.descheduler"]
 
         evs = wait_for(lambda: len(events()) >= 4 and events(), "eviction events", timeout=30)
-        assert {e["reason"] for e in evs} == {"RemoveDuplicates", "RemovePodsViolatingInterPodAntiAffinity",
-                                             "RemovePodsViolatingNodeAffinity"}
+        assert {e["reason"] for e in evs} == {
+            "RemoveDuplicates",
+            "RemovePodsViolatingInterPodAntiAffinity",
+            "RemovePodsViolatingNodeAffinity",
+        }
         assert all(e["action"] == "Descheduled" and e["type"] == "Normal" for e in evs)
         assert all(e["regarding"]["kind"] == "Pod" and "by sigs.k8s.io/descheduler" in e["note"] for e in evs)
     finally:
@@ -340,18 +454,39 @@ def test_apiserver_restart_mid_watch_cache_recovers(cluster: Cluster, tmp_path: 
     cp = cluster.cp
     ns = new_namespace(cp, "restart")
     pol = tmp_path / "taints.yaml"
-    pol.write_text(yaml.safe_dump({
-        "apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy",
-        "profiles": [{"name": "e2e", "pluginConfig": [
-            {"name": "RemovePodsViolatingNodeTaints", "args": {"namespaces": {"include": [ns]}}}],
-            "plugins": {"deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]}}}]}))
+    pol.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "profiles": [
+                    {
+                        "name": "e2e",
+                        "pluginConfig": [
+                            {
+                                "name": "RemovePodsViolatingNodeTaints",
+                                "args": {"namespaces": {"include": [ns]}},
+                            }
+                        ],
+                        "plugins": {"deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]}},
+                    }
+                ],
+            }
+        )
+    )
     d = Daemon(cluster, tmp_path, pol, "--descheduling-interval", "1s")
     try:
         wait_for(lambda: d.cycles() >= 1, "first cycle", timeout=60)
         cp.restart_apiserver()
         make_pod(cp, ns, "victim", "e2e-n3", owner="victim")
-        make_pod(cp, ns, "tolerant", "e2e-n3", owner="tolerant",
-                 tolerations=[{"key": f"e2e-{ns}", "operator": "Exists", "effect": "NoSchedule"}])
+        make_pod(
+            cp,
+            ns,
+            "tolerant",
+            "e2e-n3",
+            owner="tolerant",
+            tolerations=[{"key": f"e2e-{ns}", "operator": "Exists", "effect": "NoSchedule"}],
+        )
         CREATED[ns] = {"victim", "tolerant"}
         wait_running(cp, ns, 2)
         node = cp.request("GET", "/api/v1/nodes/e2e-n3")
@@ -372,13 +507,37 @@ def test_leader_election_only_the_leader_evicts(cluster: Cluster, tmp_path: Path
     cp = cluster.cp
     ns = new_namespace(cp, "leader")
     pol = tmp_path / "lifetime.yaml"
-    pol.write_text(yaml.safe_dump({
-        "apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy",
-        "profiles": [{"name": "e2e", "pluginConfig": [
-            {"name": "PodLifeTime", "args": {"namespaces": {"include": [ns]}, "maxPodLifeTimeSeconds": 1}}],
-            "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}}]}))
-    lease = ("--leader-elect", "--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s",
-             "--leader-elect-retry-period", "1s", "--descheduling-interval", "1s")
+    pol.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "profiles": [
+                    {
+                        "name": "e2e",
+                        "pluginConfig": [
+                            {
+                                "name": "PodLifeTime",
+                                "args": {"namespaces": {"include": [ns]}, "maxPodLifeTimeSeconds": 1},
+                            }
+                        ],
+                        "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
+                    }
+                ],
+            }
+        )
+    )
+    lease = (
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "6s",
+        "--leader-elect-renew-deadline",
+        "4s",
+        "--leader-elect-retry-period",
+        "1s",
+        "--descheduling-interval",
+        "1s",
+    )
     a = Daemon(cluster, tmp_path, pol, *lease, "--leader-elect-identity", "replica-a", name="a")
     wait_for(lambda: "became the leader" in a.text(), "replica-a to lead", timeout=60)
     b = Daemon(cluster, tmp_path, pol, *lease, "--leader-elect-identity", "replica-b", name="b")
@@ -402,7 +561,9 @@ def test_leader_election_only_the_leader_evicts(cluster: Cluster, tmp_path: Path
         took_over = time.time() - killed_at
         assert took_over < 6 + 4, f"hand-over took {took_over:.1f}s, lease duration is 6s"
         wait_for(lambda: b.text().count("evicted pod") >= 3, "replica-b to evict", timeout=60)
-        lease_obj = cp.request("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/descheduler")
+        lease_obj = cp.request(
+            "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/descheduler"
+        )
         assert lease_obj["spec"]["holderIdentity"] == "replica-b"
         # never two at once: a's evictions all precede b's first one
         a_times = [line.split(" ")[1] for line in a.text().splitlines() if "evicted pod" in line]
@@ -426,6 +587,8 @@ def test_deploy_manifests_are_valid(cluster: Cluster) -> None:
                 try:
                     apply_manifest(cluster.cp, doc, dry_run=True)
                 except ApiError as e:
-                    raise AssertionError(f"{path.relative_to(ROOT)}: {doc['kind']} {doc['metadata']['name']}: {e}")
+                    raise AssertionError(
+                        f"{path.relative_to(ROOT)}: {doc['kind']} {doc['metadata']['name']}: {e}"
+                    ) from None
                 checked += 1
     assert checked >= 7

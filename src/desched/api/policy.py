@@ -323,10 +323,14 @@ def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> Profi
         pset = prof.plugins.of(point)
         enabled = list(pset.enabled)
         disabled = set(pset.disabled)
-        if point in (ExtensionPoint.FILTER, ExtensionPoint.PRE_EVICTION_FILTER):
-            # DefaultEvictor guards every profile unless the profile disables it explicitly.
-            if DEFAULT_EVICTOR not in enabled and DEFAULT_EVICTOR not in disabled and "*" not in disabled:
-                enabled.insert(0, DEFAULT_EVICTOR)
+        # DefaultEvictor guards every profile unless the profile disables it explicitly.
+        if (
+            point in (ExtensionPoint.FILTER, ExtensionPoint.PRE_EVICTION_FILTER)
+            and DEFAULT_EVICTOR not in enabled
+            and DEFAULT_EVICTOR not in disabled
+            and "*" not in disabled
+        ):
+            enabled.insert(0, DEFAULT_EVICTOR)
         names: list[str] = []
         for k, name in enumerate(enabled):
             path = format_path(["profiles", index, "plugins", point.value, "enabled", k])
@@ -335,7 +339,9 @@ def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> Profi
                 raise PolicyError(path, registry.why_missing(name))
             if point not in spec.extension_points:
                 served = ", ".join(sorted(p.value for p in spec.extension_points))
-                raise PolicyError(path, f"plugin {name!r} does not implement {point.value} (it serves: {served})")
+                raise PolicyError(
+                    path, f"plugin {name!r} does not implement {point.value} (it serves: {served})"
+                )
             if name in names:
                 raise PolicyError(path, f"plugin {name!r} is enabled twice")
             if name in disabled and name != DEFAULT_EVICTOR:
@@ -344,8 +350,8 @@ def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> Profi
         plugins[point] = tuple(names)
 
     used: list[str] = []
-    for names in plugins.values():
-        for name in names:
+    for enabled_names in plugins.values():
+        for name in enabled_names:
             if name not in used:
                 used.append(name)
     for name, (j, raw) in configs.items():

@@ -70,7 +70,9 @@ def _duplicates(p: Mapping[str, Any], path: str) -> Args:
 def _restarts(p: Mapping[str, Any], path: str) -> Args:
     return {
         **_pick(p, "namespaces", "labelSelector"),
-        **_pick(_nested(p, "podsHavingTooManyRestarts", path), "podRestartThreshold", "includingInitContainers"),
+        **_pick(
+            _nested(p, "podsHavingTooManyRestarts", path), "podRestartThreshold", "includingInitContainers"
+        ),
     }
 
 
@@ -97,7 +99,9 @@ def _failed(p: Mapping[str, Any], path: str) -> Args:
 
 
 def _taints(p: Mapping[str, Any], path: str) -> Args:
-    return _pick(p, "namespaces", "labelSelector", "includePreferNoSchedule", "excludedTaints", "includedTaints")
+    return _pick(
+        p, "namespaces", "labelSelector", "includePreferNoSchedule", "excludedTaints", "includedTaints"
+    )
 
 
 def _affinity(p: Mapping[str, Any], path: str) -> Args:
@@ -168,14 +172,17 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
         if params.get("thresholdPriority") is not None or params.get("thresholdPriorityClassName"):
             if params.get("thresholdPriority") is not None and params.get("thresholdPriorityClassName"):
                 raise PolicyError(
-                    f"{path}.params", "only one of thresholdPriority and thresholdPriorityClassName may be set"
+                    f"{path}.params",
+                    "only one of thresholdPriority and thresholdPriorityClassName may be set",
                 )
             evictor["priorityThreshold"] = (
                 {"value": params["thresholdPriority"]}
                 if params.get("thresholdPriority") is not None
                 else {"name": params["thresholdPriorityClassName"]}
             )
-        if name in ("LowNodeUtilization", "HighNodeUtilization") and params.get("namespaces", {}).get("include"):
+        if name in ("LowNodeUtilization", "HighNodeUtilization") and params.get("namespaces", {}).get(
+            "include"
+        ):
             raise PolicyError(f"{path}.params.namespaces.include", f"{name} only supports namespaces.exclude")
         profiles.append(
             {
@@ -191,8 +198,17 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
                 },
             }
         )
-    out: dict[str, Any] = {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": profiles}
-    for key in ("nodeSelector", "maxNoOfPodsToEvictPerNode", "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal"):
+    out: dict[str, Any] = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": profiles,
+    }
+    for key in (
+        "nodeSelector",
+        "maxNoOfPodsToEvictPerNode",
+        "maxNoOfPodsToEvictPerNamespace",
+        "maxNoOfPodsToEvictTotal",
+    ):
         if doc.get(key) is not None:
             out[key] = doc[key]
     return out

@@ -147,7 +147,9 @@ def _decode_yaml(data: bytes, source: str) -> list[AnyObject]:
         kind = item.get("kind")
         if kind not in KINDS:
             continue
-        probe = _Probe(kind=str(kind), api_version=str(item.get("apiVersion", "")), metadata=item.get("metadata"))
+        probe = _Probe(
+            kind=str(kind), api_version=str(item.get("apiVersion", "")), metadata=item.get("metadata")
+        )
         if kind == "Event" and probe.api_version.startswith("events.k8s.io"):
             item = _event_from_events_api(item)
         out.append(_convert(item, i, probe, source))
@@ -196,4 +198,3 @@ def _object_error(
         field = at.rstrip("`").lstrip(".")
     reason = text[:1].lower() + text[1:]
     return SnapshotError(f"{source}: items[{index}] ({who})", f"{field}: {reason}" if field else reason)
-

@@ -147,7 +147,14 @@ class PodEvictor:
                 error = failure
                 log.warning("eviction of pod %s failed (%s/%s): %s", pod.key, profile, plugin, failure)
         record = EvictionRecord(
-            pod.metadata.namespace, pod.metadata.name, pod.spec.node_name, profile, plugin, reason, result, error
+            pod.metadata.namespace,
+            pod.metadata.name,
+            pod.spec.node_name,
+            profile,
+            plugin,
+            reason,
+            result,
+            error,
         )
         self.records.append(record)
         for observe in self.observers:

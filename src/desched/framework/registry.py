@@ -64,7 +64,9 @@ class Registry:
                 f"plugin {name!r} from {origin} is already registered from {self._specs[name].origin}"
             )
         args_model = getattr(cls, "Args", None)
-        if args_model is not None and not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+        if args_model is not None and not (
+            isinstance(args_model, type) and issubclass(args_model, BaseModel)
+        ):
             raise RegistryError(f"plugin {name!r}: Args must be a pydantic model class")
         points = extension_points_of(cls)
         if not points:

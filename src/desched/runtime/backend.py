@@ -10,6 +10,7 @@ stops evicting at once.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import socket
 import time
@@ -105,16 +106,21 @@ class EventRecorder:
         self.loop = loop
         self.failures = failures
         self.instance = socket.gethostname()
-        self._tasks: set[asyncio.Future[None]] = set()
+        self._tasks: set[concurrent.futures.Future[None]] = set()
 
     def observe(self, record: EvictionRecord) -> None:
         if record.result is EvictResult.EVICTED:
-            self._emit(record, "Normal", record.plugin,
-                       f"pod eviction from {record.node} node by {REQUESTED_BY}")
+            self._emit(
+                record, "Normal", record.plugin, f"pod eviction from {record.node} node by {REQUESTED_BY}"
+            )
         elif self.failures and record.result not in (EvictResult.FILTERED, EvictResult.ALREADY_EVICTED):
             why = record.error or record.result.value
-            self._emit(record, "Warning", "EvictionFailed",
-                       f"pod eviction from {record.node} node by {REQUESTED_BY} failed: {why}")
+            self._emit(
+                record,
+                "Warning",
+                "EvictionFailed",
+                f"pod eviction from {record.node} node by {REQUESTED_BY} failed: {why}",
+            )
 
     def _emit(self, record: EvictionRecord, type_: str, reason: str, note: str) -> None:
         now = datetime.now(UTC)
@@ -130,7 +136,12 @@ class EventRecorder:
             "reason": reason,
             "note": note[:1024],
             "type": type_,
-            "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": record.namespace, "name": record.name},
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": record.namespace,
+                "name": record.name,
+            },
         }
         future = asyncio.run_coroutine_threadsafe(self._post(record.namespace, body), self.loop)
         self._tasks.add(future)
@@ -138,7 +149,14 @@ class EventRecorder:
 
     async def _post(self, namespace: str, body: dict[str, Any]) -> None:
         try:
-            await kube.request(self.api, "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body)
+            await kube.request(
+                self.api, "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body
+            )
         except Exception as e:  # events are best effort, never a reason to stop evicting
-            log.warning("could not record event %s for %s/%s: %s", body["reason"], namespace,
-                        body["regarding"]["name"], e)
+            log.warning(
+                "could not record event %s for %s/%s: %s",
+                body["reason"],
+                namespace,
+                body["regarding"]["name"],
+                e,
+            )

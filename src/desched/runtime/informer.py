@@ -10,6 +10,7 @@ Each cycle takes a consistent snapshot of the cache (:meth:`LiveCache.snapshot`)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import random
@@ -53,7 +54,9 @@ RESOURCES: dict[str, Resource] = {
         "PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", PodDisruptionBudget
     ),
     "PriorityClass": Resource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", PriorityClass),
-    "PersistentVolumeClaim": Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", PersistentVolumeClaim),
+    "PersistentVolumeClaim": Resource(
+        "PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", PersistentVolumeClaim
+    ),
     "Event": Resource("Event", "/api/v1/events", Event),
 }
 DEFAULT_KINDS = ("Node", "Pod", "Namespace", "PodDisruptionBudget", "PriorityClass", "PersistentVolumeClaim")
@@ -209,9 +212,11 @@ class Informer:
                 raise GoneError()
             raise client.ApiException(status=status.code, reason=status.message)
         if event.type == "BOOKMARK":
-            self.resource_version = msgspec.json.decode(event.object, type=_MetaOnly).metadata.resource_version
+            self.resource_version = msgspec.json.decode(
+                event.object, type=_MetaOnly
+            ).metadata.resource_version
             return
-        obj = self._decoder.decode(event.object)
+        obj: Any = self._decoder.decode(event.object)
         key = _key(obj)
         prev = self.objects.get(key)
         if event.type == "DELETED":
@@ -243,10 +248,8 @@ class Informer:
                 raise
             except Exception as e:
                 log.warning("%s list/watch failed: %s; retrying in %.1fs", self.resource.kind, e, backoff)
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=backoff * (1 + random.random() / 4))
-                except TimeoutError:
-                    pass
                 backoff = min(backoff * 2, 30.0)
 
 

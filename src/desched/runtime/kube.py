@@ -28,12 +28,13 @@ async def make_api_client(kubeconfig: str | None = None, context: str | None = N
         except config.ConfigException as e:
             raise UserError("--kubeconfig", f"cannot use {path}: {e}") from None
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=cfg)
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     elif Path("~/.kube/config").expanduser().exists():
         await config.load_kube_config(context=context, client_configuration=cfg)
     else:
         raise UserError(
-            "--kubeconfig", "no kubeconfig given, $KUBECONFIG unset, not running in a cluster, no ~/.kube/config"
+            "--kubeconfig",
+            "no kubeconfig given, $KUBECONFIG unset, not running in a cluster, no ~/.kube/config",
         )
     return client.ApiClient(configuration=cfg)
 

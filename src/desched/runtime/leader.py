@@ -14,6 +14,7 @@ kubernetes_asyncio ships an elector, but it does not release on shutdown and giv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -47,7 +48,9 @@ class LeaderElector:
         if not config.identity:
             raise ValueError("leader election needs an identity")
         if config.renew_deadline >= config.lease_duration:
-            raise ValueError("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration")
+            raise ValueError(
+                "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
+            )
         if config.retry_period >= config.renew_deadline:
             raise ValueError("--leader-elect-retry-period must be shorter than --leader-elect-renew-deadline")
         self.api = api
@@ -95,8 +98,11 @@ class LeaderElector:
             }
             try:
                 await request(
-                    self.api, "POST", f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases",
-                    body=body, timeout=10,
+                    self.api,
+                    "POST",
+                    f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases",
+                    body=body,
+                    timeout=10,
                 )
             except ApiError as e:
                 if e.status == 409:
@@ -130,8 +136,12 @@ class LeaderElector:
     def _renewed(self) -> bool:
         if not self._leading:
             self.transitions += 1
-            log.info("%s became the leader (lease %s/%s)", self.config.identity, self.config.namespace,
-                     self.config.name)
+            log.info(
+                "%s became the leader (lease %s/%s)",
+                self.config.identity,
+                self.config.namespace,
+                self.config.name,
+            )
         self._leading = True
         self._last_renew = time.monotonic()
         self.became_leader.set()
@@ -149,10 +159,8 @@ class LeaderElector:
                 log.warning("%s lost the lease", self.config.identity)
                 self._leading = False
                 self.became_leader.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.config.retry_period)
-            except TimeoutError:
-                pass
 
     async def release(self) -> None:
         if not self._leading:

@@ -18,11 +18,13 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from desched.api.errors import UserError
 from desched.api.policy import Policy, load_policy_file
+from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
@@ -47,7 +49,7 @@ class RunOptions:
     qps: float = 0.0
     burst: int = 0
     leader_elect: bool = False
-    leader: LeaderConfig = LeaderConfig()
+    leader: LeaderConfig = field(default_factory=LeaderConfig)
     bind_address: str = "0.0.0.0"
     port: int = 10258
     tls: tuple[str, str] | None = None
@@ -114,8 +116,12 @@ class Descheduler:
                 tls=opts.tls,
             )
             server.start()
-            log.info("serving /healthz /readyz%s on %s:%d", "" if opts.disable_metrics else " /metrics",
-                     opts.bind_address, server.port)
+            log.info(
+                "serving /healthz /readyz%s on %s:%d",
+                "" if opts.disable_metrics else " /metrics",
+                opts.bind_address,
+                server.port,
+            )
         elector: LeaderElector | None = None
         tasks: list[asyncio.Task[None]] = []
         try:
@@ -124,7 +130,9 @@ class Descheduler:
             try:
                 await cache.wait_synced(opts.sync_timeout)
             except TimeoutError:
-                raise UserError("", f"the cluster cache did not sync within {opts.sync_timeout:.0f}s") from None
+                raise UserError(
+                    "", f"the cluster cache did not sync within {opts.sync_timeout:.0f}s"
+                ) from None
             self.ready = True
             if opts.leader_elect and not opts.dry_run:
                 elector = LeaderElector(api, opts.leader)
@@ -217,7 +225,7 @@ class Descheduler:
             return not self.stop.is_set() and (elector is None or elector.is_leader())
 
         backend = ApiEvictionBackend(api, loop, dry_run=opts.dry_run, may_evict=may_evict, limiter=limiter)
-        observers = []
+        observers: list[Callable[[EvictionRecord], None]] = []
         if self.metrics is not None:
             observers.append(self.metrics.observe_eviction)
         if not opts.dry_run:
@@ -238,24 +246,57 @@ class Descheduler:
                 self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
         for a in result.node_actions:
             if a.action == "downgrade" and a.result.value != "unchanged":
-                log.info("%s node %s: %s %s=%s%s until %s (%s): %s%s", a.result.value, a.node, a.method,
-                         a.key, a.value, f":{a.effect}" if a.effect else "", a.expires_at, a.by,
-                         a.reason, " (dry run)" if a.dry_run else "")
+                log.info(
+                    "%s node %s: %s %s=%s%s until %s (%s): %s%s",
+                    a.result.value,
+                    a.node,
+                    a.method,
+                    a.key,
+                    a.value,
+                    f":{a.effect}" if a.effect else "",
+                    a.expires_at,
+                    a.by,
+                    a.reason,
+                    " (dry run)" if a.dry_run else "",
+                )
         for r in result.evictions:
-            log.info("%s pod %s/%s from node %s (%s/%s): %s", "would evict" if opts.dry_run else "evicted",
-                     r.namespace, r.name, r.node, r.profile, r.plugin, r.reason)
+            log.info(
+                "%s pod %s/%s from node %s (%s/%s): %s",
+                "would evict" if opts.dry_run else "evicted",
+                r.namespace,
+                r.name,
+                r.node,
+                r.profile,
+                r.plugin,
+                r.reason,
+            )
         for r in result.failures:
-            log.warning("did not evict pod %s/%s (%s/%s): %s", r.namespace, r.name, r.profile, r.plugin,
-                        r.error or r.result.value)
-        log.info("cycle %d: %d pods on %d ready nodes, %d evicted%s, %d refused, %.2fs", self.cycles,
-                 len(snapshot.pods), result.nodes, len(result.evictions), " (dry run)" if opts.dry_run else "",
-                 len(result.failures), result.seconds)
+            log.warning(
+                "did not evict pod %s/%s (%s/%s): %s",
+                r.namespace,
+                r.name,
+                r.profile,
+                r.plugin,
+                r.error or r.result.value,
+            )
+        log.info(
+            "cycle %d: %d pods on %d ready nodes, %d evicted%s, %d refused, %.2fs",
+            self.cycles,
+            len(snapshot.pods),
+            result.nodes,
+            len(result.evictions),
+            " (dry run)" if opts.dry_run else "",
+            len(result.failures),
+            result.seconds,
+        )
 
 
 def run(options: RunOptions) -> int:
     policy = load_policy_file(options.policy_file, default_registry())
     if options.leader_elect and options.interval <= 0 and not options.dry_run:
-        raise UserError("--leader-elect", "needs --descheduling-interval > 0 (a one-shot run has nothing to lead)")
+        raise UserError(
+            "--leader-elect", "needs --descheduling-interval > 0 (a one-shot run has nothing to lead)"
+        )
     try:
         Framework(policy, default_registry())
     except FrameworkError as e:

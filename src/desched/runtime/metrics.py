@@ -47,9 +47,7 @@ class Metrics:
             ["GoVersion", "AppVersion", "DeschedulerVersion", "GitBranch", "GitSha1"],
             registry=self.registry,
         )
-        self.build_info.labels(
-            f"python{platform.python_version()}", __version__, __version__, "", ""
-        ).set(1)
+        self.build_info.labels(f"python{platform.python_version()}", __version__, __version__, "", "").set(1)
 
         # RemoveAnomalyPods (the proposal's observability section)
         self.anomaly_pods_anomalous = Gauge(

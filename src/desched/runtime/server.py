@@ -29,7 +29,7 @@ class HealthServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/healthz" or path == "/livez":
                     self._send(200, b"ok", "text/plain")

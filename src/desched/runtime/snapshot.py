@@ -11,7 +11,9 @@ from desched.runtime.informer import DEFAULT_KINDS, RESOURCES, Informer
 from desched.runtime.kube import make_api_client
 
 
-async def save_snapshot(path: str, kubeconfig: str | None, context: str | None, *, events: bool = False) -> int:
+async def save_snapshot(
+    path: str, kubeconfig: str | None, context: str | None, *, events: bool = False
+) -> int:
     """List every kind desched uses once and write them as one JSON v1 List (slim records)."""
     api = await make_api_client(kubeconfig, context)
     try:

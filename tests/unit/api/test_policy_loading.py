@@ -25,8 +25,15 @@ def err(doc: dict[str, Any]) -> str:
 
 
 def test_default_evictor_is_added_to_every_profile() -> None:
-    policy = load_policy(v2(profiles=[{"name": "a"}, {"name": "b", "plugins": {"deschedule": {
-        "enabled": ["RemovePodsViolatingNodeTaints"]}}}]), REG)
+    policy = load_policy(
+        v2(
+            profiles=[
+                {"name": "a"},
+                {"name": "b", "plugins": {"deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]}}},
+            ]
+        ),
+        REG,
+    )
     for prof in policy.profiles:
         assert prof.enabled(ExtensionPoint.FILTER) == ("DefaultEvictor",)
         assert prof.enabled(ExtensionPoint.PRE_EVICTION_FILTER) == ("DefaultEvictor",)
@@ -34,17 +41,38 @@ def test_default_evictor_is_added_to_every_profile() -> None:
 
 
 def test_default_evictor_can_be_disabled() -> None:
-    policy = load_policy(v2(profiles=[{"name": "a", "plugins": {
-        "filter": {"disabled": ["DefaultEvictor"]}, "preEvictionFilter": {"disabled": ["*"]}}}]), REG)
+    policy = load_policy(
+        v2(
+            profiles=[
+                {
+                    "name": "a",
+                    "plugins": {
+                        "filter": {"disabled": ["DefaultEvictor"]},
+                        "preEvictionFilter": {"disabled": ["*"]},
+                    },
+                }
+            ]
+        ),
+        REG,
+    )
     assert policy.profiles[0].enabled(ExtensionPoint.FILTER) == ()
     assert policy.profiles[0].enabled(ExtensionPoint.PRE_EVICTION_FILTER) == ()
 
 
 def test_top_level_fields() -> None:
-    policy = load_policy(v2(profiles=[], nodeSelector="pool=a", maxNoOfPodsToEvictPerNode=1,
-                            maxNoOfPodsToEvictPerNamespace=2, maxNoOfPodsToEvictTotal=3,
-                            evictionFailureEventNotification=True, gracePeriodSeconds=30,
-                            metricsProviders=[{"source": "KubernetesMetrics"}]), REG)
+    policy = load_policy(
+        v2(
+            profiles=[],
+            nodeSelector="pool=a",
+            maxNoOfPodsToEvictPerNode=1,
+            maxNoOfPodsToEvictPerNamespace=2,
+            maxNoOfPodsToEvictTotal=3,
+            evictionFailureEventNotification=True,
+            gracePeriodSeconds=30,
+            metricsProviders=[{"source": "KubernetesMetrics"}],
+        ),
+        REG,
+    )
     assert (policy.limits.per_node, policy.limits.per_namespace, policy.limits.total) == (1, 2, 3)
     assert policy.node_selector == "pool=a" and policy.grace_period_seconds == 30
     assert policy.eviction_failure_event_notification is True
@@ -55,21 +83,42 @@ def test_top_level_fields() -> None:
     [
         ({"apiVersion": "v1", "kind": "DeschedulerPolicy"}, "apiVersion: must be descheduler/v1alpha2"),
         (v2(kind="Policy"), "kind: must be DeschedulerPolicy"),
-        (v2(maxNoOfPodsToEvictPerNode=-1), "maxNoOfPodsToEvictPerNode: input should be greater than or equal to 0"),
-        (v2(profiles=[{"name": "a", "plugins": {"deschedule": {"enabled": ["Nope"]}}}]),
-         "profiles[0].plugins.deschedule.enabled[0]: unknown plugin 'Nope'"),
-        (v2(profiles=[{"name": "a", "plugins": {"balance": {"enabled": ["PodLifeTime"]}}}]),
-         "profiles[0].plugins.balance.enabled[0]: plugin 'PodLifeTime' does not implement balance"),
+        (
+            v2(maxNoOfPodsToEvictPerNode=-1),
+            "maxNoOfPodsToEvictPerNode: input should be greater than or equal to 0",
+        ),
+        (
+            v2(profiles=[{"name": "a", "plugins": {"deschedule": {"enabled": ["Nope"]}}}]),
+            "profiles[0].plugins.deschedule.enabled[0]: unknown plugin 'Nope'",
+        ),
+        (
+            v2(profiles=[{"name": "a", "plugins": {"balance": {"enabled": ["PodLifeTime"]}}}]),
+            "profiles[0].plugins.balance.enabled[0]: plugin 'PodLifeTime' does not implement balance",
+        ),
         (v2(profiles=[{"name": "a"}, {"name": "a"}]), "profiles[1].name: duplicate profile name 'a'"),
-        (v2(profiles=[{"name": "a", "pluginConfig": [{"name": "Nope"}]}]),
-         "profiles[0].pluginConfig[0].name: unknown plugin 'Nope'"),
+        (
+            v2(profiles=[{"name": "a", "pluginConfig": [{"name": "Nope"}]}]),
+            "profiles[0].pluginConfig[0].name: unknown plugin 'Nope'",
+        ),
         (v2(profiles=[{"name": "a", "extra": 1}]), "profiles[0].extra: unknown field"),
         (v2(nodeSelector="a in (b"), "nodeSelector:"),
         (v2(metricsProviders=[{"source": "Prometheus"}]), "metricsProviders[0]: prometheus.url is required"),
-        (v2(profiles=[{"name": "a", "pluginConfig": [{"name": "DefaultEvictor", "args": {"nodeFit": "maybe"}}]}]),
-         "profiles[0].pluginConfig[0].args.nodeFit:"),
-        (v2(profiles=[{"name": "a", "pluginConfig": [{"name": "DefaultEvictor", "args": {"nodefit": True}}]}]),
-         "profiles[0].pluginConfig[0].args.nodefit: unknown field"),
+        (
+            v2(
+                profiles=[
+                    {"name": "a", "pluginConfig": [{"name": "DefaultEvictor", "args": {"nodeFit": "maybe"}}]}
+                ]
+            ),
+            "profiles[0].pluginConfig[0].args.nodeFit:",
+        ),
+        (
+            v2(
+                profiles=[
+                    {"name": "a", "pluginConfig": [{"name": "DefaultEvictor", "args": {"nodefit": True}}]}
+                ]
+            ),
+            "profiles[0].pluginConfig[0].args.nodefit: unknown field",
+        ),
     ],
 )
 def test_errors_name_the_field(doc: dict[str, Any], message: str) -> None:
@@ -77,7 +126,9 @@ def test_errors_name_the_field(doc: dict[str, Any], message: str) -> None:
 
 
 def test_error_is_one_line() -> None:
-    text = err(v2(profiles=[{"name": "a", "pluginConfig": [{"name": "DefaultEvictor", "args": {"nodefit": 1}}]}]))
+    text = err(
+        v2(profiles=[{"name": "a", "pluginConfig": [{"name": "DefaultEvictor", "args": {"nodefit": 1}}]}])
+    )
     assert "\n" not in text
 
 
@@ -88,11 +139,23 @@ V1ALPHA1 = {
     "maxNoOfPodsToEvictPerNode": 4,
     "strategies": {
         "RemoveDuplicates": {"enabled": True, "params": {"removeDuplicates": {"excludeOwnerKinds": ["Job"]}}},
-        "LowNodeUtilization": {"enabled": True, "params": {"nodeResourceUtilizationThresholds": {
-            "thresholds": {"cpu": 20, "memory": 20, "pods": 20},
-            "targetThresholds": {"cpu": 50, "memory": 50, "pods": 50}}}},
-        "RemovePodsHavingTooManyRestarts": {"enabled": True, "params": {
-            "podsHavingTooManyRestarts": {"podRestartThreshold": 100}, "thresholdPriority": 1000, "nodeFit": True}},
+        "LowNodeUtilization": {
+            "enabled": True,
+            "params": {
+                "nodeResourceUtilizationThresholds": {
+                    "thresholds": {"cpu": 20, "memory": 20, "pods": 20},
+                    "targetThresholds": {"cpu": 50, "memory": 50, "pods": 50},
+                }
+            },
+        },
+        "RemovePodsHavingTooManyRestarts": {
+            "enabled": True,
+            "params": {
+                "podsHavingTooManyRestarts": {"podRestartThreshold": 100},
+                "thresholdPriority": 1000,
+                "nodeFit": True,
+            },
+        },
         "PodLifeTime": {"enabled": False},
     },
 }
@@ -102,8 +165,11 @@ def test_v1alpha1_converts_with_a_warning() -> None:
     policy = load_policy(V1ALPHA1, REG)
     assert policy.warnings and "v1alpha1" in policy.warnings[0]
     names = [p.name for p in policy.profiles]
-    assert names == ["strategy-RemoveDuplicates-profile", "strategy-LowNodeUtilization-profile",
-                     "strategy-RemovePodsHavingTooManyRestarts-profile"]
+    assert names == [
+        "strategy-RemoveDuplicates-profile",
+        "strategy-LowNodeUtilization-profile",
+        "strategy-RemovePodsHavingTooManyRestarts-profile",
+    ]
     assert policy.limits.per_node == 4
     restarts = policy.profiles[2]
     assert restarts.enabled(ExtensionPoint.DESCHEDULE) == ("RemovePodsHavingTooManyRestarts",)
@@ -115,7 +181,16 @@ def test_v1alpha1_converts_with_a_warning() -> None:
 
 
 def test_v1alpha1_errors_name_the_strategy() -> None:
-    doc = {**V1ALPHA1, "strategies": {"RemovePodsHavingTooManyRestarts": {"enabled": True, "params": {
-        "podsHavingTooManyRestarts": {"podRestartThreshold": 0}}}}}
+    doc = {
+        **V1ALPHA1,
+        "strategies": {
+            "RemovePodsHavingTooManyRestarts": {
+                "enabled": True,
+                "params": {"podsHavingTooManyRestarts": {"podRestartThreshold": 0}},
+            }
+        },
+    }
     assert err(doc).startswith("strategies.RemovePodsHavingTooManyRestarts")
-    assert "strategies.Bogus: unknown strategy" in err({**V1ALPHA1, "strategies": {"Bogus": {"enabled": True}}})
+    assert "strategies.Bogus: unknown strategy" in err(
+        {**V1ALPHA1, "strategies": {"Bogus": {"enabled": True}}}
+    )

@@ -16,8 +16,9 @@ NOW = "2026-11-21T12:00:00Z"
 
 
 def desched(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "desched.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "desched.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 def test_simulate_example_evicts_from_several_plugins() -> None:
@@ -29,7 +30,7 @@ def test_simulate_example_evicts_from_several_plugins() -> None:
     assert len(plugins) >= 3, plugins
     for e in doc["evictions"]:
         assert set(e) == {"namespace", "name", "node", "profile", "plugin", "reason"}
-    names = {f'{e["namespace"]}/{e["name"]}' for e in doc["evictions"]}
+    names = {f"{e['namespace']}/{e['name']}" for e in doc["evictions"]}
     # protected by DefaultEvictor: DaemonSet, system-critical, bare and local-storage pods
     assert not any(n.startswith("kube-system/") for n in names)
     assert "sandbox/scratch" not in names and "shop/session-cache-0" not in names
@@ -61,20 +62,44 @@ def test_version() -> None:
 @pytest.mark.parametrize(
     ("policy", "snapshot", "needle"),
     [
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a, plugins: "
-         "{deschedule: {enabled: [Nope]}}}]\n", None, "profiles[0].plugins.deschedule.enabled[0]: unknown plugin"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a, pluginConfig: "
-         "[{name: RemovePodsHavingTooManyRestarts, args: {podRestartThreshold: abc}}]}]\n", None,
-         "profiles[0].pluginConfig[0].args.podRestartThreshold"),
-        ("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a\n", None, "not valid YAML"),
-        (None, "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata: {name: p, namespace: d, labels: {a: [1]}}\n",
-         "items[0] (Pod d/p): metadata.labels[...]: expected `str`, got `array`"),
-        (None, "apiVersion: v1\nkind: List\nitems:\n- kind: Node\n  metadata: {name: n}\n  spec: {taints: 3}\n",
-         "items[0] (Node n): spec.taints:"),
-        (None, '{"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": 5}}]}', "items[0] (Pod 5): metadata.name"),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a, plugins: "
+            "{deschedule: {enabled: [Nope]}}}]\n",
+            None,
+            "profiles[0].plugins.deschedule.enabled[0]: unknown plugin",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a, pluginConfig: "
+            "[{name: RemovePodsHavingTooManyRestarts, args: {podRestartThreshold: abc}}]}]\n",
+            None,
+            "profiles[0].pluginConfig[0].args.podRestartThreshold",
+        ),
+        (
+            "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: a\n",
+            None,
+            "not valid YAML",
+        ),
+        (
+            None,
+            "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n"
+            "  metadata: {name: p, namespace: d, labels: {a: [1]}}\n",
+            "items[0] (Pod d/p): metadata.labels[...]: expected `str`, got `array`",
+        ),
+        (
+            None,
+            "apiVersion: v1\nkind: List\nitems:\n- kind: Node\n  metadata: {name: n}\n  spec: {taints: 3}\n",
+            "items[0] (Node n): spec.taints:",
+        ),
+        (
+            None,
+            '{"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": 5}}]}',
+            "items[0] (Pod 5): metadata.name",
+        ),
     ],
 )
-def test_bad_input_is_one_line_exit_2(tmp_path: Path, policy: str | None, snapshot: str | None, needle: str) -> None:
+def test_bad_input_is_one_line_exit_2(
+    tmp_path: Path, policy: str | None, snapshot: str | None, needle: str
+) -> None:
     pol = POLICY
     snap = EXAMPLE
     if policy is not None:

@@ -20,12 +20,31 @@ def items() -> list[dict[str, object]]:
     return [
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ignored"}},
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b", "namespace": "x", "ownerReferences": [
-            {"kind": "ReplicaSet", "name": "rs"}]}, "spec": {"nodeName": "n1"}},
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "x"}, "spec": {"nodeName": "n1"}},
-        {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e", "namespace": "x"},
-         "regarding": {"kind": "Pod", "namespace": "x", "name": "a"}, "reason": "FailedMount", "note": "boom",
-         "series": {"count": 3, "lastObservedTime": "2026-01-01T00:00:00Z"}},
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "b",
+                "namespace": "x",
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
+            },
+            "spec": {"nodeName": "n1"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "x"},
+            "spec": {"nodeName": "n1"},
+        },
+        {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": "e", "namespace": "x"},
+            "regarding": {"kind": "Pod", "namespace": "x", "name": "a"},
+            "reason": "FailedMount",
+            "note": "boom",
+            "series": {"count": 3, "lastObservedTime": "2026-01-01T00:00:00Z"},
+        },
     ]
 
 
@@ -57,15 +76,27 @@ def test_remove_pod_keeps_indexes_in_step() -> None:
     pod = snap.pod("x", "b")
     assert pod is not None
     assert snap.remove_pod(pod) and not snap.remove_pod(pod)
-    assert snap.pods_of_owner("x", "ReplicaSet", "rs") == [] and [p.name for p in snap.pods_on_node("n1")] == ["a"]
+    assert snap.pods_of_owner("x", "ReplicaSet", "rs") == [] and [
+        p.name for p in snap.pods_on_node("n1")
+    ] == ["a"]
     assert snap.was_removed(pod)
 
 
 def test_usage_counts_requests_of_running_pods() -> None:
     pods = [
-        msgspec.convert({"metadata": {"name": n, "namespace": "d"}, "spec": {"nodeName": "n1", "containers": [
-            {"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}]},
-            "status": {"phase": phase}}, Pod)
+        msgspec.convert(
+            {
+                "metadata": {"name": n, "namespace": "d"},
+                "spec": {
+                    "nodeName": "n1",
+                    "containers": [
+                        {"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}
+                    ],
+                },
+                "status": {"phase": phase},
+            },
+            Pod,
+        )
         for n, phase in (("a", "Running"), ("b", "Pending"), ("c", "Succeeded"))
     ]
     snap = snapshot_from_objects(pods)

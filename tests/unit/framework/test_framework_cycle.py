@@ -24,20 +24,36 @@ CALLS: list[str] = []
 
 def node(name: str, ready: bool = True) -> Node:
     return msgspec.convert(
-        {"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": str(ready)}],
-                                                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}},
+        {
+            "metadata": {"name": name},
+            "status": {
+                "conditions": [{"type": "Ready", "status": str(ready)}],
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            },
+        },
         Node,
     )
 
 
-def pod(name: str, node_name: str, ns: str = "default", labels: dict[str, str] | None = None,
-        priority: int = 0) -> Pod:
+def pod(
+    name: str, node_name: str, ns: str = "default", labels: dict[str, str] | None = None, priority: int = 0
+) -> Pod:
     return msgspec.convert(
-        {"metadata": {"name": name, "namespace": ns, "uid": name, "labels": labels or {},
-                      "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}]},
-         "spec": {"nodeName": node_name, "priority": priority,
-                  "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
-         "status": {"phase": "Running"}},
+        {
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "uid": name,
+                "labels": labels or {},
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
+            },
+            "spec": {
+                "nodeName": node_name,
+                "priority": priority,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+            },
+            "status": {"phase": "Running"},
+        },
         Pod,
     )
 
@@ -59,8 +75,11 @@ class EvictAll:
         CALLS.append(f"deschedule:{self.handle.profile_name}")
         ev = self.handle.evictor
         for n in nodes:
-            pods = [p for p in self.handle.snapshot.pods_on_node(n.metadata.name)
-                    if self.args.only_label is None or self.args.only_label in p.labels]
+            pods = [
+                p
+                for p in self.handle.snapshot.pods_on_node(n.metadata.name)
+                if self.args.only_label is None or self.args.only_label in p.labels
+            ]
             for p in self.handle.sort_pods(pods, key=lambda p: p.metadata.name):
                 result = ev.evict(p, reason="test")
                 if result is EvictResult.NODE_LIMIT:
@@ -125,8 +144,14 @@ def registry() -> Registry:
     return reg
 
 
-def profile(name: str, deschedule: list[str] = (), balance: list[str] = (), filters: list[str] = (),  # type: ignore[assignment]
-            sort: list[str] = (), config: list[dict[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+def profile(
+    name: str,
+    deschedule: list[str] = (),
+    balance: list[str] = (),
+    filters: list[str] = (),  # type: ignore[assignment]
+    sort: list[str] = (),
+    config: list[dict[str, Any]] = (),
+) -> dict[str, Any]:  # type: ignore[assignment]
     return {
         "name": name,
         "pluginConfig": list(config),
@@ -142,8 +167,9 @@ def profile(name: str, deschedule: list[str] = (), balance: list[str] = (), filt
 
 def run(profiles: list[dict[str, Any]], snapshot: ClusterSnapshot, **top: Any) -> Any:
     reg = registry()
-    policy = load_policy({"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy",
-                          "profiles": profiles, **top}, reg)
+    policy = load_policy(
+        {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": profiles, **top}, reg
+    )
     fw = Framework(policy, reg, clock=lambda: NOW)
     return fw.run_cycle(snapshot, SimulatedBackend(snapshot))
 
@@ -151,23 +177,42 @@ def run(profiles: list[dict[str, Any]], snapshot: ClusterSnapshot, **top: Any) -
 def cluster() -> ClusterSnapshot:
     return ClusterSnapshot(
         nodes=[node("n1"), node("n2"), node("n3")],
-        pods=[pod("a", "n1"), pod("b", "n1"), pod("c", "n2", ns="other"), pod("d", "n2"),
-              pod("e", "n3", labels={"protected": "true"})],
+        pods=[
+            pod("a", "n1"),
+            pod("b", "n1"),
+            pod("c", "n2", ns="other"),
+            pod("d", "n2"),
+            pod("e", "n3", labels={"protected": "true"}),
+        ],
     )
 
 
 def test_all_deschedule_before_any_balance_across_profiles() -> None:
     CALLS.clear()
-    run([profile("p1", deschedule=["EvictAll"], balance=["CountRemaining"]),
-         profile("p2", deschedule=["EvictAll"], balance=["CountRemaining"])], cluster())
+    run(
+        [
+            profile("p1", deschedule=["EvictAll"], balance=["CountRemaining"]),
+            profile("p2", deschedule=["EvictAll"], balance=["CountRemaining"]),
+        ],
+        cluster(),
+    )
     assert CALLS == ["deschedule:p1", "deschedule:p2", "balance:p1", "balance:p2"]
 
 
 def test_evicted_pods_are_gone_for_later_plugins() -> None:
     CountRemaining.seen.clear()
     snap = cluster()
-    result = run([profile("p", deschedule=["EvictAll"], balance=["CountRemaining"],
-                          config=[{"name": "EvictAll", "args": {"onlyLabel": "missing"}}])], snap)
+    result = run(
+        [
+            profile(
+                "p",
+                deschedule=["EvictAll"],
+                balance=["CountRemaining"],
+                config=[{"name": "EvictAll", "args": {"onlyLabel": "missing"}}],
+            )
+        ],
+        snap,
+    )
     assert result.evictions == [] and CountRemaining.seen == [5]
     CountRemaining.seen.clear()
     result = run([profile("p", deschedule=["EvictAll"], balance=["CountRemaining"])], snap)
@@ -175,8 +220,11 @@ def test_evicted_pods_are_gone_for_later_plugins() -> None:
 
 
 def test_filter_plugin_protects_and_refusals_are_not_counted() -> None:
-    result = run([profile("p", deschedule=["EvictAll"], filters=["ProtectLabel"])], cluster(),
-                 maxNoOfPodsToEvictTotal=10)
+    result = run(
+        [profile("p", deschedule=["EvictAll"], filters=["ProtectLabel"])],
+        cluster(),
+        maxNoOfPodsToEvictTotal=10,
+    )
     assert {r.name for r in result.evictions} == {"a", "b", "c", "d"}
     assert all(r.name != "e" for r in result.records)
 
@@ -196,8 +244,9 @@ def test_limits_hold_across_profiles(limits: dict[str, int], expected: list[str]
 
 
 def test_sort_plugin_orders_evictions() -> None:
-    result = run([profile("p", deschedule=["EvictAll"], sort=["ReverseName"])], cluster(),
-                 maxNoOfPodsToEvictPerNode=1)
+    result = run(
+        [profile("p", deschedule=["EvictAll"], sort=["ReverseName"])], cluster(), maxNoOfPodsToEvictPerNode=1
+    )
     assert [r.name for r in result.evictions] == ["b", "d", "e"]
 
 
@@ -209,8 +258,10 @@ def test_fewer_than_two_ready_nodes_skips_the_cycle() -> None:
 
 def test_node_selector_limits_the_nodes_plugins_see() -> None:
     nodes = [node("n1"), node("n2"), node("n3")]
-    labelled = [msgspec.structs.replace(n, metadata=msgspec.structs.replace(n.metadata, labels={"pool": "x"}))
-                for n in nodes[:2]]
+    labelled = [
+        msgspec.structs.replace(n, metadata=msgspec.structs.replace(n.metadata, labels={"pool": "x"}))
+        for n in nodes[:2]
+    ]
     snap = ClusterSnapshot(nodes=[*labelled, nodes[2]], pods=[pod("a", "n1"), pod("b", "n3")])
     result = run([profile("p", deschedule=["EvictAll"])], snap, nodeSelector="pool=x")
     assert [r.name for r in result.evictions] == ["a"]

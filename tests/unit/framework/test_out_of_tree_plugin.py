@@ -15,15 +15,42 @@ PLUGIN = ROOT / "examples" / "desched-example-plugin"
 def test_example_plugin_installs_and_runs(tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
-         str(target), str(PLUGIN)],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(PLUGIN),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     proc = subprocess.run(
-        [sys.executable, "-m", "desched.cli", "simulate", str(ROOT / "examples" / "cluster.yaml"), "--policy",
-         str(PLUGIN / "policy.yaml"), "--now", "2026-11-21T12:00:00Z", "-o", "json"],
-        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "desched.cli",
+            "simulate",
+            str(ROOT / "examples" / "cluster.yaml"),
+            "--policy",
+            str(PLUGIN / "policy.yaml"),
+            "--now",
+            "2026-11-21T12:00:00Z",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     evictions = json.loads(proc.stdout)["evictions"]
@@ -35,7 +62,10 @@ def test_example_plugin_installs_and_runs(tmp_path: Path) -> None:
 def test_without_the_package_the_policy_names_the_unknown_plugin(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "desched.cli", "validate", str(PLUGIN / "policy.yaml")],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert proc.returncode == 2
     assert "profiles[0].pluginConfig[0].name: unknown plugin 'AnnotatedExpiry'" in proc.stderr

@@ -47,8 +47,13 @@ def node(**spec: Any) -> Node:
 
 
 def pod(phase: str = "Running", restarts: int = 0) -> Pod:
-    return msgspec.convert({"metadata": {"name": "p"}, "status": {"phase": phase, "containerStatuses": [
-        {"name": "c", "restartCount": restarts}]}}, Pod)
+    return msgspec.convert(
+        {
+            "metadata": {"name": "p"},
+            "status": {"phase": phase, "containerStatuses": [{"name": "c", "restartCount": restarts}]},
+        },
+        Pod,
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,9 +76,15 @@ def test_event_driven_triggers(kind: str, event: str, old: Any, new: Any, expect
 
 def test_metrics_use_upstream_names_and_health_endpoints() -> None:
     metrics = Metrics()
-    metrics.observe_eviction(EvictionRecord("ns", "p", "n1", "prof", "PodLifeTime", "old", EvictResult.EVICTED))
-    metrics.observe_eviction(EvictionRecord("ns", "q", "n1", "prof", "PodLifeTime", "old", EvictResult.NODE_LIMIT))
-    metrics.observe_eviction(EvictionRecord("ns", "r", "n1", "prof", "PodLifeTime", "old", EvictResult.FILTERED))
+    metrics.observe_eviction(
+        EvictionRecord("ns", "p", "n1", "prof", "PodLifeTime", "old", EvictResult.EVICTED)
+    )
+    metrics.observe_eviction(
+        EvictionRecord("ns", "q", "n1", "prof", "PodLifeTime", "old", EvictResult.NODE_LIMIT)
+    )
+    metrics.observe_eviction(
+        EvictionRecord("ns", "r", "n1", "prof", "PodLifeTime", "old", EvictResult.FILTERED)
+    )
     metrics.observe_cycle(0.2)
     ready = {"value": False}
     server = HealthServer("127.0.0.1", 0, registry=metrics.registry, ready=lambda: ready["value"])
@@ -81,8 +92,10 @@ def test_metrics_use_upstream_names_and_health_endpoints() -> None:
     try:
         base = f"http://127.0.0.1:{server.port}"
         body = urllib.request.urlopen(f"{base}/metrics").read().decode()
-        assert ('descheduler_pods_evicted_total{namespace="ns",node="n1",profile="prof",result="success",'
-                'strategy="PodLifeTime"} 1.0') in body
+        assert (
+            'descheduler_pods_evicted_total{namespace="ns",node="n1",profile="prof",result="success",'
+            'strategy="PodLifeTime"} 1.0'
+        ) in body
         assert 'result="maximum number of evicted pods per node reached"' in body
         assert "filtered" not in body
         assert "descheduler_loop_duration_seconds_count 1.0" in body
