@@ -123,3 +123,16 @@ def test_bad_flags_exit_2() -> None:
     assert proc.returncode == 2
     proc = desched("simulate", "/nonexistent.yaml", "--policy", str(POLICY))
     assert proc.returncode == 2 and "cannot read snapshot" in proc.stderr
+
+
+def test_example_makes_every_balance_plugin_act() -> None:
+    doc = json.loads(
+        desched("simulate", str(EXAMPLE), "--policy", str(POLICY), "--now", NOW, "-o", "json").stdout
+    )
+    acted = {e["plugin"] for e in doc["evictions"]}
+    assert {"RemoveDuplicates", "LowNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint"} <= acted
+    binpacking = ROOT / "examples" / "policy-binpacking.yaml"
+    doc = json.loads(
+        desched("simulate", str(EXAMPLE), "--policy", str(binpacking), "--now", NOW, "-o", "json").stdout
+    )
+    assert {e["plugin"] for e in doc["evictions"]} == {"HighNodeUtilization"}
