@@ -31,6 +31,8 @@ from desched.k8s.labels import (
     OP_LT,
     OP_NOT_IN,
     SelectorError,
+    compile_label_selector,
+    match_nothing,
     new_requirement,
     requirements_matcher,
 )
@@ -40,10 +42,12 @@ from desched.k8s.objects import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Pod,
+    PodAffinityTerm,
     PreferredSchedulingTerm,
 )
 
 __all__ = [
+    "NAMESPACE_NAME_LABEL",
     "NODE_FIELD_NAME",
     "CompiledTerm",
     "compile_node_selector_term",
@@ -52,8 +56,10 @@ __all__ = [
     "node_selector_matches",
     "node_selector_requirement_matches",
     "node_selector_term_matches",
+    "pod_affinity_term_namespaces",
     "pod_matches_node_selector",
     "preferred_node_affinity_score",
+    "required_pod_anti_affinity_terms",
 ]
 
 #: The only node field a matchFields requirement can read.
@@ -302,3 +308,39 @@ def has_preferred_node_affinity(pod: Pod) -> bool:
         and affinity.node_affinity is not None
         and bool(affinity.node_affinity.preferred_during_scheduling_ignored_during_execution)
     )
+
+
+# --------------------------------------------------------------------------- pod (anti-)affinity terms
+
+#: The label the API server sets on every namespace: its own name (immutable since Kubernetes 1.22).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def required_pod_anti_affinity_terms(pod: Pod) -> list[PodAffinityTerm]:
+    """The pod's ``podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution`` terms."""
+    affinity = pod.spec.affinity
+    if affinity is None or affinity.pod_anti_affinity is None:
+        return []
+    return affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution or []
+
+
+def pod_affinity_term_namespaces(
+    pod: Pod, term: PodAffinityTerm, namespace_labels: Mapping[str, Mapping[str, str]]
+) -> frozenset[str]:
+    """The namespaces a pod's (anti-)affinity term selects pods in, as kube-scheduler reads it.
+
+    ``term.namespaces`` united with the namespaces of ``namespace_labels`` (name -> labels) that
+    ``term.namespaceSelector`` selects (an empty selector selects all, an invalid one none); the
+    pod's own namespace when the list is empty and the selector is not set. (Upstream descheduler's
+    ``GetNamespacesFromPodAffinityTerm`` reads only the list.)
+    """
+    names = set(term.namespaces or ())
+    if term.namespace_selector is not None:
+        try:
+            match = compile_label_selector(term.namespace_selector, none_matches=False)
+        except SelectorError:
+            match = match_nothing
+        names.update(ns for ns, labels in namespace_labels.items() if match(labels))
+    elif not names:
+        names.add(pod.metadata.namespace)
+    return frozenset(names)

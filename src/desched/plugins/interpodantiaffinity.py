@@ -1,0 +1,220 @@
+"""RemovePodsViolatingInterPodAntiAffinity: evict pods whose required anti-affinity no longer holds.
+
+A pod's ``podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution`` terms say which pods
+must not share its topology domain. They are checked when the pod is scheduled only; a pod that
+arrives later, or a node relabelled into the same domain, can break them. This plugin evicts the
+pods whose own terms are violated (upstream ``pod_antiaffinity.go``):
+
+- the pods considered, as candidates and as the pods that violate a term, are those on the nodes
+  given to the plugin that pass its ``namespaces`` and ``labelSelector`` args (not the evictor's
+  filters: a pod that cannot be evicted still violates a term of its neighbours);
+- a candidate violates a term when another considered pod in the term's namespaces matches the
+  term's label selector and runs on the candidate's node, or on a node whose ``topologyKey``
+  label has the same value as the candidate node's;
+- nodes are processed in the given order, each node's pods from low to high priority
+  (``SortPodsBasedOnPriorityLowToHigh``, after the profile's Sort plugins); a pod that is evicted
+  stops counting as a violator for the pods processed after it, so of two pods that repel each
+  other only the lower-priority one is evicted;
+- the per-node limit moves on to the next node; the total limit ends the plugin.
+
+Where desched differs from upstream, deliberately: a term's ``namespaceSelector`` is honoured as
+kube-scheduler honours it (upstream only reads ``namespaces``, so a term with
+``namespaceSelector: {}`` would only see its own namespace); and a pod is told apart from the
+candidate by namespace and name (upstream compares names only, so a same-named pod in another
+namespace never counts).
+
+Cost: no scan of pods against pods. The considered pods are indexed by namespace and, lazily, by the label
+keys the terms select on; each distinct term (per candidate namespace) counts its matching pods
+per topology domain once, and an eviction decrements those counts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import msgspec
+
+from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.framework.types import EvictResult, Handle, Status
+from desched.k8s import affinity as k8s_affinity
+from desched.k8s import labels as k8s_labels
+from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
+from desched.plugins.common import pod_selector, priority_low_to_high_key
+
+log = logging.getLogger(__name__)
+
+_encode = msgspec.msgpack.Encoder().encode
+_anti_terms = k8s_affinity.required_pod_anti_affinity_terms
+
+
+class RemovePodsViolatingInterPodAntiAffinityArgs(ArgsModel):
+    namespaces: Namespaces | None = None
+    label_selector: LabelSelectorArg | None = None
+
+
+@dataclass(slots=True)
+class _TermCounts:
+    """How many considered pods one term selects, by topology domain of the node they run on."""
+
+    namespaces: frozenset[str]
+    match: k8s_labels.Matcher
+    topology_key: str
+    #: Pods on nodes that have the topology label, by its value.
+    by_value: dict[str, int] = field(default_factory=dict)
+    #: Pods on nodes without the label (each such node is a domain of its own).
+    by_node: dict[str, int] = field(default_factory=dict)
+
+    def selects(self, pod: Pod) -> bool:
+        return pod.metadata.namespace in self.namespaces and self.match(pod.metadata.labels or {})
+
+    def add(self, node: Node, delta: int) -> None:
+        value = (node.metadata.labels or {}).get(self.topology_key)
+        if value is not None:
+            self.by_value[value] = self.by_value.get(value, 0) + delta
+        else:
+            self.by_node[node.metadata.name] = self.by_node.get(node.metadata.name, 0) + delta
+
+    def in_domain_of(self, node: Node) -> int:
+        value = (node.metadata.labels or {}).get(self.topology_key)
+        if value is not None:
+            return self.by_value.get(value, 0)
+        return self.by_node.get(node.metadata.name, 0)
+
+
+class _ConsideredPods:
+    """The pods the plugin compares, indexed by namespace and (lazily) by label key and value."""
+
+    def __init__(self) -> None:
+        self.by_namespace: dict[str, list[Pod]] = {}
+        self.evicted: set[str] = set()
+        self._label_index: dict[tuple[str, str], dict[str, list[Pod]]] = {}
+
+    def add(self, pod: Pod) -> None:
+        self.by_namespace.setdefault(pod.metadata.namespace, []).append(pod)
+
+    def _index(self, namespace: str, key: str) -> dict[str, list[Pod]]:
+        idx = self._label_index.get((namespace, key))
+        if idx is None:
+            idx = {}
+            for pod in self.by_namespace.get(namespace, ()):
+                value = (pod.metadata.labels or {}).get(key)
+                if value is not None:
+                    idx.setdefault(value, []).append(pod)
+            self._label_index[(namespace, key)] = idx
+        return idx
+
+    def candidates(self, namespace: str, selector: LabelSelector) -> Iterable[Pod]:
+        """A superset of the pods of ``namespace`` that ``selector`` can match, as small as the
+        selector's equality, In and Exists requirements allow."""
+        best: list[Pod] | None = None
+
+        def consider(pods: list[Pod]) -> None:
+            nonlocal best
+            if best is None or len(pods) < len(best):
+                best = pods
+
+        for key, value in (selector.match_labels or {}).items():
+            consider(self._index(namespace, key).get(value, []))
+        for expr in selector.match_expressions or ():
+            if expr.operator == "In":
+                idx = self._index(namespace, expr.key)
+                consider([p for v in dict.fromkeys(expr.values or ()) for p in idx.get(v, ())])
+            elif expr.operator == "Exists":
+                consider([p for pods in self._index(namespace, expr.key).values() for p in pods])
+        if best is not None:
+            return best
+        return self.by_namespace.get(namespace, ())
+
+
+class RemovePodsViolatingInterPodAntiAffinity:
+    name: ClassVar[str] = "RemovePodsViolatingInterPodAntiAffinity"
+    Args: ClassVar[type[RemovePodsViolatingInterPodAntiAffinityArgs]] = (
+        RemovePodsViolatingInterPodAntiAffinityArgs
+    )
+
+    def __init__(self, args: RemovePodsViolatingInterPodAntiAffinityArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self._selected = pod_selector(args.namespaces, args.label_selector)
+
+    def deschedule(self, nodes: Sequence[Node]) -> Status | None:
+        snapshot = self.handle.snapshot
+        selected = self._selected
+        node_map = {n.metadata.name: n for n in nodes}
+        considered = _ConsideredPods()
+        pods_by_node: dict[str, list[Pod]] = {}
+        any_terms = False
+        for name in node_map:
+            on_node = [p for p in snapshot.pods_on_node(name) if selected(p)]
+            pods_by_node[name] = on_node
+            for pod in on_node:
+                considered.add(pod)
+                if not any_terms and _anti_terms(pod):
+                    any_terms = True
+        if not any_terms:
+            return None
+
+        namespace_labels: dict[str, Mapping[str, str]] = {}
+        for ns in considered.by_namespace:
+            obj = snapshot.namespace(ns)
+            labels = dict(obj.metadata.labels or {}) if obj is not None else {}
+            labels.setdefault(k8s_affinity.NAMESPACE_NAME_LABEL, ns)
+            namespace_labels[ns] = labels
+
+        counts: dict[tuple[bytes, str], _TermCounts] = {}
+        counts_by_namespace: dict[str, list[_TermCounts]] = {}
+
+        def term_counts(pod: Pod, term: PodAffinityTerm) -> _TermCounts:
+            key = (_encode(term), pod.metadata.namespace)
+            tc = counts.get(key)
+            if tc is not None:
+                return tc
+            try:
+                match = k8s_labels.compile_label_selector(term.label_selector, none_matches=False)
+            except k8s_labels.SelectorError:
+                match = k8s_labels.match_nothing
+            namespaces = k8s_affinity.pod_affinity_term_namespaces(pod, term, namespace_labels)
+            tc = _TermCounts(namespaces, match, term.topology_key)
+            if term.label_selector is not None and match is not k8s_labels.match_nothing:
+                for ns in sorted(tc.namespaces):
+                    for other in considered.candidates(ns, term.label_selector):
+                        if other.key not in considered.evicted and match(other.metadata.labels or {}):
+                            tc.add(node_map[other.spec.node_name], 1)
+            counts[key] = tc
+            for ns in tc.namespaces:
+                counts_by_namespace.setdefault(ns, []).append(tc)
+            return tc
+
+        def violates(pod: Pod, node: Node) -> bool:
+            for term in _anti_terms(pod):
+                tc = term_counts(pod, term)
+                others = tc.in_domain_of(node)
+                if others and tc.selects(pod):
+                    others -= 1  # the pod itself
+                if others > 0:
+                    return True
+            return False
+
+        ev = self.handle.evictor
+        for node in nodes:
+            on_node = [p for p in pods_by_node[node.metadata.name] if _anti_terms(p)]
+            if not on_node:
+                continue
+            for pod in self.handle.sort_pods(on_node, key=priority_low_to_high_key):
+                if not violates(pod, node):
+                    continue
+                result = ev.evict(pod, reason="pod violates its required inter-pod anti-affinity")
+                if result is EvictResult.EVICTED or result is EvictResult.ALREADY_EVICTED:
+                    # Gone (or going): it no longer violates the terms of the pods after it.
+                    considered.evicted.add(pod.key)
+                    for tc in counts_by_namespace.get(pod.metadata.namespace, ()):
+                        if tc.match(pod.metadata.labels or {}):
+                            tc.add(node, -1)
+                elif result is EvictResult.NODE_LIMIT:
+                    break
+                elif result is EvictResult.TOTAL_LIMIT:
+                    return None
+        return None
