@@ -27,8 +27,12 @@ Check = Callable[[dict[str, Any], list[tuple[str, str]]], None]
 
 
 def _each_pod_evicted_once(fixture: dict[str, Any], evicted: list[tuple[str, str]]) -> None:
-    upstream = [(e["namespace"], e["name"]) for e in fixture["evicted"]]
-    assert Counter(evicted) == Counter(dict.fromkeys(upstream, 1))
+    upstream = sorted({(e["namespace"], e["name"]) for e in fixture["evicted"]})
+    assert len(set(evicted)) == len(evicted), f"a pod was evicted twice: {evicted}"
+    if fixture["stability"]["sameEvictedSet"]:
+        assert sorted(evicted) == upstream
+    else:  # which pods upstream picks varies between runs; how many does not
+        assert len(evicted) == len(upstream), f"evicted {evicted}, upstream (deduplicated) {upstream}"
 
 
 #: fixture id -> (why desched differs, what desched does instead).

@@ -25,6 +25,12 @@ from desched.framework.evictor import (
     PodEvictor,
     ProfileEvictor,
 )
+from desched.framework.nodeactions import (
+    NodeActionBackend,
+    NodeActionRecord,
+    PluginNodeActions,
+    SimulatedNodeActions,
+)
 from desched.framework.registry import Registry
 from desched.framework.types import (
     BalancePlugin,
@@ -53,12 +59,13 @@ class FrameworkError(Exception):
 
 
 class CycleContext:
-    """What changes every cycle: the snapshot, the evictor and the clock."""
+    """What changes every cycle: the snapshot, the evictor, the node actions and the clock."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.snapshot = ClusterSnapshot()
         self.evictor = PodEvictor(_NoBackend())
+        self.node_actions: NodeActionBackend = SimulatedNodeActions(clock)
 
 
 class _NoBackend:
@@ -75,6 +82,8 @@ class PluginHandle:
         self._plugin_name = plugin_name
         self._evictor: ProfileEvictor | None = None
         self._evictor_for: PodEvictor | None = None
+        self._node_actions: PluginNodeActions | None = None
+        self._node_actions_for: NodeActionBackend | None = None
 
     @property
     def snapshot(self) -> ClusterSnapshot:
@@ -93,6 +102,15 @@ class PluginHandle:
             )
             self._evictor_for = shared
         return self._evictor
+
+    @property
+    def node_actions(self) -> PluginNodeActions:
+        """Node actions (a timed downgrade of a node), carried out by the cycle's backend."""
+        shared = self._ctx.node_actions
+        if self._node_actions is None or self._node_actions_for is not shared:
+            self._node_actions = PluginNodeActions(shared, f"{self._profile.name}/{self._plugin_name}")
+            self._node_actions_for = shared
+        return self._node_actions
 
     @property
     def profile_name(self) -> str:
@@ -182,6 +200,9 @@ class PluginRun:
     seconds: float
     evicted: int
     error: str | None = None
+    #: True when the plugin raised (``error`` then names the exception), False when it returned
+    #: an error Status or succeeded.
+    crashed: bool = False
 
 
 @dataclass
@@ -192,6 +213,8 @@ class CycleResult:
     records: list[EvictionRecord] = field(default_factory=list)
     plugin_runs: list[PluginRun] = field(default_factory=list)
     seconds: float = 0.0
+    #: What the cycle's node-action backend did (or, simulated, would do) to nodes.
+    node_actions: list[NodeActionRecord] = field(default_factory=list)
 
     @property
     def evictions(self) -> list[EvictionRecord]:
@@ -216,10 +239,15 @@ class Framework:
         backend: EvictionBackend,
         *,
         observers: Sequence[EvictionObserver] = (),
+        node_actions: NodeActionBackend | None = None,
     ) -> None:
-        """Point every handle at this cycle's snapshot and a fresh evictor; call cycle hooks."""
+        """Point every handle at this cycle's snapshot and a fresh evictor; call cycle hooks.
+
+        ``node_actions`` carries out plugins' node actions; by default they are only recorded.
+        """
         ctx = self.ctx
         ctx.snapshot = snapshot
+        ctx.node_actions = node_actions if node_actions is not None else SimulatedNodeActions(ctx.clock)
         ctx.evictor = PodEvictor(
             backend,
             self.policy.limits,
@@ -239,7 +267,7 @@ class Framework:
         on_plugin_run: Callable[[PluginRun], None] | None = None,
     ) -> list[PluginRun]:
         """Run one extension point (Deschedule or Balance) of every profile, in policy order."""
-        runs = []
+        runs: list[PluginRun] = []
         for profile in self.profiles:
             plugins: Sequence[DeschedulePlugin | BalancePlugin] = (
                 profile.deschedulers if point is ExtensionPoint.DESCHEDULE else profile.balancers
@@ -260,6 +288,7 @@ class Framework:
         *,
         observers: Sequence[EvictionObserver] = (),
         on_plugin_run: Callable[[PluginRun], None] | None = None,
+        node_actions: NodeActionBackend | None = None,
     ) -> CycleResult:
         start = time.perf_counter()
         result = CycleResult(started=self.ctx.clock(), nodes=0)
@@ -270,12 +299,14 @@ class Framework:
                 f"only {len(nodes)} ready node(s) match: evicting would disrupt service, cycle skipped"
             )
             log.warning(result.skipped)
+            result.node_actions = list(node_actions.records) if node_actions is not None else []
             result.seconds = time.perf_counter() - start
             return result
-        self.begin_cycle(snapshot, backend, observers=observers)
+        self.begin_cycle(snapshot, backend, observers=observers, node_actions=node_actions)
         for point in (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE):
             result.plugin_runs.extend(self.run_extension_point(point, nodes, on_plugin_run))
         result.records = list(self.ctx.evictor.records)
+        result.node_actions = list(self.ctx.node_actions.records)
         result.seconds = time.perf_counter() - start
         return result
 
@@ -289,6 +320,7 @@ class Framework:
         before = self.ctx.evictor.total
         t0 = time.perf_counter()
         error: str | None = None
+        crashed = False
         try:
             if point is ExtensionPoint.DESCHEDULE:
                 status = plugin.deschedule(nodes)  # type: ignore[union-attr]
@@ -299,6 +331,7 @@ class Framework:
         except Exception as e:  # one broken plugin must not end the cycle for the others
             log.exception("plugin %s of profile %s failed", plugin.name, profile.name)
             error = f"{type(e).__name__}: {e}"
+            crashed = True
         return PluginRun(
             profile.name,
             plugin.name,
@@ -306,4 +339,5 @@ class Framework:
             time.perf_counter() - t0,
             self.ctx.evictor.total - before,
             error,
+            crashed,
         )
