@@ -89,7 +89,7 @@ def cluster(control_plane: Any) -> Iterator[Cluster]:
     for i, name in enumerate(NODES):
         status, _ = cp.raw_request("GET", f"/api/v1/nodes/{name}")
         if status == 404:
-            labels = {"topology.kubernetes.io/zone": f"zone-{i}"}
+            labels = {"topology.kubernetes.io/zone": f"zone-{i}", "e2e/live": "true"}
             if name == "e2e-n2":
                 labels["e2e/tier"] = "gold"
             cp.request("POST", "/api/v1/nodes", cp.fake_node(name, cpu="8", memory="32Gi", labels=labels))
@@ -119,12 +119,28 @@ def new_namespace(cp: ControlPlane, prefix: str) -> str:
     cp.request(
         "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
     )
-    cp.request(
+    # kube-controller-manager creates it when it runs (another test may have started it)
+    cp.raw_request(
         "POST",
         f"/api/v1/namespaces/{ns}/serviceaccounts",
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
     )
     return ns
+
+
+def owner_uid(cp: ControlPlane, ns: str, name: str) -> str:
+    """A real object to own test pods: a ConfigMap, which no controller acts on, so the garbage
+    collector (if a test started kube-controller-manager) keeps the pods and nothing re-creates them.
+    """
+    status, data = cp.raw_request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/configmaps",
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}},
+    )
+    if status >= 400:
+        data = json.dumps(cp.request("GET", f"/api/v1/namespaces/{ns}/configmaps/{name}")).encode()
+    obj = json.loads(data)
+    return str(obj["metadata"]["uid"])
 
 
 def make_pod(
@@ -142,10 +158,10 @@ def make_pod(
     if owner:
         meta["ownerReferences"] = [
             {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
                 "name": owner,
-                "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, ns + owner)),
+                "uid": owner_uid(cp, ns, owner),
                 "controller": True,
             }
         ]
@@ -228,6 +244,8 @@ def policy(tmp: Path, ns: str, **top: Any) -> Path:
     doc = {
         "apiVersion": "descheduler/v1alpha2",
         "kind": "DeschedulerPolicy",
+        # only this module's nodes: other e2e tests add nodes to the shared control plane
+        "nodeSelector": "e2e/live=true",
         **top,
         "profiles": [
             {
@@ -322,7 +340,7 @@ def test_pdb_blocks_its_pods_and_nothing_else_breaks(cluster: Cluster, tmp_path:
     cp = cluster.cp
     ns = new_namespace(cp, "pdb")
     scenario(cp, ns)
-    pdb = cp.request(
+    cp.request(
         "POST",
         f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
         {
@@ -332,14 +350,26 @@ def test_pdb_blocks_its_pods_and_nothing_else_breaks(cluster: Cluster, tmp_path:
             "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "dup"}}},
         },
     )
-    pdb["status"] = {
-        "observedGeneration": pdb["metadata"].get("generation", 1),
-        "disruptionsAllowed": 0,
-        "currentHealthy": 4,
-        "desiredHealthy": 4,
-        "expectedPods": 4,
-    }
-    cp.request("PUT", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/dup/status", pdb)
+    path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/dup"
+
+    def status_written() -> bool:
+        # the disruption controller writes this when kube-controller-manager runs; else the test does
+        pdb = cp.request("GET", path)
+        st = pdb.get("status", {})
+        current = st.get("observedGeneration") == pdb["metadata"].get("generation")
+        if current and st.get("disruptionsAllowed") == 0:
+            return True
+        pdb["status"] = {
+            "observedGeneration": pdb["metadata"].get("generation", 1),
+            "disruptionsAllowed": 0,
+            "currentHealthy": 4,
+            "desiredHealthy": 4,
+            "expectedPods": 4,
+        }
+        status, _ = cp.raw_request("PUT", f"{path}/status", pdb)
+        return status == 200
+
+    wait_for(status_written, "the PDB's status", timeout=30)
     proc = run_once(cluster, policy(tmp_path, ns))
     assert "429" in proc.stderr and "disruption budget" in proc.stderr, proc.stderr
     evicted = wait_for(lambda: gone_or_terminating(cp, ns) or None, "evictions", timeout=30)
@@ -459,6 +489,7 @@ def test_apiserver_restart_mid_watch_cache_recovers(cluster: Cluster, tmp_path: 
             {
                 "apiVersion": "descheduler/v1alpha2",
                 "kind": "DeschedulerPolicy",
+                "nodeSelector": "e2e/live=true",
                 "profiles": [
                     {
                         "name": "e2e",
@@ -512,6 +543,7 @@ def test_leader_election_only_the_leader_evicts(cluster: Cluster, tmp_path: Path
             {
                 "apiVersion": "descheduler/v1alpha2",
                 "kind": "DeschedulerPolicy",
+                "nodeSelector": "e2e/live=true",
                 "profiles": [
                     {
                         "name": "e2e",

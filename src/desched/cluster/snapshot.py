@@ -197,6 +197,10 @@ class ClusterSnapshot:
     def pods_of_owner(self, namespace: str, kind: str, name: str) -> list[Pod]:
         return list(self._by_owner.get((namespace, kind, name), {}).values())
 
+    def owners(self) -> list[OwnerKey]:
+        """Every (namespace, owner kind, owner name) that some pod of the view names as an owner."""
+        return [key for key, pods in self._by_owner.items() if pods]
+
     def requests(self, pod: Pod) -> Resources:
         """The pod's effective requests (containers, init and sidecar containers, overhead)."""
         key = pod.key

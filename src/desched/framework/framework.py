@@ -9,6 +9,7 @@ one (KEP-753), on one snapshot.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -303,8 +304,17 @@ class Framework:
             result.seconds = time.perf_counter() - start
             return result
         self.begin_cycle(snapshot, backend, observers=observers, node_actions=node_actions)
-        for point in (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE):
-            result.plugin_runs.extend(self.run_extension_point(point, nodes, on_plugin_run))
+        # A cycle allocates many short-lived objects next to a large live snapshot: without this,
+        # the cyclic collector rescans the snapshot again and again (2-3x slower at 150k pods).
+        # Reference counting still frees everything acyclic.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for point in (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE):
+                result.plugin_runs.extend(self.run_extension_point(point, nodes, on_plugin_run))
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         result.records = list(self.ctx.evictor.records)
         result.node_actions = list(self.ctx.node_actions.records)
         result.seconds = time.perf_counter() - start

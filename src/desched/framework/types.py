@@ -16,6 +16,7 @@ from desched.k8s.objects import Node, Pod
 
 if TYPE_CHECKING:
     from desched.cluster.snapshot import ClusterSnapshot
+    from desched.framework.nodeactions import NodeActions
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,11 @@ class Handle(Protocol):
 
     @property
     def profile_name(self) -> str: ...
+
+    @property
+    def node_actions(self) -> NodeActions:
+        """Timed node downgrades (label or taint), carried out by the cycle's node-action backend."""
+        ...
 
     def now(self) -> datetime: ...
 

@@ -19,6 +19,7 @@ _IN_TREE = [
     ("desched.plugins.nodeutilization", "LowNodeUtilization"),
     ("desched.plugins.nodeutilization", "HighNodeUtilization"),
     ("desched.plugins.topologyspread", "RemovePodsViolatingTopologySpreadConstraint"),
+    ("desched.plugins.removeanomalypods", "RemoveAnomalyPods"),
 ]
 
 

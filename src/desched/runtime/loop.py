@@ -244,21 +244,6 @@ class Descheduler:
             self.metrics.observe_anomaly_plugins(framework.profiles)
             if downgrades is not None:
                 self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
-        for a in result.node_actions:
-            if a.action == "downgrade" and a.result.value != "unchanged":
-                log.info(
-                    "%s node %s: %s %s=%s%s until %s (%s): %s%s",
-                    a.result.value,
-                    a.node,
-                    a.method,
-                    a.key,
-                    a.value,
-                    f":{a.effect}" if a.effect else "",
-                    a.expires_at,
-                    a.by,
-                    a.reason,
-                    " (dry run)" if a.dry_run else "",
-                )
         for r in result.evictions:
             log.info(
                 "%s pod %s/%s from node %s (%s/%s): %s",

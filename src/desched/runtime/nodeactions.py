@@ -256,6 +256,8 @@ class NodeDowngrades:
                 state = NodeState.from_json(obj)
                 plan = plan_downgrade(state, req, self.clock())
                 if plan.patch is None:
+                    if plan.result is ActionResult.SKIPPED:
+                        log.info("not downgrading node %s: %s", name, plan.detail)
                     self._remember(name, state)
                     return downgrade_record(name, req, plan, dry_run=False)
                 error = await self._patch(name, obj, plan.patch)

@@ -1,0 +1,809 @@
+"""``desched extender``: a kube-scheduler HTTP extender scoring nodes with the generic
+node-resources scorer (:mod:`desched.scheduling.scorer`).
+
+The protocol is ``k8s.io/kube-scheduler/extender/v1``: kube-scheduler POSTs an ``ExtenderArgs``
+(``{"Pod": <v1.Pod>, "Nodes": <v1.NodeList>|null, "NodeNames": [..]|null}``; the Go structs have
+no json tags, hence the capitalised keys) to ``<urlPrefix>/<verb>``:
+
+- ``filter`` answers an ``ExtenderFilterResult`` (``Nodes``, ``NodeNames``, ``FailedNodes``,
+  ``FailedAndUnresolvableNodes``, ``Error``): the nodes the pod fits, as kube-scheduler's own
+  filters judge it (node unschedulable, node selector and required node affinity, NoSchedule and
+  NoExecute taints, resource requests and pod count). The pod is *not* on any node yet, so its
+  requests are checked against what is left on every node. A node failing a static check goes
+  to ``FailedAndUnresolvableNodes`` (preemption would not help), a node short of resources to
+  ``FailedNodes``.
+- ``prioritize`` answers a ``HostPriorityList`` (``[{"Host": .., "Score": 0..10}]``); kube-scheduler
+  adds ``Score * weight * 10`` to its own 0..100 scores.
+
+The verb is the last path segment (``filter``/``predicates``, ``prioritize``/``priorities``), so
+any ``urlPrefix`` works. ``GET /healthz`` (also ``/livez``), ``/readyz`` (200 once the cache has
+synced) and ``/metrics`` (Prometheus) are served on the same port.
+
+Where the nodes come from: with ``nodeCacheCapable: false`` kube-scheduler sends the full Node
+objects and the filter answer carries the passing ones back (byte for byte); with ``true`` it
+sends names only, and the extender takes the nodes from its own cache. Either way the *pods* on
+each node come from the extender's cache: a :class:`desched.runtime.informer.LiveCache` of Nodes
+and Pods (or a snapshot file, for offline use) feeding :class:`ClusterState`, which keeps every
+node's allocatable and the running sums of its pods' requests, so a request costs a dictionary
+lookup per node, never a pass over pods. A pod counts on its node from the moment the cache sees
+it bound until it finishes (Succeeded, Failed) or is deleted. kube-scheduler's *assumed* pods
+(bound a moment ago, not yet seen through the watch) are not known to the extender: between pods
+scheduled in quick succession the extender may lag by a few milliseconds of watch latency.
+
+A node kube-scheduler names but the cache has not seen yet passes the filter (kube-scheduler's
+own filters have already checked it) and scores 0.
+
+Time budget: kube-scheduler gives an extender ``httpTimeout`` (default 5 s); a filter call that
+times out fails the pod's scheduling attempt. The extender checks its budget (``--timeout-budget``,
+default 4 s, counted from the request's arrival) between chunks of nodes: over budget, the nodes
+not yet looked at pass the filter, and score 0 in prioritize, and the answer goes out at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from desched.api.errors import UserError
+from desched.k8s import affinity as k8s_affinity
+from desched.k8s import resources as k8s_resources
+from desched.k8s import taints as k8s_taints
+from desched.k8s.objects import Node, NodeSpec, ObjectMeta, Pod, ResourceList, Taint
+from desched.k8s.resources import PODS, Resources
+from desched.scheduling.scorer import (
+    MAX_EXTENDER_SCORE,
+    MAX_NODE_SCORE,
+    GenericScorer,
+    GenericScorerArgs,
+    requesting_of,
+)
+
+__all__ = [
+    "DEFAULT_PORT",
+    "DEFAULT_TIMEOUT_BUDGET",
+    "BackgroundServer",
+    "BadRequest",
+    "ClusterState",
+    "Extender",
+    "ExtenderArgs",
+    "ExtenderFilterResult",
+    "ExtenderMetrics",
+    "ExtenderOptions",
+    "ExtenderServer",
+    "HostPriority",
+    "Reply",
+    "run_extender",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT: Final = 8888
+DEFAULT_TIMEOUT_BUDGET: Final = 4.0
+#: Nodes handled between two looks at the clock.
+CHUNK: Final = 256
+#: The largest request body accepted (a NodeList of thousands of nodes with images is big).
+MAX_BODY: Final = 512 * 1024 * 1024
+
+FILTER: Final = "filter"
+PRIORITIZE: Final = "prioritize"
+#: Path segment -> verb. ``predicates``/``priorities`` are the names older examples use.
+VERBS: Final[Mapping[str, str]] = {
+    "filter": FILTER,
+    "predicates": FILTER,
+    "prioritize": PRIORITIZE,
+    "priorities": PRIORITIZE,
+}
+
+# kube-scheduler's own reasons, so that FailedScheduling events read as usual
+REASON_UNSCHEDULABLE: Final = "node(s) were unschedulable"
+REASON_NODE_AFFINITY: Final = "node(s) didn't match Pod's node affinity/selector"
+REASON_TOO_MANY_PODS: Final = "Too many pods"
+
+_UNSCHEDULABLE_TAINT: Final = Taint(
+    key="node.kubernetes.io/unschedulable", effect=k8s_taints.TAINT_NO_SCHEDULE
+)
+_FILTER_EFFECTS: Final = (k8s_taints.TAINT_NO_SCHEDULE, k8s_taints.TAINT_NO_EXECUTE)
+_EMPTY: Final[Mapping[str, int]] = {}
+
+
+# --------------------------------------------------------------------------- the wire
+
+
+class _NodeListIn(msgspec.Struct):
+    items: list[msgspec.Raw] | None = None
+
+
+class ExtenderArgs(msgspec.Struct, rename="pascal"):
+    """``extenderv1.ExtenderArgs``; node items stay raw so that filter can return them as sent."""
+
+    pod: Pod | None = None
+    nodes: _NodeListIn | None = None
+    node_names: list[str] | None = None
+
+
+# What the verbs read of a Node sent in full: decoding only these fields (not conditions,
+# images, annotations, managedFields) is most of the cost of a request with 1,000 nodes.
+class _WireMeta(msgspec.Struct, rename="camel"):
+    name: str = ""
+    resource_version: str = ""
+    labels: dict[str, str] | None = None
+
+
+class _WireStatus(msgspec.Struct):
+    allocatable: ResourceList | None = None
+    capacity: ResourceList | None = None
+
+
+class _WireNode(msgspec.Struct):
+    metadata: _WireMeta = msgspec.field(default_factory=_WireMeta)
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
+    status: _WireStatus = msgspec.field(default_factory=_WireStatus)
+
+
+class _ScoreMeta(msgspec.Struct, rename="camel"):
+    name: str = ""
+    resource_version: str = ""
+
+
+class _ScoreNode(msgspec.Struct):
+    metadata: _ScoreMeta = msgspec.field(default_factory=_ScoreMeta)
+    status: _WireStatus = msgspec.field(default_factory=_WireStatus)
+
+
+class _ScoreNodeList(msgspec.Struct):
+    items: list[_ScoreNode] | None = None
+
+
+class _PrioritizeArgs(msgspec.Struct, rename="pascal"):
+    """ExtenderArgs as prioritize reads it: one pass, and only names and allocatable of nodes."""
+
+    pod: Pod | None = None
+    nodes: _ScoreNodeList | None = None
+    node_names: list[str] | None = None
+
+
+class _NodeListOut(msgspec.Struct, rename="camel"):
+    items: list[msgspec.Raw]
+    api_version: str = "v1"
+    kind: str = "NodeList"
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class ExtenderFilterResult(msgspec.Struct, rename="pascal"):
+    """``extenderv1.ExtenderFilterResult``."""
+
+    nodes: _NodeListOut | None = None
+    node_names: list[str] | None = None
+    failed_nodes: dict[str, str] = msgspec.field(default_factory=dict)
+    failed_and_unresolvable_nodes: dict[str, str] = msgspec.field(default_factory=dict)
+    error: str = ""
+
+
+class HostPriority(msgspec.Struct, rename="pascal"):
+    """``extenderv1.HostPriority``: Score is 0..10."""
+
+    host: str
+    score: int
+
+
+_filter_decoder = msgspec.json.Decoder(ExtenderArgs)
+_prioritize_decoder = msgspec.json.Decoder(_PrioritizeArgs)
+_node_decoder = msgspec.json.Decoder(_WireNode)
+_encoder = msgspec.json.Encoder()
+
+
+class BadRequest(Exception):
+    """The request body is not an ExtenderArgs."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    body: bytes
+    nodes: int
+    over_budget: bool
+
+
+# --------------------------------------------------------------------------- the cluster, as cached
+
+
+class _Usage:
+    """The pods bound to a node: their non-zero requests (with ``pods``), their plain requests."""
+
+    __slots__ = ("nonzero", "pods", "requested")
+
+    def __init__(self) -> None:
+        self.nonzero: Resources = {}
+        self.requested: Resources = {}
+        self.pods = 0
+
+
+class _NodeEntry:
+    __slots__ = ("allocatable", "node")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.allocatable: Resources = k8s_resources.node_allocatable(node)
+
+
+def _occupies(pod: Pod) -> bool:
+    return bool(pod.spec.node_name) and pod.status.phase not in ("Succeeded", "Failed")
+
+
+def _pod_key(pod: Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+class ClusterState:
+    """Nodes by name and the running pod usage of each node, fed object by object
+    (:meth:`on_change` is a :class:`~desched.runtime.informer.LiveCache` callback)."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, _NodeEntry] = {}
+        self.usage: dict[str, _Usage] = {}
+        #: pod key -> (node, non-zero requests, requests) it is counted with
+        self._pods: dict[str, tuple[str, Resources, Resources]] = {}
+        # equal amounts are shared (the replicas of a workload ask alike): ~5x less memory per pod
+        self._amounts: dict[tuple[tuple[str, int], ...], Resources] = {}
+
+    @classmethod
+    def from_objects(cls, nodes: Iterable[Node], pods: Iterable[Pod]) -> ClusterState:
+        state = cls()
+        for node in nodes:
+            state.set_node(node)
+        for pod in pods:
+            state.set_pod(pod)
+        return state
+
+    @property
+    def pod_count(self) -> int:
+        return len(self._pods)
+
+    def set_node(self, node: Node) -> None:
+        self.nodes[node.metadata.name] = _NodeEntry(node)
+
+    def delete_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+
+    def set_pod(self, pod: Pod) -> None:
+        key = _pod_key(pod)
+        self.delete_pod(key)
+        if not _occupies(pod):
+            return
+        node = pod.spec.node_name
+        nonzero = self._shared(requesting_of(pod))
+        requested = self._shared(k8s_resources.pod_requests(pod))
+        usage = self.usage.get(node)
+        if usage is None:
+            usage = self.usage[node] = _Usage()
+        _accumulate(usage.nonzero, nonzero, 1)
+        _accumulate(usage.requested, requested, 1)
+        usage.pods += 1
+        self._pods[key] = (node, nonzero, requested)
+
+    def _shared(self, amounts: Resources) -> Resources:
+        key = tuple(sorted(amounts.items()))
+        hit = self._amounts.get(key)
+        if hit is None:
+            if len(self._amounts) > 100_000:
+                self._amounts.clear()  # pods keep theirs; only future sharing restarts
+            self._amounts[key] = hit = amounts
+        return hit
+
+    def delete_pod(self, key: str) -> None:
+        counted = self._pods.pop(key, None)
+        if counted is None:
+            return
+        node, nonzero, requested = counted
+        usage = self.usage[node]
+        _accumulate(usage.nonzero, nonzero, -1)
+        _accumulate(usage.requested, requested, -1)
+        usage.pods -= 1
+        if usage.pods == 0:
+            del self.usage[node]
+
+    def on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
+        """(kind, ADDED/MODIFIED/DELETED, old object or None, new object or None)."""
+        if kind == "Pod":
+            if new is None:
+                if old is not None:
+                    self.delete_pod(_pod_key(old))
+            else:
+                self.set_pod(new)
+        elif kind == "Node":
+            if new is None:
+                if old is not None:
+                    self.delete_node(old.metadata.name)
+            else:
+                self.set_node(new)
+
+
+def _accumulate(into: Resources, amounts: Mapping[str, int], sign: int) -> None:
+    for name, value in amounts.items():
+        into[name] = into.get(name, 0) + sign * value
+
+
+# --------------------------------------------------------------------------- the verbs
+
+
+class _PodFacts:
+    __slots__ = ("pod", "requesting", "requests", "tolerates_unschedulable")
+
+    def __init__(self, pod: Pod) -> None:
+        self.pod = pod
+        self.requesting = requesting_of(pod)
+        self.requests: list[tuple[str, int]] = [
+            (name, value) for name, value in sorted(k8s_resources.pod_requests(pod).items()) if value > 0
+        ]
+        self.tolerates_unschedulable = k8s_taints.tolerates_taint(pod.spec.tolerations, _UNSCHEDULABLE_TAINT)
+
+
+def _fit_failure(
+    facts: _PodFacts, node: Node, alloc: Mapping[str, int], usage: _Usage | None
+) -> tuple[str, bool] | None:
+    """Why the pod does not fit the node, and whether preemption could not help; None: it fits."""
+    if node.spec.unschedulable and not facts.tolerates_unschedulable:
+        return REASON_UNSCHEDULABLE, True
+    pod = facts.pod
+    if not k8s_affinity.pod_matches_node_selector(pod, node):
+        return REASON_NODE_AFFINITY, True
+    taints = node.spec.taints
+    if taints:
+        taint = k8s_taints.untolerated_taint(taints, pod.spec.tolerations, _FILTER_EFFECTS)
+        if taint is not None:
+            return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}", True
+    used = usage.requested if usage is not None else _EMPTY
+    if (usage.pods if usage is not None else 0) + 1 > alloc.get(PODS, 0):
+        return REASON_TOO_MANY_PODS, False
+    short = [f"Insufficient {n}" for n, req in facts.requests if req > alloc.get(n, 0) - used.get(n, 0)]
+    if short:
+        return ", ".join(short), False
+    return None
+
+
+class Extender:
+    """The two verbs, from request bytes to answer bytes (no I/O: the HTTP layer is apart)."""
+
+    def __init__(
+        self,
+        scorer: GenericScorer,
+        state: ClusterState,
+        *,
+        budget: float = DEFAULT_TIMEOUT_BUDGET,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.scorer = scorer
+        self.state = state
+        self.budget = budget
+        self.clock = clock
+        # allocatable of nodes sent in full, by name: (resourceVersion, amounts)
+        self._allocatable: dict[str, tuple[str, Resources]] = {}
+
+    def _allocatable_of(self, meta: _WireMeta | _ScoreMeta, status: _WireStatus) -> Resources:
+        rv = meta.resource_version
+        hit = self._allocatable.get(meta.name)
+        if hit is not None and rv and hit[0] == rv:
+            return hit[1]
+        amounts = k8s_resources.resource_list(status.allocatable or status.capacity)
+        if len(self._allocatable) > 100_000:
+            self._allocatable.clear()
+        self._allocatable[meta.name] = (rv, amounts)
+        return amounts
+
+    # ---------------------------------------------------------------- filter
+
+    def filter(self, body: bytes, started: float | None = None) -> Reply:
+        deadline = (self.clock() if started is None else started) + self.budget
+        try:
+            args = _filter_decoder.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise BadRequest(f"not an ExtenderArgs: {e}") from None
+        if args.pod is None:
+            raise BadRequest("not an ExtenderArgs: Pod is missing")
+        facts = _PodFacts(args.pod)
+        usage = self.state.usage
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        over = False
+
+        if args.node_names is not None:
+            names = args.node_names
+            nodes = self.state.nodes
+            passed_names: list[str] = []
+            for start in range(0, len(names), CHUNK):
+                if start and self.clock() > deadline:
+                    over = True
+                    passed_names.extend(names[start:])  # not looked at; kube-scheduler's filters have been
+                    break
+                for name in names[start : start + CHUNK]:
+                    entry = nodes.get(name)
+                    why = (
+                        None
+                        if entry is None
+                        else _fit_failure(facts, entry.node, entry.allocatable, usage.get(name))
+                    )
+                    if why is None:
+                        passed_names.append(name)
+                    elif why[1]:
+                        unresolvable[name] = why[0]
+                    else:
+                        failed[name] = why[0]
+            result = ExtenderFilterResult(
+                node_names=passed_names, failed_nodes=failed, failed_and_unresolvable_nodes=unresolvable
+            )
+            return Reply(_encoder.encode(result), len(names), over)
+
+        raws = args.nodes.items if args.nodes is not None and args.nodes.items is not None else []
+        passed: list[msgspec.Raw] = []
+        for start in range(0, len(raws), CHUNK):
+            if start and self.clock() > deadline:
+                over = True
+                passed.extend(raws[start:])
+                break
+            for i, raw in enumerate(raws[start : start + CHUNK], start):
+                try:
+                    wire = _node_decoder.decode(raw)
+                except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                    raise BadRequest(f"not an ExtenderArgs: Nodes.items[{i}]: {e}") from None
+                meta = wire.metadata
+                node = Node(
+                    metadata=ObjectMeta(
+                        name=meta.name, resource_version=meta.resource_version, labels=meta.labels
+                    ),
+                    spec=wire.spec,
+                )
+                why = _fit_failure(facts, node, self._allocatable_of(meta, wire.status), usage.get(meta.name))
+                if why is None:
+                    passed.append(raw)
+                elif why[1]:
+                    unresolvable[meta.name] = why[0]
+                else:
+                    failed[meta.name] = why[0]
+        result = ExtenderFilterResult(
+            nodes=_NodeListOut(items=passed), failed_nodes=failed, failed_and_unresolvable_nodes=unresolvable
+        )
+        return Reply(_encoder.encode(result), len(raws), over)
+
+    # ---------------------------------------------------------------- prioritize
+
+    def prioritize(self, body: bytes, started: float | None = None) -> Reply:
+        deadline = (self.clock() if started is None else started) + self.budget
+        try:
+            args = _prioritize_decoder.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise BadRequest(f"not an ExtenderArgs: {e}") from None
+        if args.pod is None:
+            raise BadRequest("not an ExtenderArgs: Pod is missing")
+        requesting = requesting_of(args.pod)
+        usage = self.state.usage
+        # the candidates in request order; those the extender knows, with their amounts
+        names: list[str]
+        known: list[str]
+        allocs: list[Mapping[str, int]]
+        if args.node_names is not None:
+            names = args.node_names
+            nodes = self.state.nodes
+            entries = [nodes.get(name) for name in names]
+            if None in entries:
+                known = [name for name, e in zip(names, entries, strict=True) if e is not None]
+                allocs = [e.allocatable for e in entries if e is not None]
+            else:
+                known = names
+                allocs = [e.allocatable for e in entries if e is not None]
+        else:
+            items = args.nodes.items if args.nodes is not None and args.nodes.items is not None else []
+            names = known = [n.metadata.name for n in items]
+            allocs = [self._allocatable_of(n.metadata, n.status) for n in items]
+        used = [u.nonzero if u is not None else _EMPTY for u in (usage.get(name) for name in known)]
+
+        scorer = self.scorer
+        raw: list[float] = []
+        over = False
+        for start in range(0, len(known), CHUNK):
+            if start and self.clock() > deadline:
+                over = True
+                break
+            end = start + CHUNK
+            raw.extend(scorer.score_nodes(requesting, allocs[start:end], used[start:end]))
+        step = MAX_NODE_SCORE / MAX_EXTENDER_SCORE
+        scores = [int(s / step + 0.5) for s in scorer.normalize(raw)]
+        if known is names and not over:
+            result = [HostPriority(name, score) for name, score in zip(names, scores, strict=True)]
+        else:
+            by_name = dict(zip(known, scores, strict=False))
+            result = [HostPriority(name, by_name.get(name, 0)) for name in names]
+        return Reply(_encoder.encode(result), len(names), over)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+class ExtenderMetrics:
+    LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+    NODE_BUCKETS = (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.requests = Counter(
+            "desched_extender_requests",
+            "Extender requests served, by verb and HTTP status code",
+            ["verb", "code"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "desched_extender_request_duration_seconds",
+            "Time from a request's arrival to its answer, by verb",
+            ["verb"],
+            buckets=self.LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.nodes = Histogram(
+            "desched_extender_request_nodes",
+            "Candidate nodes per request, by verb",
+            ["verb"],
+            buckets=self.NODE_BUCKETS,
+            registry=self.registry,
+        )
+        self.over_budget = Counter(
+            "desched_extender_over_budget",
+            "Requests answered early because the time budget ran out, by verb",
+            ["verb"],
+            registry=self.registry,
+        )
+        self.cache_objects = Gauge(
+            "desched_extender_cache_objects",
+            "Objects in the extender's cache, by kind",
+            ["kind"],
+            registry=self.registry,
+        )
+
+    def watch_state(self, state: ClusterState) -> None:
+        self.cache_objects.labels("Node").set_function(lambda: len(state.nodes))
+        self.cache_objects.labels("Pod").set_function(lambda: state.pod_count)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class ExtenderServer:
+    """The extender's HTTP(S) endpoint (aiohttp, on the running event loop)."""
+
+    def __init__(
+        self,
+        extender: Extender,
+        *,
+        host: str = "0.0.0.0",
+        port: int = DEFAULT_PORT,
+        ssl_context: ssl.SSLContext | None = None,
+        metrics: ExtenderMetrics | None = None,
+        ready: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.extender = extender
+        self.host = host
+        self.port = port
+        self.ssl_context = ssl_context
+        self.metrics = metrics or ExtenderMetrics()
+        self.ready = ready
+        self.clock = clock
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/livez", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_post("/{path:.*}", self._verb)
+        self.app = app
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.ssl_context, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as e:
+            await runner.cleanup()
+            where = f"{self.host}:{self.port}"
+            raise UserError("--port", f"cannot listen on {where}: {e.strerror or e}") from None
+        self._runner = runner
+        for addr in runner.addresses:
+            if isinstance(addr, tuple) and len(addr) >= 2:
+                self.port = int(addr[1])
+                break
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self.ready():
+            return web.Response(text="ok")
+        return web.Response(status=503, text="not ready: the node and pod cache has not synced yet")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = generate_latest(self.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _verb(self, request: web.Request) -> web.Response:
+        started = self.clock()
+        segment = request.match_info["path"].rstrip("/").rsplit("/", 1)[-1]
+        verb = VERBS.get(segment)
+        if verb is None:
+            return web.Response(status=404, text=f"unknown verb {segment!r}: use filter or prioritize")
+        code = 200
+        reply: Reply | None = None
+        try:
+            if not self.ready():
+                code = 503
+                return web.Response(status=code, text="not ready: the node and pod cache has not synced yet")
+            body = await request.read()
+            try:
+                if verb == FILTER:
+                    reply = self.extender.filter(body, started)
+                else:
+                    reply = self.extender.prioritize(body, started)
+            except BadRequest as e:
+                code = 400
+                return web.Response(status=code, text=str(e))
+            except Exception:
+                log.exception("%s failed", verb)
+                code = 500
+                return web.Response(status=code, text=f"{verb} failed; see the extender's log")
+            return web.Response(body=reply.body, content_type="application/json")
+        finally:
+            m = self.metrics
+            m.requests.labels(verb, str(code)).inc()
+            m.latency.labels(verb).observe(self.clock() - started)
+            if reply is not None:
+                m.nodes.labels(verb).observe(reply.nodes)
+                if reply.over_budget:
+                    m.over_budget.labels(verb).inc()
+                    log.warning("%s over its %.3gs budget: answered early", verb, self.extender.budget)
+
+
+class BackgroundServer:
+    """An :class:`ExtenderServer` on an event loop of its own thread (tests, benchmarks)::
+
+    with BackgroundServer(ExtenderServer(extender, host="127.0.0.1", port=0)) as bg:
+        urllib.request.urlopen(bg.url + "/healthz")
+    """
+
+    def __init__(self, server: ExtenderServer) -> None:
+        self.server = server
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="extender", daemon=True)
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.server.ssl_context is not None else "http"
+        return f"{scheme}://{self.server.host}:{self.server.port}"
+
+    def __enter__(self) -> BackgroundServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=30)
+            self.loop.close()
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@dataclass(frozen=True)
+class ExtenderOptions:
+    args: GenericScorerArgs
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    kubeconfig: str | None = None
+    context: str | None = None
+    snapshot: str | None = None
+    tls: tuple[str, str] | None = None
+    budget: float = DEFAULT_TIMEOUT_BUDGET
+    sync_timeout: float = 300.0
+
+
+def ssl_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as e:
+        raise UserError("--tls-cert-file", f"cannot load {cert_file} / {key_file}: {e}") from None
+    return ctx
+
+
+def run_extender(options: ExtenderOptions) -> int:
+    """Serve until SIGTERM or SIGINT."""
+    return asyncio.run(_serve(options))
+
+
+async def _serve(options: ExtenderOptions) -> int:
+    scorer = GenericScorer(options.args)
+    metrics = ExtenderMetrics()
+    cache: Any = None
+    api: Any = None
+    if options.snapshot:
+        from desched.cluster.file_source import load_snapshot_file
+
+        snap = load_snapshot_file(options.snapshot)
+        state = ClusterState.from_objects(snap.nodes, snap.pods)
+
+        def ready() -> bool:
+            return True
+    else:
+        from desched.runtime.informer import LiveCache
+        from desched.runtime.kube import make_api_client
+
+        api = await make_api_client(options.kubeconfig, options.context)
+        state = ClusterState()
+        cache = LiveCache(api, ("Node", "Pod"), on_change=state.on_change)
+
+        def ready() -> bool:
+            return all(inf.synced.is_set() for inf in cache.informers.values())
+
+    metrics.watch_state(state)
+    extender = Extender(scorer, state, budget=options.budget)
+    ctx = ssl_context(*options.tls) if options.tls else None
+    server = ExtenderServer(
+        extender, host=options.host, port=options.port, ssl_context=ctx, metrics=metrics, ready=ready
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        if cache is not None:
+            cache.start()
+        await server.start()
+        scheme = "https" if ctx else "http"
+        print(f"desched extender serving {scheme}://{options.host}:{server.port} ({scorer})", file=sys.stderr)
+        if cache is not None:
+            waiter = asyncio.ensure_future(cache.wait_synced(options.sync_timeout))
+            stopper = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if waiter.done() and waiter.exception() is None:
+                print(
+                    f"cache synced: {len(state.nodes)} nodes, {state.pod_count} pods on them", file=sys.stderr
+                )
+            elif waiter.done():
+                log.error("the node and pod cache did not sync: %s", waiter.exception())
+            else:
+                waiter.cancel()
+            stopper.cancel()
+        await stop.wait()
+    finally:
+        await server.stop()
+        if cache is not None:
+            await cache.stop()
+        if api is not None:
+            await api.close()
+    return 0
