@@ -16,14 +16,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +31,9 @@ import pytest
 import yaml
 
 from tests.e2e.controlplane import ControlPlane
+from tests.e2e.support import DeschedProcess, free_port, run_desched, wait_for
+
+EVERY_SECOND = ("--descheduling-interval", "1s")
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_RBAC = ROOT / "deploy" / "kubernetes" / "base" / "rbac.yaml"
@@ -46,17 +45,6 @@ ANNOTATION = "desched.io/downgrade"
 
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 def update_node(cp: ControlPlane, name: str, mutate: Callable[[dict[str, Any]], None]) -> None:
@@ -392,95 +380,19 @@ def expires_at(node: dict[str, Any]) -> float:
 # ----------------------------------------------------------------------------- desched
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Desched:
-    """``desched run`` in the background (1s cycles), its log in a file, its metrics over HTTP."""
-
-    def __init__(self, cluster: Cluster, tmp: Path, policy: Path, *extra: str, name: str = "desched") -> None:
-        self.port = free_port()
-        self.log = tmp / f"{name}-{uuid.uuid4().hex[:4]}.log"
-        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "desched.cli",
-                "--v=2",
-                "run",
-                "--policy-config-file",
-                str(policy),
-                "--kubeconfig",
-                str(cluster.kubeconfig),
-                "--descheduling-interval",
-                "1s",
-                "--http",
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                str(self.port),
-                *extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=self.log.open("w"),
-            env=env,
-        )
-
-    def metrics(self) -> str:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
-                return str(resp.read().decode())
-        except OSError:
-            return ""
-
-    def sample(self, name: str, labels: str = "") -> float | None:
-        m = re.search(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", self.metrics(), re.M)
-        return float(m.group(1)) if m else None
-
-    def cycles(self) -> int:
-        return int(self.sample("descheduler_loop_duration_seconds_count") or 0)
-
-    def wait_cycles(self, n: int) -> None:
-        start = self.cycles()
-        wait_for(lambda: self.cycles() >= start + n, f"{n} more cycles", timeout=30)
-
-    def text(self) -> str:
-        return self.log.read_text()
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=60)
-
-
 def desched_once(cluster: Cluster, policy: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "desched.cli",
-            "--v=2",
-            "run",
-            "--policy-config-file",
-            str(policy),
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "--descheduling-interval",
-            "0",
-            "--secure-port",
-            "0",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
+    proc = run_desched(
+        "--v=2",
+        "run",
+        "--policy-config-file",
+        str(policy),
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--descheduling-interval",
+        "0",
+        "--secure-port",
+        "0",
+        *extra,
     )
     assert proc.returncode == 0, proc.stderr
     return proc
@@ -499,7 +411,8 @@ def test_evicted_after_n_observations_not_before_label_downgrade_expires(
     bad_node, other_node = w.nodes
     stuck = w.pod("stuck", bad_node)
     recovering = w.pod("recovering", other_node)
-    d = Desched(cluster, tmp_path, w.policy(tmp_path, method="label", ttl="5s", min_startup=1))
+    pol = w.policy(tmp_path, method="label", ttl="5s", min_startup=1)
+    d = DeschedProcess(cluster.kubeconfig, tmp_path, pol, *EVERY_SECOND)
     try:
         wait_for(lambda: d.cycles() >= 1, "the first cycle", timeout=60)
         # two occurrences each, one cycle apart: suspected, not anomalous
@@ -555,7 +468,7 @@ def test_taint_downgrade_survives_a_restart_and_ends_on_time(cluster: Cluster, t
     stuck = w.pod("stuck", bad_node)
     created = rfc3339_seconds(stuck["metadata"]["creationTimestamp"])
     w.sandbox_failure(stuck, times=3)  # already enough occurrences, but within the startup window
-    first = Desched(cluster, tmp_path, pol, name="first")
+    first = DeschedProcess(cluster.kubeconfig, tmp_path, pol, *EVERY_SECOND, name="first")
     try:
         wait_for(lambda: w.evicted("stuck"), "the stuck pod's eviction", timeout=30)
         evicted_at = time.time()
@@ -567,7 +480,7 @@ def test_taint_downgrade_survives_a_restart_and_ends_on_time(cluster: Cluster, t
     expiry = expires_at(node)
     assert expiry - time.time() > 3, "the test needs the restart to happen before expiry"
     # another desched takes over before expiry: it learns the expiry from the node, not from memory
-    second = Desched(cluster, tmp_path, pol, name="second")
+    second = DeschedProcess(cluster.kubeconfig, tmp_path, pol, *EVERY_SECOND, name="second")
     try:
         wait_for(lambda: second.cycles() >= 1, "the second desched's first cycle", timeout=60)
         assert has_taint(w.cluster.node(bad_node)), "removed before its expiry"

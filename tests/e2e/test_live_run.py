@@ -8,16 +8,12 @@ scopes its policy to it, so tests do not see each other's pods.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +22,7 @@ import pytest
 import yaml
 
 from tests.e2e.controlplane import ApiError, ControlPlane
+from tests.e2e.support import DeschedProcess, apply_manifest, run_desched, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 RBAC = ROOT / "deploy" / "kubernetes" / "base" / "rbac.yaml"
@@ -36,42 +33,6 @@ NODES = ("e2e-n1", "e2e-n2", "e2e-n3")
 class Cluster:
     cp: ControlPlane
     kubeconfig: Path  # the desched ServiceAccount's
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-
-
-def apply_manifest(cp: ControlPlane, doc: dict[str, Any], *, dry_run: bool = False) -> None:
-    """Server-side apply, the way `kubectl apply --server-side` does it."""
-    api, kind, meta = doc["apiVersion"], doc["kind"], doc["metadata"]
-    plural = {
-        "ClusterRole": "clusterroles",
-        "ClusterRoleBinding": "clusterrolebindings",
-        "ServiceAccount": "serviceaccounts",
-        "ConfigMap": "configmaps",
-        "Job": "jobs",
-        "CronJob": "cronjobs",
-        "Deployment": "deployments",
-        "Role": "roles",
-        "RoleBinding": "rolebindings",
-    }[kind]
-    base = f"/api/{api}" if "/" not in api else f"/apis/{api}"
-    ns = f"/namespaces/{meta['namespace']}" if meta.get("namespace") else ""
-    query = "fieldManager=e2e&force=true" + ("&dryRun=All" if dry_run else "")
-    cp.request(
-        "PATCH",
-        f"{base}{ns}/{plural}/{meta['name']}?{query}",
-        json.dumps(doc).encode(),
-        content_type="application/apply-patch+yaml",
-    )
 
 
 @pytest.fixture(scope="module")
@@ -278,15 +239,8 @@ def policy(tmp: Path, ns: str, **top: Any) -> Path:
     return path
 
 
-def desched(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    return subprocess.run(
-        [sys.executable, "-m", "desched.cli", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
-
-
 def run_once(cluster: Cluster, policy_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    proc = desched(
+    proc = run_desched(
         "--v=2",
         "run",
         "--policy-config-file",
@@ -305,9 +259,9 @@ def run_once(cluster: Cluster, policy_path: Path, *extra: str) -> subprocess.Com
 
 def simulate_on_snapshot(cluster: Cluster, tmp: Path, policy_path: Path) -> set[str]:
     snap = tmp / "snap.json"
-    proc = desched("snapshot", "-o", str(snap), "--kubeconfig", str(cluster.cp.kubeconfig))
+    proc = run_desched("snapshot", "-o", str(snap), "--kubeconfig", str(cluster.cp.kubeconfig))
     assert proc.returncode == 0, proc.stderr
-    proc = desched("simulate", str(snap), "--policy", str(policy_path), "-o", "json")
+    proc = run_desched("simulate", str(snap), "--policy", str(policy_path), "-o", "json")
     assert proc.returncode == 0, proc.stderr
     return {e["name"] for e in json.loads(proc.stdout)["evictions"]}
 
@@ -392,68 +346,11 @@ def test_limits_hold(cluster: Cluster, tmp_path: Path) -> None:
     assert len(set(per_node)) == len(per_node), evicted
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Daemon:
-    """desched run in the background, with its log in a file."""
-
-    def __init__(
-        self, cluster: Cluster, tmp: Path, policy_path: Path, *extra: str, name: str = "desched"
-    ) -> None:
-        self.port = free_port()
-        self.log = tmp / f"{name}.log"
-        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "desched.cli",
-                "--v=2",
-                "run",
-                "--policy-config-file",
-                str(policy_path),
-                "--kubeconfig",
-                str(cluster.kubeconfig),
-                "--http",
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                str(self.port),
-                *extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=self.log.open("w"),
-            env=env,
-        )
-
-    def metrics(self) -> str:
-        try:
-            return urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read().decode()
-        except OSError:
-            return ""
-
-    def cycles(self) -> int:
-        m = re.search(r"^descheduler_loop_duration_seconds_count (\S+)$", self.metrics(), re.M)
-        return int(float(m.group(1))) if m else 0
-
-    def text(self) -> str:
-        return self.log.read_text()
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=60)
-
-
 def test_metrics_and_events_use_upstream_names(cluster: Cluster, tmp_path: Path) -> None:
     cp = cluster.cp
     ns = new_namespace(cp, "metrics")
     scenario(cp, ns)
-    d = Daemon(cluster, tmp_path, policy(tmp_path, ns), "--descheduling-interval", "1h")
+    d = DeschedProcess(cluster.kubeconfig, tmp_path, policy(tmp_path, ns), "--descheduling-interval", "1h")
     try:
         wait_for(lambda: d.cycles() >= 1, "one cycle", timeout=60)
         body = d.metrics()
@@ -505,7 +402,7 @@ def test_apiserver_restart_mid_watch_cache_recovers(cluster: Cluster, tmp_path: 
             }
         )
     )
-    d = Daemon(cluster, tmp_path, pol, "--descheduling-interval", "1s")
+    d = DeschedProcess(cluster.kubeconfig, tmp_path, pol, "--descheduling-interval", "1s")
     try:
         wait_for(lambda: d.cycles() >= 1, "first cycle", timeout=60)
         cp.restart_apiserver()
@@ -570,9 +467,13 @@ def test_leader_election_only_the_leader_evicts(cluster: Cluster, tmp_path: Path
         "--descheduling-interval",
         "1s",
     )
-    a = Daemon(cluster, tmp_path, pol, *lease, "--leader-elect-identity", "replica-a", name="a")
+    a = DeschedProcess(
+        cluster.kubeconfig, tmp_path, pol, *lease, "--leader-elect-identity", "replica-a", name="a"
+    )
     wait_for(lambda: "became the leader" in a.text(), "replica-a to lead", timeout=60)
-    b = Daemon(cluster, tmp_path, pol, *lease, "--leader-elect-identity", "replica-b", name="b")
+    b = DeschedProcess(
+        cluster.kubeconfig, tmp_path, pol, *lease, "--leader-elect-identity", "replica-b", name="b"
+    )
     created = 0
 
     def feed(n: int) -> None:
