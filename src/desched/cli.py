@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--now", help="the clock for age-based decisions, RFC 3339 (default: the current time)")
     sim.add_argument("--output", "-o", choices=["table", "json"], default="table")
+    _add_placement_arguments(sim)
 
     val = sub.add_parser("validate", help="check a policy file and print it normalised (defaults filled in)")
     val.add_argument("policy")
@@ -235,33 +236,201 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_placement_arguments(sim: argparse.ArgumentParser) -> None:
+    sim.add_argument(
+        "--placement",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="place the evicted pods' replacements again as kube-scheduler would, and report "
+        "where they land, which stay Pending and why, and the cluster before/after "
+        "(default: on)",
+    )
+    sim.add_argument(
+        "--score",
+        choices=["default", "generic"],
+        default=None,
+        help="how placement scores nodes: kube-scheduler's default profile, or the generic "
+        "node-resources scorer of --scorer-config (default: default)",
+    )
+    sim.add_argument(
+        "--scorer-config",
+        metavar="FILE",
+        help="generic scorer args (KEP-2143 keys: allocatable, allocated, left, requesting); "
+        "implies --score generic",
+    )
+    sim.add_argument(
+        "--cycles",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run up to N cycles, placing each cycle's pods before the next; stops early when a "
+        "cycle evicts nothing, and flags thrashing (default 1)",
+    )
+    sim.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write an HTML report (DIR/index.html) with PNG charts; needs the 'report' extra",
+    )
+
+
+#: Above this, loading and simulating show a progress bar (when stderr is a terminal).
+_BIG_SNAPSHOT_BYTES = 32 * 1024 * 1024
+_BIG_SNAPSHOT_PODS = 20_000
+
+
+class _Progress:
+    """A rich progress bar on stderr for long runs; does nothing unless enabled."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def start(self, description: str) -> None:
+        if not self.enabled or self._progress is not None:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(description, total=None)
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if self._progress is None:
+            return
+        self._progress.update(
+            self._task, description=phase, completed=done, total=total if total > 1 else None
+        )
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def _placement_options(args: argparse.Namespace) -> Any:
+    from desched.scheduling.placement import SCORE_DEFAULT, SCORE_GENERIC, PlacementOptions
+    from desched.scheduling.scorer import load_scorer_args
+
+    score = args.score or (SCORE_GENERIC if args.scorer_config else SCORE_DEFAULT)
+    if score == SCORE_DEFAULT and args.scorer_config:
+        raise UserError("--scorer-config", "only applies with --score generic")
+    if score == SCORE_GENERIC and not args.scorer_config:
+        raise UserError("--score", "generic needs --scorer-config FILE (the generic scorer's args)")
+    generic = load_scorer_args(args.scorer_config) if args.scorer_config else None
+    return PlacementOptions(score=score, generic=generic)
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    import os
+
     from desched.api.policy import load_policy_file
     from desched.cluster.file_source import load_snapshot_file
-    from desched.framework.evictor import SimulatedBackend
-    from desched.framework.framework import Framework, FrameworkError
+    from desched.framework.evictor import EvictionBackend, SimulatedBackend
+    from desched.framework.framework import CycleResult, Framework, FrameworkError
     from desched.framework.nodeactions import SimulatedNodeActions
     from desched.framework.registry import default_registry
-    from desched.report.output import anomaly_findings, write_json, write_table
+    from desched.report.output import (
+        anomaly_findings,
+        write_json,
+        write_simulation_json,
+        write_simulation_table,
+        write_table,
+    )
 
     now = _parse_now(args.now) if args.now else datetime.now(UTC)
+    if args.cycles < 1:
+        raise UserError("--cycles", f"must be at least 1, got {args.cycles}")
+    if args.cycles > 1 and not args.placement:
+        raise UserError("--cycles", "more than one cycle needs placement (drop --no-placement)")
+    options = _placement_options(args) if args.placement else None
+    if args.report:
+        from desched.report.charts import require_matplotlib
+
+        require_matplotlib()
     registry = default_registry()
     policy = load_policy_file(args.policy, registry)
-    snapshot = load_snapshot_file(args.snapshot)
-    pods_total = len(snapshot.pods)
     try:
-        framework = Framework(policy, registry, clock=lambda: now)
-    except FrameworkError as e:
-        raise UserError("policy", str(e)) from None
-    # node downgrades are recorded, never applied; expired ones a live run would remove come first
-    node_actions = SimulatedNodeActions(lambda: now)
-    node_actions.restore_expired(snapshot.nodes)
-    result = framework.run_cycle(snapshot, SimulatedBackend(snapshot), node_actions=node_actions)
+        size = os.path.getsize(args.snapshot)
+    except OSError:
+        size = 0
+    progress = _Progress(sys.stderr.isatty() and size >= _BIG_SNAPSHOT_BYTES)
+    progress.start("loading the snapshot")
+    try:
+        snapshot = load_snapshot_file(args.snapshot)
+        pods_total = len(snapshot.pods)
+        if sys.stderr.isatty() and pods_total >= _BIG_SNAPSHOT_PODS:
+            progress.enabled = True
+            progress.start("simulating")
+        try:
+            framework = Framework(policy, registry, clock=lambda: now)
+        except FrameworkError as e:
+            raise UserError("policy", str(e)) from None
+        if not args.placement and not args.report:
+            # node downgrades are recorded, never applied; expired ones a live run would remove come first
+            node_actions = SimulatedNodeActions(lambda: now)
+            node_actions.restore_expired(snapshot.nodes)
+            progress("descheduling", 0, 1)
+            result = framework.run_cycle(snapshot, SimulatedBackend(snapshot), node_actions=node_actions)
+            progress.stop()
+            anomalies = anomaly_findings(framework.profiles)
+            if args.output == "json":
+                write_json(result, sys.stdout, now=_format_now(now), anomalies=anomalies)
+            else:
+                write_table(
+                    result, sys.stdout, now=_format_now(now), pods_total=pods_total, anomalies=anomalies
+                )
+            return 0
+
+        from desched.scheduling.placement import PlacementOptions, simulate
+
+        def run_cycle(snap: Any, backend: EvictionBackend, cycle: int) -> CycleResult:
+            actions = SimulatedNodeActions(lambda: now)
+            if cycle == 1:
+                actions.restore_expired(snap.nodes)
+            return framework.run_cycle(snap, backend, node_actions=actions)
+
+        sim = simulate(
+            snapshot,
+            run_cycle,
+            now=now,
+            cycles=args.cycles,
+            options=options or PlacementOptions(),
+            placement=args.placement,
+            on_progress=progress,
+        )
+    finally:
+        progress.stop()
     anomalies = anomaly_findings(framework.profiles)
     if args.output == "json":
-        write_json(result, sys.stdout, now=_format_now(now), anomalies=anomalies)
+        write_simulation_json(sim, sys.stdout, now=_format_now(now), anomalies=anomalies)
     else:
-        write_table(result, sys.stdout, now=_format_now(now), pods_total=pods_total, anomalies=anomalies)
+        write_simulation_table(
+            sim, sys.stdout, now=_format_now(now), pods_total=pods_total, anomalies=anomalies
+        )
+    if args.report:
+        from desched.report.html import write_report
+
+        try:
+            page = write_report(
+                sim,
+                args.report,
+                now=_format_now(now),
+                snapshot=args.snapshot,
+                policy=args.policy,
+                pods_total=pods_total,
+            )
+        except OSError as e:
+            raise UserError("--report", f"cannot write the report: {e.strerror or e}") from None
+        print(f"desched: report written to {page}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,235 @@
+"""PNG charts of a ``desched simulate`` run (matplotlib, Agg backend, imported only when used).
+
+matplotlib is the optional extra ``report`` (``pip install 'desched[report]'``); without it,
+:func:`require_matplotlib` raises a :class:`~desched.api.errors.UserError` naming the extra.
+
+Charts (each a file next to the HTML page):
+
+- ``utilisation-<resource>.png``: requests as % of allocatable per node, before and after (bars
+  per node up to :data:`MAX_NODE_BARS` nodes; a histogram of nodes per 5% band beyond);
+- ``evictions-by-plugin.png``: evictions per profile/plugin, stacked per cycle;
+- ``topology-skew.png``: skew before and after of the worst constraints, against their maxSkew.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from desched.api.errors import UserError
+
+__all__ = ["MAX_NODE_BARS", "MISSING_MATPLOTLIB", "Chart", "require_matplotlib", "write_charts"]
+
+MISSING_MATPLOTLIB = "needs matplotlib, which is not installed: pip install 'desched[report]'"
+
+#: Up to this many nodes the utilisation charts show one bar pair per node.
+MAX_NODE_BARS = 40
+#: Constraints in the skew chart.
+MAX_SKEW_ROWS = 20
+
+BEFORE_COLOUR = "#9aa5b1"
+AFTER_COLOUR = "#2b7bb9"
+LIMIT_COLOUR = "#d62728"
+CYCLE_COLOURS = ("#2b7bb9", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7")
+RESOURCES = ("cpu", "memory", "pods")
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    file: str
+    title: str
+    description: str
+
+
+def require_matplotlib() -> None:
+    """Fail with one clear line if the ``report`` extra is not installed."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UserError("--report", MISSING_MATPLOTLIB) from None
+
+
+def _pyplot() -> Any:
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "font.size": 10,
+            "axes.titlesize": 12,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "figure.dpi": 100,
+        }
+    )
+    return plt
+
+
+def write_charts(sim: Any, directory: Path) -> list[Chart]:
+    """Draw every chart of ``sim`` (a :class:`desched.scheduling.placement.Simulation`) into
+    ``directory``; returns them in page order."""
+    plt = _pyplot()
+    directory.mkdir(parents=True, exist_ok=True)
+    charts = [_utilisation(plt, sim, resource, directory) for resource in RESOURCES]
+    charts.append(_evictions(plt, sim, directory))
+    charts.append(_skew(plt, sim, directory))
+    return charts
+
+
+def _save(plt: Any, fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=100, metadata={"Software": "desched"})
+    plt.close(fig)
+
+
+def _utilisation(plt: Any, sim: Any, resource: str, directory: Path) -> Chart:
+    name = f"utilisation-{resource}.png"
+    before = {u.name: getattr(u, resource) for u in sim.before.nodes}
+    after = {u.name: getattr(u, resource) for u in sim.after.nodes}
+    nodes = sorted(set(before) | set(after))
+    b_stats, a_stats = sim.before.stats(resource), sim.after.stats(resource)
+    title = f"{resource}: requests as % of allocatable, per node"
+    if len(nodes) <= MAX_NODE_BARS:
+        fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(nodes) + 3), 4.2))
+        xs = list(range(len(nodes)))
+        width = 0.4
+        ax.bar(
+            [x - width / 2 for x in xs],
+            [before.get(n, 0.0) for n in nodes],
+            width,
+            label="before",
+            color=BEFORE_COLOUR,
+        )
+        ax.bar(
+            [x + width / 2 for x in xs],
+            [after.get(n, 0.0) for n in nodes],
+            width,
+            label="after",
+            color=AFTER_COLOUR,
+        )
+        ax.set_xticks(xs)
+        tilt = len(nodes) > 6
+        ax.set_xticklabels(nodes, rotation=45 if tilt else 0, ha="right" if tilt else "center")
+        ax.set_ylabel("% of allocatable")
+        top = max([100.0, *before.values(), *after.values()])
+        ax.set_ylim(0, top * 1.08)
+        ax.axhline(100, color=LIMIT_COLOUR, linewidth=0.8, linestyle=":")
+        description = f"one pair of bars per node ({len(nodes)} nodes): grey before, blue after"
+    else:
+        fig, ax = plt.subplots(figsize=(8.0, 4.2))
+        top = max([100.0, *before.values(), *after.values()])
+        edges = [5.0 * k for k in range(int(top // 5) + 2)]
+        ax.hist(
+            [list(before.values()), list(after.values())],
+            bins=edges,
+            label=["before", "after"],
+            color=[BEFORE_COLOUR, AFTER_COLOUR],
+        )
+        ax.set_xlabel("% of allocatable requested")
+        ax.set_ylabel("nodes")
+        title = f"{resource}: nodes per 5% utilisation band"
+        description = f"histogram of {len(nodes)} nodes per 5% band: grey before, blue after"
+    ax.set_title(
+        f"{title}\nmean {b_stats.mean:.1f}% → {a_stats.mean:.1f}%, "
+        f"stddev {b_stats.stddev:.1f} → {a_stats.stddev:.1f}, max {b_stats.max:.1f}% → {a_stats.max:.1f}%"
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
+    _save(plt, fig, directory / name)
+    return Chart(name, f"Node utilisation: {resource}", description)
+
+
+def _evictions(plt: Any, sim: Any, directory: Path) -> Chart:
+    name = "evictions-by-plugin.png"
+    labels: list[str] = []
+    for cycle in sim.cycles:
+        for run in cycle.result.plugin_runs:
+            label = f"{run.profile} / {run.plugin}"
+            if label not in labels:
+                labels.append(label)
+    per_cycle: list[dict[str, int]] = []
+    for cycle in sim.cycles:
+        counts: dict[str, int] = {}
+        for r in cycle.result.evictions:
+            label = f"{r.profile} / {r.plugin}"
+            counts[label] = counts.get(label, 0) + 1
+            if label not in labels:
+                labels.append(label)
+        per_cycle.append(counts)
+    fig, ax = plt.subplots(figsize=(8.0, max(2.5, 0.42 * len(labels) + 1.4)))
+    ys = list(range(len(labels)))
+    left = [0] * len(labels)
+    for k, counts in enumerate(per_cycle):
+        values = [counts.get(label, 0) for label in labels]
+        ax.barh(
+            ys,
+            values,
+            left=left,
+            color=CYCLE_COLOURS[k % len(CYCLE_COLOURS)],
+            label=f"cycle {k + 1}" if len(per_cycle) > 1 else "evicted",
+        )
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    for y, total in zip(ys, left, strict=True):
+        ax.text(total + 0.05, y, str(total), va="center", fontsize=9)
+    ax.set_yticks(ys)
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("pods evicted")
+    ax.set_xlim(0, max([1, *left]) * 1.15)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    total = sum(left)
+    ax.set_title(f"Evictions per plugin ({total} in {len(sim.cycles)} cycle(s))")
+    if len(per_cycle) > 1:
+        ax.legend(loc="lower right", fontsize=9)
+    _save(plt, fig, directory / name)
+    return Chart(
+        name,
+        "Evictions per plugin",
+        "pods evicted by each profile / plugin" + (", stacked per cycle" if len(per_cycle) > 1 else ""),
+    )
+
+
+def _skew(plt: Any, sim: Any, directory: Path) -> Chart:
+    from desched.report.output import skew_pairs
+
+    name = "topology-skew.png"
+    pairs = skew_pairs(sim)[:MAX_SKEW_ROWS]
+    if not pairs:
+        fig, ax = plt.subplots(figsize=(8.0, 2.0))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "No pod declares a topology spread constraint.", ha="center", va="center")
+        _save(plt, fig, directory / name)
+        return Chart(name, "Topology skew", "no topology spread constraints")
+    labels = []
+    for b, a in pairs:
+        ref = b or a
+        key = ref.topology_key.rsplit("/", 1)[-1]
+        labels.append(f"{ref.namespace}/{ref.declared_by.split('/', 1)[-1]}\n{key}, {ref.when_unsatisfiable}")
+    fig, ax = plt.subplots(figsize=(8.5, max(2.8, 0.62 * len(pairs) + 1.4)))
+    ys = list(range(len(pairs)))
+    height = 0.38
+    before = [b.skew if b is not None else 0 for b, _ in pairs]
+    after = [a.skew if a is not None else 0 for _, a in pairs]
+    ax.barh([y - height / 2 for y in ys], before, height, color=BEFORE_COLOUR, label="before")
+    ax.barh([y + height / 2 for y in ys], after, height, color=AFTER_COLOUR, label="after")
+    for y, b_value, a_value in zip(ys, before, after, strict=True):
+        ax.text(b_value + 0.05, y - height / 2, str(b_value), va="center", fontsize=8)
+        ax.text(a_value + 0.05, y + height / 2, str(a_value), va="center", fontsize=8)
+    for y, (b, a) in zip(ys, pairs, strict=True):
+        ref = b or a
+        ax.plot([ref.max_skew, ref.max_skew], [y - 0.45, y + 0.45], color=LIMIT_COLOUR, linewidth=1.6)
+    ax.plot([], [], color=LIMIT_COLOUR, linewidth=1.6, label="maxSkew")
+    ax.set_yticks(ys)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("skew (largest domain minus the global minimum)")
+    ax.set_xlim(0, max([1, *before, *after, *((b or a).max_skew for b, a in pairs)]) * 1.15)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    total = len(sim.before.skew)
+    ax.set_title(f"Topology skew, worst {len(pairs)} of {max(total, len(pairs))} constraint(s)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
+    _save(plt, fig, directory / name)
+    return Chart(name, "Topology skew", "skew per constraint before (grey) and after (blue); red: maxSkew")

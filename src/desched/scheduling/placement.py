@@ -1,0 +1,2198 @@
+"""Placement simulation: where kube-scheduler would put the pods a descheduling cycle evicts.
+
+Upstream descheduler's dry run says what it would evict, never where the pods would go (its
+issue #1584). ``desched simulate`` answers it: after the cycle, every evicted pod that a
+controller re-creates (a ReplicaSet's, StatefulSet's, Job's, DaemonSet's replacement; a bare pod
+is gone, and so is a finished one, which its controller already counted as done) is scheduled
+again the way kube-scheduler's default profile would, one pod at a time, in its scheduling
+queue's order (higher priority first, then the order the pods were evicted in), each placement
+changing what the next pod sees. Replacements that fit nowhere stay Pending, with the message
+kube-scheduler would put in their ``PodScheduled`` condition
+("0/7 nodes are available: 3 Insufficient cpu, 4 node(s) had untolerated taint {dedicated: gpu}.").
+
+**Filters** (kube-scheduler's, in its order; a node reports the first that fails):
+
+1. NodeUnschedulable: a cordoned node, unless the pod tolerates
+   ``node.kubernetes.io/unschedulable:NoSchedule``;
+2. TaintToleration: every ``NoSchedule``/``NoExecute`` taint must be tolerated. A node whose
+   Ready condition is not True carries the ``node.kubernetes.io/not-ready`` (``unreachable`` when
+   Unknown) ``NoSchedule`` taint the node lifecycle controller would add, if the snapshot lacks it;
+3. NodeAffinity: ``spec.nodeSelector`` and required node affinity;
+4. NodeResourcesFit: ``Too many pods``, then ``Insufficient <resource>`` for every requested
+   resource that exceeds allocatable minus the requests of the pods occupying the node;
+5. PodTopologySpread, ``DoNotSchedule`` constraints: the node must carry every constraint's
+   topology key; placing the pod must not make its domain exceed the global minimum (0 below
+   ``minDomains`` domains) by more than ``maxSkew``. Domains are the values of the nodes that pass
+   ``nodeAffinityPolicy`` (default Honor) and ``nodeTaintsPolicy`` (default Ignore); counted are
+   the namespace's pods that match the selector (``matchLabelKeys`` merged in), not terminating;
+6. InterPodAffinity: no existing pod's required anti-affinity term may match the pod in the
+   node's domain; the pod's own required anti-affinity terms must match no pod in the node's
+   domain; its required affinity terms must each be satisfied in the node's domain by pods that
+   match all of them (or, as kube-scheduler allows for the first pod of a group, no pod matches
+   anywhere and the pod matches its own terms).
+
+As kube-scheduler, only the first ``numFeasibleNodesToFind`` feasible nodes are looked for
+(all nodes below 100; 50% minus 1% per 125 nodes, at least 5% and 100 nodes, above), starting
+where the previous pod's search stopped, over the nodes in kube-scheduler's order (round-robin
+over zones, by name within a zone).
+
+**Scores** (``--score default``, kube-scheduler's default profile): each plugin scores the feasible
+nodes 0..100, normalised as kube-scheduler normalises it, times its weight:
+NodeResourcesFit LeastAllocated (cpu and memory, weight 1; requests with kube-scheduler's 100m /
+200Mi stand-ins for containers that set none), NodeResourcesBalancedAllocation (1; skipped for
+best-effort pods), TaintToleration (3; ``PreferNoSchedule`` taints not tolerated, fewer is better),
+NodeAffinity (2; the weights of the matching preferred terms), InterPodAffinity (2; the pod's
+preferred (anti-)affinity terms against the pods in each domain) and PodTopologySpread (2;
+``ScheduleAnyway`` constraints, or, for a pod without constraints that a ReplicaSet,
+StatefulSet or ReplicationController owns, kube-scheduler's system defaults: hostname maxSkew 3
+and zone maxSkew 5 over the pods of the same owner). ``--score generic`` replaces the two
+node-resources scores with the KEP-2143 generic scorer (:mod:`desched.scheduling.scorer`),
+weighted 2 (the weight of the two plugins it replaces). The highest total wins; ties go to the
+node whose name sorts first (kube-scheduler picks one at random).
+
+Simplifications (documented in docs/simulation.md): ImageLocality and the volume plugins are not
+modelled (the snapshot has no node images, PersistentVolumes or CSI limits); InterPodAffinity's
+score counts only the incoming pod's preferred terms, not the existing pods' terms towards it;
+NodePorts, DRA and preemption are not modelled; a pod that fits nowhere stays Pending (the
+scheduler would try to preempt lower-priority pods).
+
+Speed: everything decided once per pod *shape* (node selector, affinity, tolerations) is
+memoised per node (the static filters, eligible spread domains), pods are indexed by namespace and
+label for selectors, spread domain counts, (anti-)affinity term matches and existing pods'
+anti-affinity are kept incrementally as pods are placed, and node usage sits in flat per-node
+arrays: no pods-by-pods scans. Placing a few thousand pods on a 5,000-node, 150,000-pod snapshot
+takes seconds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import hashlib
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final, Generic, Protocol, TypeVar
+
+import msgspec
+
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.k8s import affinity as k8s_affinity
+from desched.k8s import labels as k8s_labels
+from desched.k8s import pods as k8s_pods
+from desched.k8s import priority as k8s_priority
+from desched.k8s import resources as k8s_resources
+from desched.k8s import taints as k8s_taints
+from desched.k8s.objects import (
+    ContainerState,
+    ContainerStateRunning,
+    ContainerStatus,
+    LabelSelector,
+    Node,
+    Pod,
+    PodAffinityTerm,
+    PodCondition,
+    PodStatus,
+    Taint,
+    Toleration,
+    TopologySpreadConstraint,
+)
+from desched.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
+from desched.scheduling.scorer import GenericScorer, GenericScorerArgs, requesting_of
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "GONE",
+    "PENDING",
+    "PLACED",
+    "SCORE_DEFAULT",
+    "SCORE_GENERIC",
+    "THRASH_RE_EVICTED",
+    "THRASH_SAME_NODE",
+    "ClusterPicture",
+    "ConstraintSkew",
+    "CycleLike",
+    "CyclePlacement",
+    "Decision",
+    "EvictionRecorder",
+    "NodeUsage",
+    "PlacementOptions",
+    "PlacementSimulator",
+    "PodPlacement",
+    "Simulation",
+    "Stats",
+    "Thrash",
+    "cluster_picture",
+    "fit_error_message",
+    "num_feasible_nodes_to_find",
+    "simulate",
+]
+
+SCORE_DEFAULT: Final = "default"
+SCORE_GENERIC: Final = "generic"
+
+#: kube-scheduler's default profile: score plugins and their weights (those modelled here).
+DEFAULT_WEIGHTS: Final[Mapping[str, int]] = {
+    "NodeResourcesFit": 1,
+    "NodeResourcesBalancedAllocation": 1,
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "InterPodAffinity": 2,
+    "PodTopologySpread": 2,
+}
+#: The name the generic scorer's contribution goes by in ``PlacementOptions.weights()``.
+GENERIC_PLUGIN: Final = "NodeResourcesGeneric"
+
+PLACED: Final = "placed"
+PENDING: Final = "pending"
+GONE: Final = "gone"
+
+THRASH_SAME_NODE: Final = "same-node"
+THRASH_RE_EVICTED: Final = "re-evicted"
+
+# kube-scheduler's reasons, word for word (they make up the FitError message)
+R_UNSCHEDULABLE: Final = "node(s) were unschedulable"
+R_NODE_AFFINITY: Final = "node(s) didn't match Pod's node affinity/selector"
+R_TOO_MANY_PODS: Final = "Too many pods"
+R_SPREAD: Final = "node(s) didn't match pod topology spread constraints"
+R_SPREAD_LABEL: Final = "node(s) didn't match pod topology spread constraints (missing required label)"
+R_AFFINITY: Final = "node(s) didn't match pod affinity rules"
+R_ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"
+R_EXISTING_ANTI: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+MAX_NODE_SCORE: Final = 100
+MIN_FEASIBLE_NODES: Final = 100
+MIN_FEASIBLE_PERCENTAGE: Final = 5
+
+_FINISHED: Final = ("Succeeded", "Failed")
+_SCHED_EFFECTS: Final = (k8s_taints.TAINT_NO_SCHEDULE, k8s_taints.TAINT_NO_EXECUTE)
+_UNSCHEDULABLE_TAINT: Final = Taint(
+    key="node.kubernetes.io/unschedulable", effect=k8s_taints.TAINT_NO_SCHEDULE
+)
+_NOT_READY: Final = "node.kubernetes.io/not-ready"
+_UNREACHABLE: Final = "node.kubernetes.io/unreachable"
+_LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+_LABEL_ZONE: Final = "topology.kubernetes.io/zone"
+_LABEL_REGION: Final = "topology.kubernetes.io/region"
+_LABEL_ZONE_BETA: Final = "failure-domain.beta.kubernetes.io/zone"
+_LABEL_REGION_BETA: Final = "failure-domain.beta.kubernetes.io/region"
+_DO_NOT_SCHEDULE: Final = "DoNotSchedule"
+_SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
+_HONOR: Final = "Honor"
+#: Owners whose selector kube-scheduler's system-default spread constraints use.
+_DEFAULT_SPREAD_OWNERS: Final = ("ReplicaSet", "StatefulSet", "ReplicationController")
+_SYSTEM_DEFAULT_SPREAD: Final = ((_LABEL_HOSTNAME, 3), (_LABEL_ZONE, 5))
+_NAME_CHARS: Final = "bcdfghjklmnpqrstvwxz2456789"  # what Kubernetes uses in generated names
+_BIG: Final = 1 << 62
+
+_encode = msgspec.msgpack.Encoder().encode
+
+Matcher = Callable[[Mapping[str, str]], bool]
+PodMatcher = Callable[[Pod], bool]
+ProgressFn = Callable[[str, int, int], None]
+
+
+# =============================================================================== options
+
+
+@dataclass(frozen=True)
+class PlacementOptions:
+    """How replacements are scored (the filters are always kube-scheduler's)."""
+
+    #: ``default`` (kube-scheduler's default profile) or ``generic`` (KEP-2143 scorer).
+    score: str = SCORE_DEFAULT
+    #: The generic scorer's args; required with ``score="generic"``.
+    generic: GenericScorerArgs | None = None
+    #: The generic score's weight: it stands in for NodeResourcesFit and BalancedAllocation (1 + 1).
+    generic_weight: int = 2
+    #: kube-scheduler's ``percentageOfNodesToScore``; None is its adaptive default, 100 all nodes.
+    percentage_of_nodes_to_score: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.score not in (SCORE_DEFAULT, SCORE_GENERIC):
+            raise ValueError(f"score must be {SCORE_DEFAULT} or {SCORE_GENERIC}, got {self.score!r}")
+        if self.score == SCORE_GENERIC and self.generic is None:
+            raise ValueError("the generic score needs the scorer's args")
+        if self.generic_weight < 1:
+            raise ValueError(f"generic_weight must be at least 1, got {self.generic_weight}")
+        pct = self.percentage_of_nodes_to_score
+        if pct is not None and not 0 < pct <= 100:
+            raise ValueError(f"percentage_of_nodes_to_score must be in 1..100, got {pct}")
+
+    def weights(self) -> dict[str, int]:
+        """The score plugins in use and their weights."""
+        out = dict(DEFAULT_WEIGHTS)
+        if self.score == SCORE_GENERIC:
+            del out["NodeResourcesFit"]
+            del out["NodeResourcesBalancedAllocation"]
+            out = {GENERIC_PLUGIN: self.generic_weight, **out}
+        return out
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int | None = None) -> int:
+    """kube-scheduler's ``numFeasibleNodesToFind``: how many feasible nodes are looked for."""
+    if num_all_nodes < MIN_FEASIBLE_NODES or (percentage is not None and percentage >= 100):
+        return num_all_nodes
+    if not percentage:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_PERCENTAGE)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES)
+
+
+def fit_error_message(num_nodes: int, reasons: Mapping[str, int], prefix: str = "") -> str:
+    """kube-scheduler's FitError text: ``0/N nodes are available: <count reason>, ... .``"""
+    if num_nodes == 0:
+        return "no nodes available to schedule pods"
+    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    if not parts and not prefix:
+        return f"0/{num_nodes} nodes are available."
+    head = f"0/{num_nodes} nodes are available:"
+    if prefix:
+        head += f" {prefix}."
+    if parts:
+        head += " " + ", ".join(parts)
+    return head + "."
+
+
+# =============================================================================== small helpers
+
+
+def _occupies(pod: Pod) -> bool:
+    return pod.status.phase not in _FINISHED
+
+
+def _taint_reason(taint: Taint) -> str:
+    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+
+
+def _condition_taints(node: Node) -> list[Taint]:
+    """The NoSchedule taint the node lifecycle controller puts on a node that is not Ready."""
+    for cond in node.status.conditions or ():
+        if cond.type != "Ready" or cond.status == "True":
+            continue
+        key = _UNREACHABLE if cond.status == "Unknown" else _NOT_READY
+        for t in node.spec.taints or ():
+            if t.key == key and t.effect == k8s_taints.TAINT_NO_SCHEDULE:
+                return []
+        return [Taint(key=key, effect=k8s_taints.TAINT_NO_SCHEDULE)]
+    return []
+
+
+def _zone_key(labels: Mapping[str, str]) -> str:
+    region = labels.get(_LABEL_REGION) or labels.get(_LABEL_REGION_BETA) or ""
+    zone = labels.get(_LABEL_ZONE) or labels.get(_LABEL_ZONE_BETA) or ""
+    return f"{region}:\x00:{zone}" if region or zone else ""
+
+
+def scheduler_node_order(nodes: Iterable[Node]) -> list[Node]:
+    """kube-scheduler's node tree order: round-robin over zones (in order of first appearance),
+    nodes by name within a zone."""
+    zones: dict[str, list[Node]] = {}
+    for node in sorted(nodes, key=lambda n: n.metadata.name):
+        zones.setdefault(_zone_key(node.metadata.labels or {}), []).append(node)
+    out: list[Node] = []
+    lists = list(zones.values())
+    depth = max((len(z) for z in lists), default=0)
+    for k in range(depth):
+        for z in lists:
+            if k < len(z):
+                out.append(z[k])
+    return out
+
+
+def _required_node_affinity(pod: Pod) -> object:
+    aff = pod.spec.affinity
+    if aff is None or aff.node_affinity is None:
+        return None
+    return aff.node_affinity.required_during_scheduling_ignored_during_execution
+
+
+def _affinity_shape(pod: Pod) -> bytes:
+    return _encode((pod.spec.node_selector, _required_node_affinity(pod)))
+
+
+def _has_node_constraint(pod: Pod) -> bool:
+    return bool(pod.spec.node_selector) or _required_node_affinity(pod) is not None
+
+
+def _required_terms(pod: Pod, anti: bool) -> list[PodAffinityTerm]:
+    aff = pod.spec.affinity
+    if aff is None:
+        return []
+    pa = aff.pod_anti_affinity if anti else aff.pod_affinity
+    if pa is None:
+        return []
+    return pa.required_during_scheduling_ignored_during_execution or []
+
+
+def _missing_cpu_or_memory(pod: Pod) -> bool:
+    """Whether kube-scheduler's non-zero stand-ins could change the pod's cpu/memory requests."""
+    spec = pod.spec
+    if spec.resources is not None and spec.resources.requests:
+        return True
+    for group in (spec.containers, spec.init_containers or ()):
+        for c in group:
+            res = c.resources
+            req = res.requests if res is not None else None
+            if not req or CPU not in req or MEMORY not in req:
+                return True
+    return False
+
+
+def _non_zero_cpu_memory(pod: Pod, requests: Mapping[str, int]) -> tuple[int, int]:
+    if not _missing_cpu_or_memory(pod):
+        return requests.get(CPU, 0), requests.get(MEMORY, 0)
+    nz = k8s_resources.non_zero_pod_requests(pod)
+    return nz.get(CPU, 0), nz.get(MEMORY, 0)
+
+
+def _selector_text(sel: LabelSelector | None, extra: Sequence[tuple[str, str]] = ()) -> str:
+    """A label selector as ``kubectl`` would write it."""
+    if sel is None:
+        return "<none>"
+    parts = [f"{k}={v}" for k, v in sorted((sel.match_labels or {}).items())]
+    for e in sel.match_expressions or ():
+        values = ",".join(e.values or ())
+        if e.operator == "In":
+            parts.append(f"{e.key} in ({values})")
+        elif e.operator == "NotIn":
+            parts.append(f"{e.key} notin ({values})")
+        elif e.operator == "Exists":
+            parts.append(e.key)
+        elif e.operator == "DoesNotExist":
+            parts.append(f"!{e.key}")
+        else:
+            parts.append(f"{e.key} {e.operator} ({values})")
+    parts.extend(f"{k}={v}" for k, v in extra)
+    return ",".join(parts) or "<all>"
+
+
+# =============================================================================== the cluster index
+
+
+class _Counter:
+    """Matching pods per topology domain for one spread constraint, kept as pods are placed.
+
+    ``domains`` (shared between counters with the same eligible nodes and key, read-only) are
+    the topology values of the eligible nodes; ``counts`` holds the domains with matching pods;
+    ``hist`` how many domains have each count (0 included), from which the global minimum, the
+    skew and the excess follow without a pass over the domains.
+    """
+
+    __slots__ = ("counts", "domains", "eligible", "hist", "key", "match", "min_count", "namespace")
+
+    def __init__(
+        self, namespace: str, key: str, match: PodMatcher, eligible: list[bool], domains: Mapping[str, int]
+    ) -> None:
+        self.namespace = namespace
+        self.key = key
+        self.match = match
+        self.eligible = eligible
+        self.domains = domains
+        self.counts: dict[str, int] = {}
+        self.hist: Counter[int] = Counter()
+        self.min_count = _BIG
+
+    def finish(self) -> None:
+        hist = Counter(self.counts.values())
+        empty = len(self.domains) - len(self.counts)
+        if empty:
+            hist[0] = empty
+        self.hist = hist
+        self.min_count = min(hist) if hist else _BIG
+
+    def increment(self, value: str) -> None:
+        if value not in self.domains:
+            return
+        counts = self.counts
+        c = counts.get(value, 0)
+        counts[value] = c + 1
+        hist = self.hist
+        hist[c] -= 1
+        if not hist[c]:
+            del hist[c]
+        hist[c + 1] += 1
+        if c == self.min_count and c not in hist:
+            self.min_count = c + 1
+
+    def global_min(self, min_domains: int | None) -> int:
+        if min_domains is not None and len(self.domains) < min_domains:
+            return 0
+        return self.min_count
+
+    def skew(self, min_domains: int | None) -> int:
+        if not self.hist:
+            return 0
+        return max(self.hist) - self.global_min(min_domains)
+
+    def excess(self, min_domains: int | None, max_skew: int) -> int:
+        """Pods above ``global minimum + maxSkew`` in their domain."""
+        if not self.hist:
+            return 0
+        ceiling = self.global_min(min_domains) + max_skew
+        return sum((c - ceiling) * k for c, k in self.hist.items() if c > ceiling)
+
+
+class _TermIndex:
+    """The occupying pods that match one pod (anti-)affinity term (namespaces + selector), by node."""
+
+    __slots__ = ("by_node", "match", "namespaces")
+
+    def __init__(self, namespaces: frozenset[str], match: Matcher) -> None:
+        self.namespaces = namespaces
+        self.match = match
+        self.by_node: dict[int, list[Pod]] = {}
+
+    def matches(self, pod: Pod) -> bool:
+        return pod.metadata.namespace in self.namespaces and self.match(pod.metadata.labels or {})
+
+
+@dataclass(frozen=True, slots=True)
+class _Constraint:
+    counter: _Counter
+    key: str
+    max_skew: int
+    min_domains: int | None
+    self_match: int
+    when: str
+
+
+class _Cluster:
+    """Nodes in kube-scheduler's order and everything the checks read, with memos per pod shape."""
+
+    def __init__(self, snapshot: ClusterSnapshot, nodes: Sequence[Node] | None = None) -> None:
+        self.snapshot = snapshot
+        self.nodes: list[Node] = scheduler_node_order(snapshot.nodes if nodes is None else nodes)
+        self.n = len(self.nodes)
+        self.names: list[str] = [n.metadata.name for n in self.nodes]
+        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        self.labels: list[Mapping[str, str]] = [n.metadata.labels or {} for n in self.nodes]
+        self.unschedulable: list[bool] = [n.spec.unschedulable for n in self.nodes]
+        sigs: dict[bytes, int] = {}
+        self.sig_taints: list[tuple[Taint, ...]] = []
+        self.taint_sig: list[int] = []
+        for node in self.nodes:
+            taints = (*(node.spec.taints or ()), *_condition_taints(node))
+            enc = _encode(taints)
+            sig = sigs.get(enc)
+            if sig is None:
+                sig = sigs[enc] = len(self.sig_taints)
+                self.sig_taints.append(taints)
+            self.taint_sig.append(sig)
+        self.prefer_no_schedule = any(
+            t.effect == k8s_taints.TAINT_PREFER_NO_SCHEDULE for ts in self.sig_taints for t in ts
+        )
+        self._static: dict[bytes, tuple[list[str], list[int]]] = {}
+        self._values: dict[str, list[str | None]] = {}
+        self._nodes_by_value: dict[str, dict[str, list[int]]] = {}
+        self._templates: dict[tuple[int, str], dict[str, int]] = {}
+        self._preferred: dict[bytes, list[int]] = {}
+        self._prefer_no_schedule: dict[bytes, list[int]] = {}
+        self._eligible: dict[tuple[object, ...], list[bool]] = {}
+        self._counters: dict[tuple[object, ...], _Counter] = {}
+        #: counters and term indexes by the pods that can change them: ("owner", ns, kind, name),
+        #: ("pair", ns, label, value) for the first of their matchLabels, else ("ns", ns)
+        self._counter_buckets: dict[tuple[str, ...], list[_Counter]] = {}
+        self._terms: dict[tuple[object, ...], _TermIndex] = {}
+        self._term_buckets: dict[tuple[str, ...], list[_TermIndex]] = {}
+        self._spread_cache: dict[bytes, list[_Constraint]] = {}
+        self._label_index: dict[tuple[str, str], dict[str, list[Pod]]] = {}
+        self._label_keys: dict[str, list[str]] = {}
+        self._ns_pods: dict[str, list[Pod]] = {}
+        self._with_keys: dict[tuple[bytes, tuple[str, ...]], list[int]] = {}
+        self._ns_labels: dict[str, Mapping[str, str]] | None = None
+        self._term_ns: dict[tuple[str, bytes], frozenset[str]] = {}
+
+    # ---------------------------------------------------------------- static filters
+
+    def static_reasons(self, pod: Pod) -> tuple[list[str], list[int]]:
+        """Per node (in order): why NodeUnschedulable, TaintToleration or NodeAffinity reject the
+        pod, "" when they pass; and the nodes that pass. Memoised per shape (node selector, node
+        affinity, tolerations)."""
+        spec = pod.spec
+        required = _required_node_affinity(pod)
+        shape = _encode((spec.node_selector, required, spec.tolerations))
+        hit = self._static.get(shape)
+        if hit is not None:
+            return hit
+        tolerations = spec.tolerations
+        tolerates_cordon = k8s_taints.tolerates_taint(tolerations, _UNSCHEDULABLE_TAINT)
+        check_affinity = bool(spec.node_selector) or required is not None
+        by_sig: dict[int, str] = {}
+        out: list[str] = []
+        for i, node in enumerate(self.nodes):
+            if self.unschedulable[i] and not tolerates_cordon:
+                out.append(R_UNSCHEDULABLE)
+                continue
+            sig = self.taint_sig[i]
+            reason = by_sig.get(sig)
+            if reason is None:
+                taint = k8s_taints.untolerated_taint(self.sig_taints[sig], tolerations, _SCHED_EFFECTS)
+                reason = by_sig[sig] = "" if taint is None else _taint_reason(taint)
+            if reason:
+                out.append(reason)
+            elif check_affinity and not k8s_affinity.pod_matches_node_selector(pod, node):
+                out.append(R_NODE_AFFINITY)
+            else:
+                out.append("")
+        result = (out, [i for i, r in enumerate(out) if not r])
+        self._static[shape] = result
+        return result
+
+    def passing_with_keys(self, pod: Pod, keys: tuple[str, ...]) -> list[int]:
+        """The nodes passing the static filters that carry every label of ``keys``."""
+        passing = self.static_reasons(pod)[1]
+        if not keys:
+            return passing
+        spec = pod.spec
+        key = (_encode((spec.node_selector, _required_node_affinity(pod), spec.tolerations)), keys)
+        hit = self._with_keys.get(key)
+        if hit is None:
+            labels = self.labels
+            hit = self._with_keys[key] = [i for i in passing if all(k in labels[i] for k in keys)]
+        return hit
+
+    def nodes_by_value(self, key: str) -> dict[str, list[int]]:
+        """The nodes carrying label ``key``, by its value."""
+        hit = self._nodes_by_value.get(key)
+        if hit is None:
+            hit = {}
+            for i, value in enumerate(self.values_of(key)):
+                if value is not None:
+                    hit.setdefault(value, []).append(i)
+            self._nodes_by_value[key] = hit
+        return hit
+
+    def values_of(self, key: str) -> list[str | None]:
+        """Per node: the value of label ``key`` (None when the node lacks it)."""
+        hit = self._values.get(key)
+        if hit is None:
+            hit = self._values[key] = [labels.get(key) for labels in self.labels]
+        return hit
+
+    def preferred_node_affinity(self, pod: Pod) -> list[int]:
+        """Per node: the weights of the pod's matching preferred node-affinity terms (memoised
+        per set of terms)."""
+        aff = pod.spec.affinity
+        terms = (
+            aff.node_affinity.preferred_during_scheduling_ignored_during_execution
+            if aff and aff.node_affinity
+            else None
+        )
+        key = _encode(terms)
+        hit = self._preferred.get(key)
+        if hit is None:
+            hit = self._preferred[key] = [
+                k8s_affinity.preferred_node_affinity_score(pod, node) for node in self.nodes
+            ]
+        return hit
+
+    def prefer_no_schedule_counts(self, tolerations: Sequence[Toleration] | None) -> list[int]:
+        """Per node: the PreferNoSchedule taints the tolerations do not tolerate."""
+        key = _encode(tolerations)
+        hit = self._prefer_no_schedule.get(key)
+        if hit is None:
+            hit = self._prefer_no_schedule[key] = self._prefer_no_schedule_counts(tolerations)
+        return hit
+
+    def _prefer_no_schedule_counts(self, tolerations: Sequence[Toleration] | None) -> list[int]:
+        relevant = [t for t in tolerations or () if t.effect in ("", k8s_taints.TAINT_PREFER_NO_SCHEDULE)]
+        by_sig = [
+            sum(
+                1
+                for t in taints
+                if t.effect == k8s_taints.TAINT_PREFER_NO_SCHEDULE
+                and not k8s_taints.tolerates_taint(relevant, t)
+            )
+            for taints in self.sig_taints
+        ]
+        return [by_sig[s] for s in self.taint_sig]
+
+    # ---------------------------------------------------------------- pods by namespace and label
+
+    def _namespace_pods(self, namespace: str) -> list[Pod]:
+        pods = self._ns_pods.get(namespace)
+        if pods is None:
+            pods = self._ns_pods[namespace] = self.snapshot.pods_in_namespace(namespace)
+        return pods
+
+    def _by_label(self, namespace: str, key: str) -> dict[str, list[Pod]]:
+        """The namespace's pods by their value of label ``key``."""
+        index = self._label_index.get((namespace, key))
+        if index is None:
+            index = {}
+            for p in self._namespace_pods(namespace):
+                labels = p.metadata.labels
+                if labels:
+                    value = labels.get(key)
+                    if value is not None:
+                        index.setdefault(value, []).append(p)
+            self._label_index[(namespace, key)] = index
+            self._label_keys.setdefault(namespace, []).append(key)
+        return index
+
+    def candidates(self, namespace: str, selector: LabelSelector | None) -> Sequence[Pod]:
+        """The namespace's pods a selector could match, narrowed by the label index: by one of
+        its matchLabels, or by an ``In`` expression (the union of its values' pods)."""
+        if selector is not None:
+            if selector.match_labels:
+                key, value = min(selector.match_labels.items())
+                return self._by_label(namespace, key).get(value, [])
+            for expr in selector.match_expressions or ():
+                if expr.operator == "In" and expr.values:
+                    index = self._by_label(namespace, expr.key)
+                    lists = [index.get(v, []) for v in sorted(set(expr.values))]
+                    return lists[0] if len(lists) == 1 else [p for pods in lists for p in pods]
+        return self._namespace_pods(namespace)
+
+    @property
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
+        if self._ns_labels is None:
+            out: dict[str, Mapping[str, str]] = {}
+            for p in self.snapshot.iter_pods():
+                ns = p.metadata.namespace
+                if ns not in out:
+                    out[ns] = {k8s_affinity.NAMESPACE_NAME_LABEL: ns}
+            for ns_obj in self.snapshot.namespaces:
+                name = ns_obj.metadata.name
+                out[name] = {**(ns_obj.metadata.labels or {}), k8s_affinity.NAMESPACE_NAME_LABEL: name}
+            self._ns_labels = out
+        return self._ns_labels
+
+    def term_namespaces(self, pod: Pod, term: PodAffinityTerm) -> frozenset[str]:
+        if term.namespace_selector is None:
+            return frozenset(term.namespaces or ()) or frozenset((pod.metadata.namespace,))
+        key = (pod.metadata.namespace, _encode((term.namespaces, term.namespace_selector)))
+        hit = self._term_ns.get(key)
+        if hit is None:
+            hit = self._term_ns[key] = k8s_affinity.pod_affinity_term_namespaces(
+                pod, term, self.namespace_labels
+            )
+        return hit
+
+    def term_index(self, pod: Pod, term: PodAffinityTerm) -> _TermIndex:
+        """The index of the pods matching ``term`` (declared by ``pod``). Raises SelectorError."""
+        namespaces = self.term_namespaces(pod, term)
+        key = (tuple(sorted(namespaces)), _encode(term.label_selector))
+        hit = self._terms.get(key)
+        if hit is not None:
+            return hit
+        match = k8s_labels.compile_label_selector(term.label_selector, none_matches=False)
+        ti = _TermIndex(namespaces, match)
+        index = self.index
+        for ns in sorted(namespaces):
+            for p in self.candidates(ns, term.label_selector):
+                i = index.get(p.spec.node_name)
+                if i is not None and _occupies(p) and match(p.metadata.labels or {}):
+                    ti.by_node.setdefault(i, []).append(p)
+            self._term_buckets.setdefault(_bucket(ns, term.label_selector), []).append(ti)
+        self._terms[key] = ti
+        return ti
+
+    # ---------------------------------------------------------------- topology spread
+
+    def eligible(
+        self, pod: Pod, required_keys: tuple[str, ...], c: TopologySpreadConstraint | None
+    ) -> list[bool]:
+        """Per node: whether it is a domain of the pod's constraint (has every required key and
+        passes the node inclusion policies)."""
+        honor_affinity = c is None or (c.node_affinity_policy or _HONOR) == _HONOR
+        honor_taints = c is not None and c.node_taints_policy == _HONOR
+        key = (
+            required_keys,
+            _affinity_shape(pod) if honor_affinity and _has_node_constraint(pod) else None,
+            _encode(pod.spec.tolerations) if honor_taints else None,
+        )
+        hit = self._eligible.get(key)
+        if hit is not None:
+            return hit
+        by_sig: dict[int, bool] = {}
+        out: list[bool] = []
+        check_affinity = key[1] is not None
+        for i, node in enumerate(self.nodes):
+            labels = self.labels[i]
+            ok = all(k in labels for k in required_keys)
+            if ok and check_affinity:
+                ok = k8s_affinity.pod_matches_node_selector(pod, node)
+            if ok and honor_taints:
+                sig = self.taint_sig[i]
+                tolerated = by_sig.get(sig)
+                if tolerated is None:
+                    tolerated = by_sig[sig] = (
+                        k8s_taints.untolerated_taint(
+                            self.sig_taints[sig], pod.spec.tolerations, _SCHED_EFFECTS
+                        )
+                        is None
+                    )
+                ok = tolerated
+            out.append(ok)
+        self._eligible[key] = out
+        return out
+
+    def _counter(
+        self,
+        key: tuple[object, ...],
+        namespace: str,
+        topology_key: str,
+        match: PodMatcher,
+        eligible: list[bool],
+        candidates: Callable[[], Iterable[Pod]],
+        bucket: tuple[str, ...],
+    ) -> _Counter:
+        hit = self._counters.get(key)
+        if hit is not None:
+            return hit
+        labels = self.labels
+        template_key = (id(eligible), topology_key)
+        domains = self._templates.get(template_key)
+        if domains is None:
+            domains = {}
+            for value, ok in zip(self.values_of(topology_key), eligible, strict=True):
+                if ok and value is not None:
+                    domains[value] = 0
+            self._templates[template_key] = domains
+        counter = _Counter(namespace, topology_key, match, eligible, domains)
+        counts = counter.counts
+        index = self.index
+        for p in candidates():
+            at = index.get(p.spec.node_name)
+            if (
+                at is None
+                or not eligible[at]
+                or not _occupies(p)
+                or p.metadata.deletion_timestamp is not None
+                or not match(p)
+            ):
+                continue
+            value = labels[at].get(topology_key)
+            if value is not None and value in domains:
+                counts[value] = counts.get(value, 0) + 1
+        counter.finish()
+        self._counters[key] = counter
+        self._counter_buckets.setdefault(bucket, []).append(counter)
+        return counter
+
+    def spread_constraints(self, pod: Pod, when: str) -> list[_Constraint]:
+        """The pod's constraints of one ``whenUnsatisfiable`` kind, with their domain counters.
+        Raises SelectorError for an invalid selector."""
+        tscs = [c for c in pod.spec.topology_spread_constraints or () if c.when_unsatisfiable == when]
+        if not tscs:
+            return []
+        spec = pod.spec
+        cache_key = _encode(
+            (
+                when,
+                pod.metadata.namespace,
+                tscs,
+                pod.metadata.labels,
+                spec.node_selector,
+                _required_node_affinity(pod),
+                spec.tolerations,
+            )
+        )
+        hit = self._spread_cache.get(cache_key)
+        if hit is not None:
+            return hit
+        hit = self._spread_cache[cache_key] = self._spread_constraints(pod, when, tscs)
+        return hit
+
+    def _spread_constraints(
+        self, pod: Pod, when: str, tscs: list[TopologySpreadConstraint]
+    ) -> list[_Constraint]:
+        required = tuple(sorted({c.topology_key for c in tscs}))
+        namespace = pod.metadata.namespace
+        labels = pod.metadata.labels or {}
+        out: list[_Constraint] = []
+        for c in tscs:
+            selector = k8s_labels.compile_label_selector(c.label_selector, none_matches=False)
+            extra = tuple((k, labels[k]) for k in c.match_label_keys or () if k in labels)
+            match = _spread_matcher(selector, extra)
+            eligible = self.eligible(pod, required, c)
+            key = ("sel", namespace, _encode(c.label_selector), extra, c.topology_key, id(eligible))
+            counter = self._counter(
+                key,
+                namespace,
+                c.topology_key,
+                match,
+                eligible,
+                self._candidates_of(namespace, c.label_selector),
+                _bucket(namespace, c.label_selector),
+            )
+            out.append(
+                _Constraint(counter, c.topology_key, c.max_skew, c.min_domains, 1 if match(pod) else 0, when)
+            )
+        return out
+
+    def _candidates_of(self, namespace: str, selector: LabelSelector | None) -> Callable[[], Iterable[Pod]]:
+        return lambda: self.candidates(namespace, selector)
+
+    def default_spread_constraints(self, pod: Pod) -> list[_Constraint]:
+        """kube-scheduler's system-default ScheduleAnyway constraints, over the pods of the same
+        owner (standing in for the selectors of the owning ReplicaSet/StatefulSet/Service)."""
+        ref = k8s_pods.controller_ref(pod)
+        if ref is None or ref.kind not in _DEFAULT_SPREAD_OWNERS:
+            return []
+        namespace = pod.metadata.namespace
+        kind, name = ref.kind, ref.name
+        cache_key = _encode(("default", namespace, kind, name, _affinity_shape(pod)))
+        hit = self._spread_cache.get(cache_key)
+        if hit is not None:
+            return hit
+
+        def same_owner(p: Pod) -> bool:
+            return p.metadata.namespace == namespace and any(
+                r.kind == kind and r.name == name for r in p.metadata.owner_references or ()
+            )
+
+        out: list[_Constraint] = []
+        for topology_key, max_skew in _SYSTEM_DEFAULT_SPREAD:
+            eligible = self.eligible(pod, (topology_key,), None)
+            key = ("owner", namespace, kind, name, topology_key, id(eligible))
+            counter = self._counter(
+                key,
+                namespace,
+                topology_key,
+                same_owner,
+                eligible,
+                lambda: self.snapshot.pods_of_owner(namespace, kind, name),
+                ("owner", namespace, kind, name),
+            )
+            out.append(_Constraint(counter, topology_key, max_skew, None, 1, _SCHEDULE_ANYWAY))
+        self._spread_cache[cache_key] = out
+        return out
+
+    # ---------------------------------------------------------------- incremental updates
+
+    def pod_added(self, pod: Pod, i: int) -> None:
+        """Keep the indexes in step with a pod bound to node ``i``."""
+        ns = pod.metadata.namespace
+        labels = pod.metadata.labels or {}
+        pods = self._ns_pods.get(ns)
+        if pods is not None:
+            pods.append(pod)
+        for key in self._label_keys.get(ns, ()):
+            value = labels.get(key)
+            if value is not None:
+                self._label_index[(ns, key)].setdefault(value, []).append(pod)
+        if not _occupies(pod):
+            return
+        buckets: list[tuple[str, ...]] = [("ns", ns)]
+        buckets.extend(("pair", ns, k, v) for k, v in labels.items())
+        node_labels = self.labels[i]
+        counters = self._counter_buckets
+        terms = self._term_buckets
+        live = pod.metadata.deletion_timestamp is None
+        for bucket in (
+            *buckets,
+            *(("owner", ns, r.kind, r.name) for r in pod.metadata.owner_references or ()),
+        ):
+            for counter in counters.get(bucket, ()):
+                if live and counter.eligible[i] and counter.match(pod):
+                    value = node_labels.get(counter.key)
+                    if value is not None:
+                        counter.increment(value)
+        for bucket in buckets:
+            for ti in terms.get(bucket, ()):
+                if ti.match(labels):
+                    ti.by_node.setdefault(i, []).append(pod)
+
+
+def _bucket(namespace: str, selector: LabelSelector | None) -> tuple[str, ...]:
+    """Which pods can match ``selector``: those with its first matchLabels pair, else any."""
+    if selector is not None and selector.match_labels:
+        k, v = min(selector.match_labels.items())
+        return ("pair", namespace, k, v)
+    return ("ns", namespace)
+
+
+def _spread_matcher(selector: Matcher, extra: tuple[tuple[str, str], ...]) -> PodMatcher:
+    if not extra:
+        return lambda p: selector(p.metadata.labels or {})
+
+    def match(p: Pod) -> bool:
+        labels = p.metadata.labels or {}
+        for k, v in extra:
+            if labels.get(k) != v:
+                return False
+        return selector(labels)
+
+    return match
+
+
+# =============================================================================== the simulator
+
+
+class _AntiGroup:
+    """Existing pods' required anti-affinity terms that are alike, and where those pods sit."""
+
+    __slots__ = ("key", "match", "values")
+
+    def __init__(self, key: str, match: Matcher) -> None:
+        self.key = key
+        self.match = match
+        self.values: Counter[str] = Counter()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Where kube-scheduler would bind one pod, or why it would stay Pending."""
+
+    #: The node, "" when no node is feasible.
+    node: str
+    #: kube-scheduler's FitError message when pending.
+    reason: str = ""
+    #: The winning node's total score (the weighted sum of the plugins' 0..100 scores).
+    score: int | None = None
+    #: Feasible nodes found (and scored).
+    feasible: int = 0
+
+
+#: A request of 0 always fits, even on an overcommitted node: compare against this instead.
+_NO_REQUEST: Final = -_BIG
+#: Resources NodeResourcesFit checks by name; every other requested resource is a "scalar" one.
+_BASIC_RESOURCES: Final = frozenset((CPU, MEMORY, EPHEMERAL_STORAGE, PODS))
+#: Request classes whose per-node resource scores are kept (replicas of a workload share one).
+_RESOURCE_CACHE_CLASSES: Final = 64
+#: Request classes whose lists of fitting nodes are kept.
+_FIT_CLASSES: Final = 256
+
+
+class PlacementSimulator:
+    """kube-scheduler's filters and scores over one snapshot, kept up to date as pods are bound.
+
+    Use :meth:`decide` for a pod, then :meth:`bind` the pod (with ``spec.nodeName`` set) to make
+    the placement count for the pods after it.
+    """
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        options: PlacementOptions | None = None,
+        *,
+        nodes: Sequence[Node] | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.options = options or PlacementOptions()
+        self.cluster = c = _Cluster(snapshot, nodes)
+        self._start = 0
+        self._to_find = num_feasible_nodes_to_find(c.n, self.options.percentage_of_nodes_to_score)
+        self._weights = self.options.weights()
+        self._generic = (
+            GenericScorer(self.options.generic)
+            if self.options.score == SCORE_GENERIC and self.options.generic is not None
+            else None
+        )
+        n = c.n
+        self.alloc: list[Resources] = [snapshot.allocatable(node) for node in c.nodes]
+        self.alloc_cpu = [a.get(CPU, 0) for a in self.alloc]
+        self.alloc_mem = [a.get(MEMORY, 0) for a in self.alloc]
+        self.alloc_eph = [a.get(EPHEMERAL_STORAGE, 0) for a in self.alloc]
+        self.alloc_pods = [a.get(PODS, 0) for a in self.alloc]
+        # what the pods occupying the node request: raw (the filter, BalancedAllocation) and
+        # with kube-scheduler's non-zero stand-ins (NonZeroRequested: LeastAllocated)
+        self.req_cpu = [0] * n
+        self.req_mem = [0] * n
+        self.req_eph = [0] * n
+        self.pod_count = [0] * n
+        self.req_scalar: list[dict[str, int]] = [{} for _ in range(n)]
+        self.nz_cpu = [0] * n
+        self.nz_mem = [0] * n
+        self._anti_groups: dict[tuple[object, ...], _AntiGroup] = {}
+        self._anti_by_ns: dict[str, list[_AntiGroup]] = {}
+        index = c.index
+        requests = snapshot.requests
+        for pod in snapshot.iter_pods():
+            at = index.get(pod.spec.node_name)
+            if at is None or not _occupies(pod):
+                continue
+            req = requests(pod)
+            self.pod_count[at] += 1
+            self._add_requests(at, pod, req)
+            aff = pod.spec.affinity
+            if aff is not None and aff.pod_anti_affinity is not None:
+                self._add_existing_anti(pod, at)
+        self.free_cpu = [a - u for a, u in zip(self.alloc_cpu, self.req_cpu, strict=True)]
+        self.free_mem = [a - u for a, u in zip(self.alloc_mem, self.req_mem, strict=True)]
+        self.free_eph = [a - u for a, u in zip(self.alloc_eph, self.req_eph, strict=True)]
+        self.free_pods = [a - u for a, u in zip(self.alloc_pods, self.pod_count, strict=True)]
+        #: resource scores per pod request class, per node; a bind drops its node's entries
+        self._resource_cache: dict[tuple[int, int, int, int], dict[int, int]] = {}
+        self._cached_at: list[list[dict[int, int]]] = [[] for _ in range(n)]
+        #: nodes bound so far, in order; request classes' fit lists catch up from it
+        self._bind_log: list[int] = []
+        self._fit_classes: dict[tuple[object, ...], tuple[list[int], list[int]]] = {}
+
+    # ---------------------------------------------------------------- state
+
+    def _add_requests(self, i: int, pod: Pod, req: Mapping[str, int]) -> None:
+        self.req_cpu[i] += req.get(CPU, 0)
+        self.req_mem[i] += req.get(MEMORY, 0)
+        self.req_eph[i] += req.get(EPHEMERAL_STORAGE, 0)
+        for name, amount in req.items():
+            if name not in _BASIC_RESOURCES:
+                scalar = self.req_scalar[i]
+                scalar[name] = scalar.get(name, 0) + amount
+        pc, pm = _non_zero_cpu_memory(pod, req)
+        self.nz_cpu[i] += pc
+        self.nz_mem[i] += pm
+
+    def _add_existing_anti(self, pod: Pod, i: int) -> None:
+        c = self.cluster
+        node_labels = c.labels[i]
+        for term in _required_terms(pod, anti=True):
+            value = node_labels.get(term.topology_key)
+            if value is None:
+                continue
+            try:
+                match = k8s_labels.compile_label_selector(term.label_selector, none_matches=False)
+            except k8s_labels.SelectorError:
+                continue  # kube-scheduler could not have admitted such a pod's terms either
+            namespaces = c.term_namespaces(pod, term)
+            key = (tuple(sorted(namespaces)), _encode(term.label_selector), term.topology_key)
+            group = self._anti_groups.get(key)
+            if group is None:
+                group = self._anti_groups[key] = _AntiGroup(term.topology_key, match)
+                for ns in namespaces:
+                    self._anti_by_ns.setdefault(ns, []).append(group)
+            group.values[value] += 1
+
+    def bind(self, pod: Pod) -> None:
+        """Bind ``pod`` (``spec.nodeName`` set) on its node: the snapshot and every index follow."""
+        i = self.cluster.index.get(pod.spec.node_name)
+        if i is None:
+            raise ValueError(f"pod {pod.key}: node {pod.spec.node_name!r} is not one of the simulated nodes")
+        self.snapshot.add_pod(pod)
+        self._bind_log.append(i)
+        if _occupies(pod):
+            req = self.snapshot.requests(pod)
+            self.pod_count[i] += 1
+            self._add_requests(i, pod, req)
+            self.free_cpu[i] = self.alloc_cpu[i] - self.req_cpu[i]
+            self.free_mem[i] = self.alloc_mem[i] - self.req_mem[i]
+            self.free_eph[i] = self.alloc_eph[i] - self.req_eph[i]
+            self.free_pods[i] = self.alloc_pods[i] - self.pod_count[i]
+            for cache in self._cached_at[i]:
+                cache.pop(i, None)
+            self._cached_at[i] = []
+            aff = pod.spec.affinity
+            if aff is not None and aff.pod_anti_affinity is not None:
+                self._add_existing_anti(pod, i)
+        self.cluster.pod_added(pod, i)
+
+    # ---------------------------------------------------------------- one pod
+
+    def decide(self, pod: Pod) -> Decision:
+        """Run kube-scheduler's filters and scores for ``pod`` (not bound yet)."""
+        c = self.cluster
+        n = c.n
+        if n == 0:
+            return Decision("", fit_error_message(0, {}))
+        try:
+            pre = _PreFilter(self, pod)
+        except k8s_labels.SelectorError as e:
+            return Decision("", fit_error_message(n, {}, prefix=f"invalid selector: {e}"))
+        feasible, processed = self._find_feasible(pre)
+        self._start = (self._start + processed) % n
+        if not feasible:
+            return Decision("", fit_error_message(n, self._diagnose(pre)))
+        if len(feasible) == 1:
+            i = feasible[0]
+            return Decision(c.names[i], "", None, 1)
+        scores = self._score(pod, pre, feasible)
+        names = c.names
+        best = feasible[0]
+        best_score = scores[0]
+        for j in range(1, len(feasible)):
+            s = scores[j]
+            if s > best_score or (s == best_score and names[feasible[j]] < names[best]):
+                best, best_score = feasible[j], s
+        return Decision(names[best], "", best_score, len(feasible))
+
+    def _find_feasible(self, pre: _PreFilter) -> tuple[list[int], int]:
+        """The first feasible nodes (up to numFeasibleNodesToFind) from where the previous search
+        stopped, and how many nodes were looked at."""
+        n = self.cluster.n
+        start = self._start
+        fit = self._fitting(pre)
+        if not fit:
+            return [], n
+        at = bisect.bisect_left(fit, start)
+        order = fit[at:] + fit[:at] if at else list(fit)
+        blocked = pre.blocked
+        slow = self._slow_failure if pre.dynamic else None
+        to_find = self._to_find
+        if not blocked and slow is None:
+            if len(order) < to_find:
+                return order, n
+            del order[to_find:]
+            return order, (order[-1] - start) % n + 1
+        feasible: list[int] = []
+        # in chunks, each check a comprehension over the chunk: the same nodes as one at a time
+        pos = 0
+        chunk = to_find + (to_find >> 2) + 16
+        while pos < len(order):
+            part = order[pos : pos + chunk]
+            pos += len(part)
+            if blocked:
+                part = [i for i in part if i not in blocked]
+            if slow is not None:
+                part = [i for i in part if not slow(pre, i)]
+            need = to_find - len(feasible)
+            if len(part) >= need:
+                feasible.extend(part[:need])
+                return feasible, (feasible[-1] - start) % n + 1
+            feasible.extend(part)
+            chunk *= 2
+        return feasible, n
+
+    def _fitting(self, pre: _PreFilter) -> list[int]:
+        """The nodes passing the static filters where the pod's requests fit (NodeResourcesFit),
+        kept per request class: binding only takes room, so only nodes bound since the class was
+        last asked for are checked again."""
+        key = (id(pre.passing), pre.cpu, pre.mem, pre.eph, tuple(pre.scalar))
+        classes = self._fit_classes
+        entry = classes.get(key)
+        log = self._bind_log
+        if entry is None:
+            if len(classes) >= _FIT_CLASSES:
+                del classes[next(iter(classes))]
+            cpu = pre.cpu if pre.cpu > 0 else _NO_REQUEST
+            mem = pre.mem if pre.mem > 0 else _NO_REQUEST
+            eph = pre.eph if pre.eph > 0 else _NO_REQUEST
+            free_cpu, free_mem, free_eph, free_pods = (
+                self.free_cpu,
+                self.free_mem,
+                self.free_eph,
+                self.free_pods,
+            )
+            nodes = [
+                i
+                for i in pre.passing
+                if free_pods[i] > 0 and cpu <= free_cpu[i] and mem <= free_mem[i] and eph <= free_eph[i]
+            ]
+            if pre.scalar:
+                nodes = [i for i in nodes if not self._scalar_failures(pre, i)]
+            entry = classes[key] = (nodes, [len(log)])
+            return nodes
+        nodes, synced = entry
+        if synced[0] < len(log):
+            for i in set(log[synced[0] :]):
+                if self._fits(pre, i):
+                    continue
+                at = bisect.bisect_left(nodes, i)
+                if at < len(nodes) and nodes[at] == i:
+                    del nodes[at]
+            synced[0] = len(log)
+        return nodes
+
+    def _fits(self, pre: _PreFilter, i: int) -> bool:
+        return (
+            self.free_pods[i] > 0
+            and (pre.cpu <= 0 or pre.cpu <= self.free_cpu[i])
+            and (pre.mem <= 0 or pre.mem <= self.free_mem[i])
+            and (pre.eph <= 0 or pre.eph <= self.free_eph[i])
+            and not self._scalar_failures(pre, i)
+        )
+
+    def _diagnose(self, pre: _PreFilter) -> Counter[str]:
+        """Every node's reasons, as kube-scheduler's FitError counts them."""
+        reasons: Counter[str] = Counter()
+        static = pre.static
+        for i in range(self.cluster.n):
+            if static[i]:
+                reasons[static[i]] += 1
+                continue
+            found: list[str] = []
+            if not self._resource_failure(pre, i, found):
+                self._dynamic_failure(pre, i, found)
+            for r in found:
+                reasons[r] += 1
+        return reasons
+
+    def _resource_failure(self, pre: _PreFilter, i: int, reasons: list[str]) -> bool:
+        failed: list[str] = []
+        if self.free_pods[i] <= 0:
+            failed.append(R_TOO_MANY_PODS)
+        if pre.cpu > 0 and pre.cpu > self.free_cpu[i]:
+            failed.append("Insufficient cpu")
+        if pre.mem > 0 and pre.mem > self.free_mem[i]:
+            failed.append("Insufficient memory")
+        if pre.eph > 0 and pre.eph > self.free_eph[i]:
+            failed.append("Insufficient ephemeral-storage")
+        failed.extend(self._scalar_failures(pre, i))
+        reasons.extend(failed)
+        return bool(failed)
+
+    def _scalar_failures(self, pre: _PreFilter, i: int) -> list[str]:
+        if not pre.scalar:
+            return []
+        alloc = self.alloc[i]
+        used = self.req_scalar[i]
+        return [
+            f"Insufficient {name}"
+            for name, amount in pre.scalar
+            if amount > alloc.get(name, 0) - used.get(name, 0)
+        ]
+
+    def _slow_failure(self, pre: _PreFilter, i: int) -> bool:
+        """The check the search does not take from ``pre.blocked``: required pod affinity."""
+        return not self._affinity_ok(pre, self.cluster.labels[i])
+
+    def _affinity_ok(self, pre: _PreFilter, labels: Mapping[str, str]) -> bool:
+        exist = True
+        counts = pre.affinity_counts
+        for key in pre.affinity_keys:
+            value = labels.get(key)
+            if value is None:
+                return False  # every topology key must be on the node
+            if counts.get((key, value), 0) <= 0:
+                exist = False
+        # the first pod of a group that is affine to itself may go anywhere
+        return exist or (not counts and pre.self_affine)
+
+    def _dynamic_failure(self, pre: _PreFilter, i: int, reasons: list[str]) -> bool:
+        """PodTopologySpread and InterPodAffinity on node ``i``, in kube-scheduler's order;
+        appends the failing plugin's reason to ``reasons``."""
+        labels = self.cluster.labels[i]
+        # PodTopologySpread
+        for con, _ in pre.hard:
+            if con.key not in labels:
+                reasons.append(R_SPREAD_LABEL)
+                return True
+        for con, limit in pre.hard:
+            if con.counter.counts.get(labels[con.key], 0) > limit:
+                reasons.append(R_SPREAD)
+                return True
+        # InterPodAffinity
+        for key, values in pre.existing_anti.items():
+            value = labels.get(key)
+            if value is not None and value in values:
+                reasons.append(R_EXISTING_ANTI)
+                return True
+        if pre.affinity_keys and not self._affinity_ok(pre, labels):
+            reasons.append(R_AFFINITY)
+            return True
+        for key, values in pre.own_anti.items():
+            value = labels.get(key)
+            if value is not None and value in values:
+                reasons.append(R_ANTI_AFFINITY)
+                return True
+        return False
+
+    # ---------------------------------------------------------------- scores
+
+    def _score(self, pod: Pod, pre: _PreFilter, feasible: list[int]) -> list[int]:
+        """The weighted sum of the score plugins' normalised scores, per feasible node."""
+        w = self._weights
+        if self._generic is not None:
+            total = [w[GENERIC_PLUGIN] * s for s in self._generic_scores(pod, feasible)]
+        else:
+            total = self._resource_scores(
+                pre, feasible, w["NodeResourcesFit"], w["NodeResourcesBalancedAllocation"]
+            )
+
+        def add(scores: Sequence[int], weight: int) -> None:
+            nonlocal total
+            total = [t + weight * s for t, s in zip(total, scores, strict=True)]
+
+        add(self._taint_scores(pod, feasible), w["TaintToleration"])
+        if k8s_affinity.has_preferred_node_affinity(pod):
+            add(self._node_affinity_scores(pod, feasible), w["NodeAffinity"])
+        if pre.preferred_topology:
+            add(self._inter_pod_scores(pre, feasible), w["InterPodAffinity"])
+        if pre.soft:
+            add(self._spread_scores(pre, feasible), w["PodTopologySpread"])
+        return total
+
+    def _resource_scores(
+        self, pre: _PreFilter, feasible: list[int], w_fit: int, w_balanced: int
+    ) -> list[int]:
+        """NodeResourcesFit (LeastAllocated over NonZeroRequested, cpu and memory weight 1) and
+        NodeResourcesBalancedAllocation (requested fractions of cpu and memory; skipped for a
+        best-effort pod), weighted and summed."""
+        alloc_cpu, alloc_mem = self.alloc_cpu, self.alloc_mem
+        nz_cpu, nz_mem, req_cpu, req_mem = self.nz_cpu, self.nz_mem, self.req_cpu, self.req_mem
+        p_nz_cpu, p_nz_mem, p_cpu, p_mem = pre.nz_cpu, pre.nz_mem, pre.cpu, pre.mem
+        balanced = not pre.best_effort
+        key = (p_nz_cpu, p_nz_mem, p_cpu, p_mem)
+        caches = self._resource_cache
+        cache = caches.get(key)
+        if cache is None:
+            if len(caches) >= _RESOURCE_CACHE_CLASSES:
+                del caches[next(iter(caches))]
+            cache = caches[key] = {}
+        hits = list(map(cache.get, feasible))
+        if None not in hits:
+            return hits  # type: ignore[return-value]
+        cached_at = self._cached_at
+        out: list[int] = []
+        append = out.append
+        for i, hit in zip(feasible, hits, strict=True):
+            if hit is not None:
+                append(hit)
+                continue
+            a_cpu = alloc_cpu[i]
+            a_mem = alloc_mem[i]
+            if a_cpu > 0 and a_mem > 0:
+                used = nz_cpu[i] + p_nz_cpu
+                s_cpu = (a_cpu - used) * 100 // a_cpu if used <= a_cpu else 0
+                used = nz_mem[i] + p_nz_mem
+                s_mem = (a_mem - used) * 100 // a_mem if used <= a_mem else 0
+                score = w_fit * ((s_cpu + s_mem) // 2)
+                if balanced:
+                    f_cpu = (req_cpu[i] + p_cpu) / a_cpu
+                    f_mem = (req_mem[i] + p_mem) / a_mem
+                    diff = (f_cpu if f_cpu < 1.0 else 1.0) - (f_mem if f_mem < 1.0 else 1.0)
+                    score += w_balanced * int((1 - (diff if diff > 0 else -diff) / 2) * MAX_NODE_SCORE)
+                cache[i] = score
+                cached_at[i].append(cache)
+                append(score)
+                continue
+            # a node without cpu or memory allocatable: that resource is left out
+            fit = weight = 0
+            for a, u in ((a_cpu, nz_cpu[i] + p_nz_cpu), (a_mem, nz_mem[i] + p_nz_mem)):
+                if a > 0:
+                    weight += 1
+                    fit += (a - u) * MAX_NODE_SCORE // a if u <= a else 0
+            score = w_fit * (fit // weight if weight else 0)
+            if balanced:
+                # one fraction (or none): standard deviation 0
+                score += w_balanced * MAX_NODE_SCORE
+            cache[i] = score
+            cached_at[i].append(cache)
+            append(score)
+        return out
+
+    def _generic_scores(self, pod: Pod, feasible: list[int]) -> list[int]:
+        assert self._generic is not None
+        allocatable = []
+        allocated = []
+        for i in feasible:
+            allocatable.append(self.alloc[i])
+            allocated.append(
+                {
+                    **self.req_scalar[i],
+                    CPU: self.nz_cpu[i],
+                    MEMORY: self.nz_mem[i],
+                    EPHEMERAL_STORAGE: self.req_eph[i],
+                    PODS: self.pod_count[i],
+                }
+            )
+        scores = self._generic.node_scores(requesting_of(pod), allocatable, allocated)
+        return [int(s) for s in scores]
+
+    def _taint_scores(self, pod: Pod, feasible: list[int]) -> list[int]:
+        if not self.cluster.prefer_no_schedule:
+            return [MAX_NODE_SCORE] * len(feasible)
+        counts = self.cluster.prefer_no_schedule_counts(pod.spec.tolerations)
+        return _default_normalize([counts[i] for i in feasible], reverse=True)
+
+    def _node_affinity_scores(self, pod: Pod, feasible: list[int]) -> list[int]:
+        raw = self.cluster.preferred_node_affinity(pod)
+        return _default_normalize([raw[i] for i in feasible], reverse=False)
+
+    def _inter_pod_scores(self, pre: _PreFilter, feasible: list[int]) -> list[int]:
+        raw = [0] * len(feasible)
+        for key, by_value in pre.preferred_topology.items():
+            values = self.cluster.values_of(key)
+            for j, i in enumerate(feasible):
+                value = values[i]
+                if value is not None:
+                    raw[j] += by_value.get(value, 0)
+        lo, hi = min(raw), max(raw)
+        if hi == lo:
+            return [0] * len(raw)
+        return [int(MAX_NODE_SCORE * ((s - lo) / (hi - lo))) for s in raw]
+
+    def _spread_scores(self, pre: _PreFilter, feasible: list[int]) -> list[int]:
+        """PodTopologySpread's score: per constraint, the matching pods in the node's domain times
+        log(domains + 2), plus maxSkew - 1; fewer is better after normalising. Nodes without
+        every topology key score 0 (unless the constraints are the system defaults)."""
+        cons = pre.soft
+        c = self.cluster
+        columns = [[col[i] for i in feasible] for col in (c.values_of(con.key) for con in cons)]
+        if pre.soft_defaulted:
+            ignored: list[bool] | None = None
+            kept = columns
+        else:
+            ignored = [None in values for values in zip(*columns, strict=True)]
+            kept = [[v for v, ign in zip(col, ignored, strict=True) if not ign] for col in columns]
+        raw = [0.0] * len(feasible)
+        for con, values, kept_values in zip(cons, columns, kept, strict=True):
+            if con.key == _LABEL_HOSTNAME:
+                size = len(kept_values)
+            else:
+                size = len(set(kept_values) - {None})
+            weight = math.log(size + 2)
+            offset = con.max_skew - 1
+            get = con.counter.counts.get
+            raw = [
+                r + get(v, 0) * weight + offset if v is not None else r
+                for r, v in zip(raw, values, strict=True)
+            ]
+        if ignored is None:
+            scores = [math.floor(r + 0.5) for r in raw]
+        else:
+            scores = [-1 if ign else math.floor(r + 0.5) for r, ign in zip(raw, ignored, strict=True)]
+        valid = [v for v in scores if v >= 0]
+        lo = min(valid) if valid else 0
+        hi = max(valid) if valid else 0
+        if hi == 0:
+            return [0 if v < 0 else MAX_NODE_SCORE for v in scores]
+        return [0 if v < 0 else MAX_NODE_SCORE * (hi + lo - v) // hi for v in scores]
+
+
+def _default_normalize(scores: Sequence[int], *, reverse: bool) -> list[int]:
+    """kube-scheduler's ``helper.DefaultNormalizeScore``."""
+    top = max(scores, default=0)
+    if top == 0:
+        return [MAX_NODE_SCORE if reverse else 0] * len(scores)
+    if reverse:
+        return [MAX_NODE_SCORE - MAX_NODE_SCORE * s // top for s in scores]
+    return [MAX_NODE_SCORE * s // top for s in scores]
+
+
+class _PreFilter:
+    """What the PreFilter and PreScore extension points compute once per pod."""
+
+    def __init__(self, sim: PlacementSimulator, pod: Pod) -> None:
+        c = sim.cluster
+        self.static = c.static_reasons(pod)[0]
+        snap = sim.snapshot
+        req = (
+            snap.requests(pod)
+            if snap.pod(pod.namespace, pod.name) is pod
+            else k8s_resources.pod_requests(pod)
+        )
+        self.cpu = req.get(CPU, 0)
+        self.mem = req.get(MEMORY, 0)
+        self.eph = req.get(EPHEMERAL_STORAGE, 0)
+        self.scalar = sorted(
+            (name, amount) for name, amount in req.items() if amount > 0 and name not in _BASIC_RESOURCES
+        )
+        self.nz_cpu, self.nz_mem = _non_zero_cpu_memory(pod, req)
+        self.best_effort = self.cpu == 0 and self.mem == 0
+        # PodTopologySpread: a node fails a hard constraint when its domain's count exceeds
+        # maxSkew + global minimum - (1 if the pod matches its own selector)
+        self.hard = [
+            (con, con.max_skew + con.counter.global_min(con.min_domains) - con.self_match)
+            for con in c.spread_constraints(pod, _DO_NOT_SCHEDULE)
+        ]
+        self.soft = c.spread_constraints(pod, _SCHEDULE_ANYWAY)
+        self.soft_defaulted = False
+        if not pod.spec.topology_spread_constraints:
+            self.soft = c.default_spread_constraints(pod)
+            self.soft_defaulted = bool(self.soft)
+        # InterPodAffinity: existing pods' anti-affinity against this pod
+        labels = pod.metadata.labels or {}
+        self.existing_anti: dict[str, set[str]] = {}
+        for group in sim._anti_by_ns.get(pod.metadata.namespace, ()):
+            if group.match(labels):
+                values = [v for v, count in group.values.items() if count > 0]
+                if values:
+                    self.existing_anti.setdefault(group.key, set()).update(values)
+        node_labels = c.labels
+        # the pod's own required anti-affinity
+        self.own_anti: dict[str, set[str]] = {}
+        for term in _required_terms(pod, anti=True):
+            ti = c.term_index(pod, term)
+            for i, pods in ti.by_node.items():
+                value = node_labels[i].get(term.topology_key)
+                if pods and value is not None:
+                    self.own_anti.setdefault(term.topology_key, set()).add(value)
+        # the pod's own required affinity: pods matching all its terms, per topology pair
+        terms = _required_terms(pod, anti=False)
+        self.affinity_keys: list[str] = [t.topology_key for t in terms]
+        self.affinity_counts: dict[tuple[str, str], int] = {}
+        self.self_affine = False
+        if terms:
+            indexes = [c.term_index(pod, t) for t in terms]
+            self.self_affine = all(ti.matches(pod) for ti in indexes)
+            for i, pods in indexes[0].by_node.items():
+                for q in pods:
+                    if all(ti.matches(q) for ti in indexes[1:]):
+                        for t in terms:
+                            value = node_labels[i].get(t.topology_key)
+                            if value is not None:
+                                pair = (t.topology_key, value)
+                                self.affinity_counts[pair] = self.affinity_counts.get(pair, 0) + 1
+        # what the search checks per node: the domains where the pod would break a hard spread
+        # constraint, an existing pod's anti-affinity or its own; nodes without a hard
+        # constraint's topology key are left out of the search beforehand
+        self.passing = c.passing_with_keys(pod, tuple(sorted({con.key for con, _ in self.hard})))
+        self.blocked: set[int] = set()
+        for con, limit in self.hard:
+            hist = con.counter.hist
+            if hist and max(hist) > limit:
+                nodes_of = c.nodes_by_value(con.key)
+                for domain, count in con.counter.counts.items():
+                    if count > limit:
+                        self.blocked.update(nodes_of.get(domain, ()))
+        for anti in (self.existing_anti, self.own_anti):
+            for key, domains in anti.items():
+                nodes_of = c.nodes_by_value(key)
+                for domain in domains:
+                    self.blocked.update(nodes_of.get(domain, ()))
+        self.dynamic = bool(self.affinity_keys)
+        # InterPodAffinity score: the pod's preferred terms, per topology pair
+        self.preferred_topology: dict[str, dict[str, int]] = {}
+        aff = pod.spec.affinity
+        if aff is not None:
+            for sign, pa in ((1, aff.pod_affinity), (-1, aff.pod_anti_affinity)):
+                if pa is None:
+                    continue
+                for wt in pa.preferred_during_scheduling_ignored_during_execution or ():
+                    if wt.weight == 0:
+                        continue
+                    term = wt.pod_affinity_term
+                    try:
+                        ti = c.term_index(pod, term)
+                    except k8s_labels.SelectorError:
+                        continue
+                    by_value = self.preferred_topology.setdefault(term.topology_key, {})
+                    for i, pods in ti.by_node.items():
+                        value = node_labels[i].get(term.topology_key)
+                        if pods and value is not None:
+                            by_value[value] = by_value.get(value, 0) + sign * wt.weight * len(pods)
+
+
+# =============================================================================== the before/after picture
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """A node's requests as a percentage of its allocatable."""
+
+    name: str
+    cpu: float
+    memory: float
+    pods: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    mean: float
+    stddev: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stats:
+        if not values:
+            return cls(0.0, 0.0, 0.0, 0.0)
+        mean = sum(values) / len(values)
+        var = sum((v - mean) ** 2 for v in values) / len(values)
+        return cls(mean, math.sqrt(var), min(values), max(values))
+
+
+@dataclass(frozen=True, slots=True)
+class ConstraintSkew:
+    """One distinct topology spread constraint and how skewed its domains are."""
+
+    #: Identifies the constraint across pictures.
+    id: str
+    namespace: str
+    topology_key: str
+    max_skew: int
+    when_unsatisfiable: str
+    selector: str
+    min_domains: int | None
+    #: The declaring workload (owner kind/name) or pod.
+    declared_by: str
+    domains: int
+    pods: int
+    skew: int
+    #: Pods above ``global minimum + maxSkew`` in their domain.
+    excess: int
+
+
+@dataclass(frozen=True, slots=True)
+class _SpreadSpec:
+    pod: Pod
+    constraint: TopologySpreadConstraint
+    required_keys: tuple[str, ...]
+
+
+VIOLATION_KINDS: Final = ("taints", "nodeAffinity", "podAntiAffinity", "topologySpread")
+
+
+@dataclass
+class ClusterPicture:
+    """Node utilisation, topology skew and remaining violations at one moment."""
+
+    nodes: list[NodeUsage]
+    skew: list[ConstraintSkew]
+    #: Pods violating, by kind (see :data:`VIOLATION_KINDS`); topologySpread counts the pods in
+    #: excess of their DoNotSchedule constraints.
+    violations: dict[str, int]
+    specs: dict[str, _SpreadSpec] = field(default_factory=dict, repr=False)
+
+    def stats(self, resource: str) -> Stats:
+        return Stats.of([getattr(u, resource) for u in self.nodes])
+
+
+def _spec_id(pod: Pod, c: TopologySpreadConstraint) -> str:
+    labels = pod.metadata.labels or {}
+    extra = tuple((k, labels[k]) for k in c.match_label_keys or () if k in labels)
+    aff = _affinity_shape(pod) if (c.node_affinity_policy or _HONOR) == _HONOR else b""
+    taints = _encode(pod.spec.tolerations) if c.node_taints_policy == _HONOR else b""
+    raw = _encode((pod.metadata.namespace, c, extra, aff, taints))
+    return hashlib.sha1(raw).hexdigest()[:12]
+
+
+def _declared_by(pod: Pod) -> str:
+    ref = k8s_pods.controller_ref(pod)
+    return f"{ref.kind}/{ref.name}" if ref is not None else f"Pod/{pod.metadata.name}"
+
+
+def cluster_picture(
+    snapshot: ClusterSnapshot, extra_specs: Mapping[str, _SpreadSpec] | None = None
+) -> ClusterPicture:
+    """Utilisation per node, the skew of every topology spread constraint the pods declare (and
+    of ``extra_specs``, e.g. those of an earlier picture), and the pods still violating taints,
+    node affinity, required anti-affinity and DoNotSchedule spread constraints."""
+    c = _Cluster(snapshot)
+    usage: list[NodeUsage] = []
+    for node in sorted(c.nodes, key=lambda nd: nd.metadata.name):
+        name = node.metadata.name
+        alloc = snapshot.allocatable(node)
+        used = snapshot.requested_on(name)
+        usage.append(
+            NodeUsage(
+                name,
+                _percent(used.get(CPU, 0), alloc.get(CPU, 0)),
+                _percent(used.get(MEMORY, 0), alloc.get(MEMORY, 0)),
+                _percent(snapshot.pod_count_on(name), alloc.get(PODS, 0)),
+            )
+        )
+    tainted = [any(t.effect in _SCHED_EFFECTS for t in node.spec.taints or ()) for node in c.nodes]
+    violations = dict.fromkeys(VIOLATION_KINDS, 0)
+    specs: dict[str, _SpreadSpec] = {}
+    domain_counts: dict[tuple[int, str], dict[str, int]] = {}
+    for pod in snapshot.iter_pods():
+        i = c.index.get(pod.spec.node_name)
+        if i is None or not _occupies(pod) or k8s_pods.is_mirror_pod(pod):
+            continue
+        spec = pod.spec
+        node = c.nodes[i]
+        if tainted[i] and k8s_taints.untolerated_taint(node.spec.taints, spec.tolerations, _SCHED_EFFECTS):
+            violations["taints"] += 1
+        if _has_node_constraint(pod) and not k8s_affinity.pod_matches_node_selector(pod, node):
+            violations["nodeAffinity"] += 1
+        if spec.affinity is not None and _violates_anti_affinity(c, pod, i, domain_counts):
+            violations["podAntiAffinity"] += 1
+        tscs = spec.topology_spread_constraints
+        if tscs:
+            for tsc in tscs:
+                sid = _spec_id(pod, tsc)
+                if sid not in specs:
+                    same_kind = [
+                        t.topology_key for t in tscs if t.when_unsatisfiable == tsc.when_unsatisfiable
+                    ]
+                    specs[sid] = _SpreadSpec(pod, tsc, tuple(sorted(set(same_kind))))
+    for sid, extra in (extra_specs or {}).items():
+        specs.setdefault(sid, extra)
+    skews: list[ConstraintSkew] = []
+    for sid in sorted(
+        specs, key=lambda s: (specs[s].pod.metadata.namespace, specs[s].constraint.topology_key, s)
+    ):
+        entry = _constraint_skew(c, sid, specs[sid])
+        if entry is None:
+            continue
+        skews.append(entry)
+        if entry.when_unsatisfiable == _DO_NOT_SCHEDULE:
+            violations["topologySpread"] += entry.excess
+    return ClusterPicture(usage, skews, violations, specs)
+
+
+def _percent(used: int, allocatable: int) -> float:
+    return 100.0 * used / allocatable if allocatable > 0 else 0.0
+
+
+def _violates_anti_affinity(
+    c: _Cluster, pod: Pod, i: int, domain_counts: dict[tuple[int, str], dict[str, int]]
+) -> bool:
+    labels = c.labels[i]
+    for term in _required_terms(pod, anti=True):
+        value = labels.get(term.topology_key)
+        if value is None:
+            continue
+        try:
+            ti = c.term_index(pod, term)
+        except k8s_labels.SelectorError:
+            continue
+        key = (id(ti), term.topology_key)
+        counts = domain_counts.get(key)
+        if counts is None:
+            counts = {}
+            for j, pods in ti.by_node.items():
+                v = c.labels[j].get(term.topology_key)
+                if v is not None:
+                    counts[v] = counts.get(v, 0) + len(pods)
+            domain_counts[key] = counts
+        if counts.get(value, 0) - (1 if ti.matches(pod) else 0) > 0:
+            return True
+    return False
+
+
+def _constraint_skew(c: _Cluster, sid: str, spec: _SpreadSpec) -> ConstraintSkew | None:
+    pod, tsc = spec.pod, spec.constraint
+    labels = pod.metadata.labels or {}
+    try:
+        selector = k8s_labels.compile_label_selector(tsc.label_selector, none_matches=False)
+    except k8s_labels.SelectorError:
+        return None
+    extra = tuple((k, labels[k]) for k in tsc.match_label_keys or () if k in labels)
+    match = _spread_matcher(selector, extra)
+    eligible = c.eligible(pod, spec.required_keys, tsc)
+    ns = pod.metadata.namespace
+    sel = tsc.label_selector
+    counter = c._counter(
+        ("sel", ns, _encode(sel), extra, tsc.topology_key, id(eligible)),
+        ns,
+        tsc.topology_key,
+        match,
+        eligible,
+        lambda: c.candidates(ns, sel),
+        _bucket(ns, sel),
+    )
+    counts = counter.counts
+    return ConstraintSkew(
+        sid,
+        ns,
+        tsc.topology_key,
+        tsc.max_skew,
+        tsc.when_unsatisfiable,
+        _selector_text(sel, extra),
+        tsc.min_domains,
+        _declared_by(pod),
+        len(counter.domains),
+        sum(counts.values()),
+        counter.skew(tsc.min_domains),
+        counter.excess(tsc.min_domains, tsc.max_skew),
+    )
+
+
+# =============================================================================== cycles: the driver
+
+
+class EvictionRecorder:
+    """The simulated eviction backend, remembering the evicted pods for placement."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+        self.pods: dict[str, Pod] = {}
+
+    def evict(self, pod: Pod, request: object) -> str | None:
+        self.snapshot.remove_pod(pod)
+        self.pods[pod.key] = pod
+        return None
+
+
+class _EvictionLike(Protocol):
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def plugin(self) -> str: ...
+
+
+class _NodeActionLike(Protocol):
+    @property
+    def node(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def effect(self) -> str: ...
+    @property
+    def result(self) -> object: ...
+
+
+class CycleLike(Protocol):
+    """What the driver reads of a cycle's result (``desched.framework.framework.CycleResult``)."""
+
+    @property
+    def evictions(self) -> Sequence[_EvictionLike]: ...
+    @property
+    def skipped(self) -> str | None: ...
+    @property
+    def node_actions(self) -> Sequence[_NodeActionLike]: ...
+
+
+C = TypeVar("C", bound=CycleLike)
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    """What became of one evicted pod (or of a replacement that was still Pending)."""
+
+    cycle: int
+    namespace: str
+    #: The evicted pod.
+    name: str
+    evicted_from: str
+    outcome: str
+    #: The replacement's name ("" when gone).
+    replacement: str = ""
+    #: Where the replacement lands ("" unless placed).
+    node: str = ""
+    #: Pending: kube-scheduler's message; gone: why nothing replaces the pod.
+    reason: str = ""
+    priority: int = 0
+    score: int | None = None
+    #: ``profile/plugin`` that evicted it ("" for a retried pending replacement).
+    evicted_by: str = ""
+    #: A Pending replacement of an earlier cycle, tried again.
+    retried: bool = False
+
+    @property
+    def same_node(self) -> bool:
+        return self.outcome == PLACED and self.node == self.evicted_from
+
+
+@dataclass(frozen=True, slots=True)
+class Thrash:
+    """A sign that the policy does not converge."""
+
+    cycle: int
+    #: :data:`THRASH_SAME_NODE` or :data:`THRASH_RE_EVICTED`.
+    kind: str
+    namespace: str
+    name: str
+    node: str
+    detail: str
+
+
+@dataclass
+class CyclePlacement(Generic[C]):
+    cycle: int
+    result: C
+    placements: list[PodPlacement] = field(default_factory=list)
+    thrashing: list[Thrash] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def outcomes(self, outcome: str) -> list[PodPlacement]:
+        return [p for p in self.placements if p.outcome == outcome]
+
+
+@dataclass
+class Simulation(Generic[C]):
+    """Cycles, where their evicted pods went, and the cluster before the first and after the last."""
+
+    cycles: list[CyclePlacement[C]]
+    before: ClusterPicture
+    after: ClusterPicture
+    options: PlacementOptions
+    placement: bool
+    #: Why the cycles stopped.
+    stop_reason: str
+    #: A cycle evicted nothing: the policy reached a fixed point.
+    converged: bool
+
+    @property
+    def placements(self) -> list[PodPlacement]:
+        return [p for c in self.cycles for p in c.placements]
+
+    @property
+    def thrashing(self) -> list[Thrash]:
+        return [t for c in self.cycles for t in c.thrashing]
+
+
+def _suffix(seed: str) -> str:
+    digest = hashlib.sha1(seed.encode()).digest()
+    return "".join(_NAME_CHARS[b % len(_NAME_CHARS)] for b in digest[:5])
+
+
+def _replacement_name(snapshot: ClusterSnapshot, pod: Pod, cycle: int) -> str:
+    refs = pod.metadata.owner_references or []
+    ref = k8s_pods.controller_ref(pod) or (refs[0] if refs else None)
+    if ref is not None and ref.kind == "StatefulSet":
+        return pod.metadata.name  # a StatefulSet re-creates the pod under its name
+    base = ref.name if ref is not None and ref.name else pod.metadata.name
+    for attempt in range(1000):
+        name = f"{base}-{_suffix(f'{pod.key}/{cycle}/{attempt}')}"
+        if snapshot.pod(pod.metadata.namespace, name) is None:
+            return name
+    return f"{base}-{_suffix(pod.key)}-{cycle}"  # pragma: no cover - 1000 collisions
+
+
+def _replacement(pod: Pod, name: str, now: datetime, cycle: int) -> Pod:
+    """The pod as its controller would create it again: new name and uid, unbound, Pending."""
+    uid_hex = hashlib.sha1(f"{pod.key}/{name}/{cycle}".encode()).hexdigest()
+    uid = f"{uid_hex[:8]}-{uid_hex[8:12]}-{uid_hex[12:16]}-{uid_hex[16:20]}-{uid_hex[20:32]}"
+    meta = msgspec.structs.replace(
+        pod.metadata,
+        name=name,
+        uid=uid,
+        resource_version="",
+        creation_timestamp=now,
+        deletion_timestamp=None,
+    )
+    spec = msgspec.structs.replace(pod.spec, node_name="")
+    return Pod(metadata=meta, spec=spec, status=PodStatus(phase="Pending", qos_class=pod.status.qos_class))
+
+
+def _bound(pod: Pod, node: str, now: datetime) -> Pod:
+    """The replacement once bound to ``node`` and started."""
+    running = ContainerState(running=ContainerStateRunning(started_at=now))
+    statuses = [ContainerStatus(name=c.name, ready=True, state=running) for c in pod.spec.containers]
+    conditions = [
+        PodCondition(type=t, status="True", last_transition_time=now)
+        for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+    ]
+    return Pod(
+        metadata=pod.metadata,
+        spec=msgspec.structs.replace(pod.spec, node_name=node),
+        status=PodStatus(
+            phase="Running",
+            start_time=now,
+            qos_class=pod.status.qos_class,
+            conditions=conditions,
+            container_statuses=statuses,
+        ),
+    )
+
+
+def _unschedulable(pod: Pod, message: str, now: datetime) -> Pod:
+    condition = PodCondition(
+        type="PodScheduled", status="False", reason="Unschedulable", message=message, last_transition_time=now
+    )
+    status = msgspec.structs.replace(pod.status, phase="Pending", conditions=[condition])
+    return msgspec.structs.replace(pod, status=status)
+
+
+def _nodes_after_actions(snapshot: ClusterSnapshot, actions: Sequence[_NodeActionLike]) -> list[Node] | None:
+    """The nodes as the cycle's node actions (downgrades, restores) would leave them."""
+    changes = [a for a in actions if str(a.result) in ("downgraded", "extended", "unchanged", "restored")]
+    if not changes:
+        return None
+    by_name = {n.metadata.name: n for n in snapshot.nodes}
+    for a in changes:
+        node = by_name.get(a.node)
+        if node is None:
+            continue
+        taints = list(node.spec.taints or ())
+        labels = dict(node.metadata.labels or {})
+        if a.action == "restore":
+            if a.method == "taint":
+                taints = [t for t in taints if not (t.key == a.key and t.effect == a.effect)]
+            else:
+                labels.pop(a.key, None)
+        elif a.method == "taint":
+            if not any(t.key == a.key and t.effect == a.effect for t in taints):
+                taints.append(Taint(key=a.key, value=a.value, effect=a.effect))
+        else:
+            labels[a.key] = a.value
+        by_name[a.node] = msgspec.structs.replace(
+            node,
+            metadata=msgspec.structs.replace(node.metadata, labels=labels),
+            spec=msgspec.structs.replace(node.spec, taints=taints),
+        )
+    return list(by_name.values())
+
+
+@dataclass
+class _Queued:
+    pod: Pod  # the replacement, unbound
+    original: str  # the evicted pod's name
+    evicted_from: str
+    evicted_by: str
+    priority: int
+    retried: bool
+
+
+def simulate(
+    snapshot: ClusterSnapshot,
+    run_cycle: Callable[[ClusterSnapshot, EvictionRecorder, int], C],
+    *,
+    now: datetime,
+    cycles: int = 1,
+    options: PlacementOptions | None = None,
+    placement: bool = True,
+    on_progress: ProgressFn | None = None,
+) -> Simulation[C]:
+    """Run up to ``cycles`` descheduling cycles on ``snapshot`` (mutated), placing each cycle's
+    evicted pods again before the next one; stop early when a cycle evicts nothing.
+
+    ``run_cycle(snapshot, backend, k)`` runs cycle ``k`` with ``backend`` as its eviction backend.
+    """
+    if cycles < 1:
+        raise ValueError(f"cycles must be at least 1, got {cycles}")
+    # as Framework.run_cycle: many short-lived objects next to a large live snapshot would make
+    # the cyclic collector rescan the snapshot again and again; reference counting frees the rest
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _simulate(
+            snapshot, run_cycle, now, cycles, options or PlacementOptions(), placement, on_progress
+        )
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _simulate(
+    snapshot: ClusterSnapshot,
+    run_cycle: Callable[[ClusterSnapshot, EvictionRecorder, int], C],
+    now: datetime,
+    cycles: int,
+    options: PlacementOptions,
+    placement: bool,
+    on_progress: ProgressFn | None,
+) -> Simulation[C]:
+    progress: ProgressFn = on_progress or (lambda phase, done, total: None)
+    progress("measuring the cluster", 0, 1)
+    before = cluster_picture(snapshot)
+    classes = snapshot.priority_classes
+    default_class = k8s_priority.global_default_class(classes)
+    runs: list[CyclePlacement[C]] = []
+    replacement_of: dict[str, tuple[str, int]] = {}
+    carried: list[_Queued] = []
+    stop_reason = f"ran the {cycles} cycle(s) asked for"
+    converged = False
+    for k in range(1, cycles + 1):
+        progress(f"cycle {k}: descheduling", 0, 1)
+        recorder = EvictionRecorder(snapshot)
+        result = run_cycle(snapshot, recorder, k)
+        run = CyclePlacement(k, result)
+        runs.append(run)
+        evictions = list(result.evictions)
+        for e in evictions:
+            key = f"{e.namespace}/{e.name}"
+            earlier = replacement_of.get(key)
+            if earlier is not None:
+                original, cycle = earlier
+                run.thrashing.append(
+                    Thrash(
+                        k,
+                        THRASH_RE_EVICTED,
+                        e.namespace,
+                        e.name,
+                        e.node,
+                        f"replacement of {original} (evicted in cycle {cycle}) evicted again by "
+                        f"{e.profile}/{e.plugin}",
+                    )
+                )
+        if result.skipped:
+            stop_reason = f"cycle {k} was skipped: {result.skipped}"
+            break
+        if not evictions:
+            stop_reason = f"cycle {k} evicted nothing"
+            converged = True
+            break
+        if not placement:
+            continue
+        t0 = time.perf_counter()
+        queue: list[_Queued] = []
+        for q in carried:
+            current = snapshot.pod(q.pod.metadata.namespace, q.pod.metadata.name)
+            if current is not None and not current.spec.node_name and _occupies(current):
+                queue.append(_Queued(current, q.original, q.evicted_from, "", q.priority, True))
+        carried = []
+        for e in evictions:
+            pod = recorder.pods.get(f"{e.namespace}/{e.name}")
+            by = f"{e.profile}/{e.plugin}"
+            if pod is None:
+                continue
+            priority = k8s_priority.resolve_pod_priority(pod, classes, default_class)
+            if k8s_pods.is_bare_pod(pod):
+                run.placements.append(
+                    PodPlacement(
+                        k,
+                        e.namespace,
+                        e.name,
+                        e.node,
+                        GONE,
+                        reason="bare pod: nothing re-creates it",
+                        priority=priority,
+                        evicted_by=by,
+                    )
+                )
+                continue
+            if not _occupies(pod):
+                run.placements.append(
+                    PodPlacement(
+                        k,
+                        e.namespace,
+                        e.name,
+                        e.node,
+                        GONE,
+                        reason=f"{pod.status.phase} pod: its controller already counted it as finished "
+                        "and does not re-create it",
+                        priority=priority,
+                        evicted_by=by,
+                    )
+                )
+                continue
+            name = _replacement_name(snapshot, pod, k)
+            queue.append(_Queued(_replacement(pod, name, now, k), e.name, e.node, by, priority, False))
+        # the scheduling queue: higher priority first, then first queued first
+        queue.sort(key=lambda q: -q.priority)
+        sim = PlacementSimulator(snapshot, options, nodes=_nodes_after_actions(snapshot, result.node_actions))
+        for done, q in enumerate(queue):
+            progress(f"cycle {k}: placing pods", done, len(queue))
+            pod = q.pod
+            decision = sim.decide(pod)
+            ns, rname = pod.metadata.namespace, pod.metadata.name
+            if decision.node:
+                sim.bind(_bound(pod, decision.node, now))
+                outcome = PodPlacement(
+                    k,
+                    ns,
+                    q.original,
+                    q.evicted_from,
+                    PLACED,
+                    rname,
+                    decision.node,
+                    priority=q.priority,
+                    score=decision.score,
+                    evicted_by=q.evicted_by,
+                    retried=q.retried,
+                )
+                if outcome.same_node:
+                    run.thrashing.append(
+                        Thrash(
+                            k,
+                            THRASH_SAME_NODE,
+                            ns,
+                            q.original,
+                            decision.node,
+                            f"replacement {rname} lands back on {decision.node}, where {q.original} was "
+                            "evicted from",
+                        )
+                    )
+            else:
+                snapshot.add_pod(_unschedulable(pod, decision.reason, now))
+                carried.append(q)
+                outcome = PodPlacement(
+                    k,
+                    ns,
+                    q.original,
+                    q.evicted_from,
+                    PENDING,
+                    rname,
+                    reason=decision.reason,
+                    priority=q.priority,
+                    evicted_by=q.evicted_by,
+                    retried=q.retried,
+                )
+            run.placements.append(outcome)
+            replacement_of[f"{ns}/{rname}"] = (f"{ns}/{q.original}", k)
+        progress(f"cycle {k}: placing pods", len(queue), len(queue))
+        run.seconds = time.perf_counter() - t0
+    progress("measuring the cluster", 0, 1)
+    after = cluster_picture(snapshot, before.specs)
+    return Simulation(runs, before, after, options, placement, stop_reason, converged)

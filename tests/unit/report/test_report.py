@@ -1,0 +1,264 @@
+"""``desched simulate`` with placement: the JSON blocks, the terminal summary, the HTML report and
+its PNG charts, the flags and their one-line errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from desched import cli
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.evictor import EvictionRecord
+from desched.framework.framework import CycleResult, PluginRun
+from desched.framework.types import EvictResult
+from desched.k8s.objects import Node, Pod
+from desched.report.charts import MAX_NODE_BARS, MISSING_MATPLOTLIB, write_charts
+from desched.report.html import write_report
+from desched.scheduling.placement import EvictionRecorder, simulate
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = str(ROOT / "examples" / "cluster.yaml")
+POLICY = str(ROOT / "examples" / "policy.yaml")
+NOW = "2026-11-21T12:00:00Z"
+PNG = b"\x89PNG\r\n\x1a\n"
+CHARTS = (
+    "utilisation-cpu.png",
+    "utilisation-memory.png",
+    "utilisation-pods.png",
+    "evictions-by-plugin.png",
+    "topology-skew.png",
+)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(["simulate", EXAMPLE, "--policy", POLICY, "--now", NOW, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ----------------------------------------------------------------------------- JSON and table
+
+
+def test_json_keeps_its_keys_and_adds_placement(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    for key in ("now", "nodes", "skipped", "evictions", "refused", "nodeActions", "summary"):
+        assert key in doc
+    for e in doc["evictions"]:
+        assert set(e) == {"namespace", "name", "node", "profile", "plugin", "reason"}
+    assert doc["summary"]["evicted"] == len(doc["evictions"])
+    placed, pending, gone = doc["placements"], doc["pending"], doc["gone"]
+    assert len(placed) + len(pending) + len(gone) == len(doc["evictions"])
+    assert placed and all(p["node"] and p["replacement"] and p["cycle"] == 1 for p in placed)
+    assert all(
+        set(p) >= {"namespace", "name", "from", "node", "score", "sameNode", "evictedBy"} for p in placed
+    )
+    assert [g["name"] for g in gone] == ["nightly-etl-29876-x7k2p"]  # a Failed Job pod is not re-created
+    for block in ("before", "after"):
+        pic = doc[block]
+        assert set(pic["utilisation"]) == {"cpu", "memory", "pods"}
+        assert set(pic["utilisation"]["cpu"]) == {"mean", "stddev", "min", "max"}
+        assert {"taints", "nodeAffinity", "podAntiAffinity", "topologySpread", "total"} <= set(
+            pic["violations"]
+        )
+        assert len(pic["nodes"]) == 7
+    assert doc["after"]["violations"]["total"] < doc["before"]["violations"]["total"]
+    [skew] = [k for k in doc["before"]["skew"] if k["topologyKey"] == "topology.kubernetes.io/zone"]
+    [after] = [k for k in doc["after"]["skew"] if k["id"] == skew["id"]]
+    assert skew["skew"] > skew["maxSkew"] >= after["skew"]
+    assert doc["cycles"][0]["evicted"] == len(doc["evictions"])
+    assert doc["scoring"]["mode"] == "default" and doc["scoring"]["weights"]["TaintToleration"] == 3
+
+
+def test_json_is_deterministic(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "-o", "json")[1] == run(capsys, "-o", "json")[1]
+
+
+def test_no_placement_is_the_plain_cycle(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "-o", "json", "--no-placement")
+    assert code == 0
+    assert set(json.loads(out)) == {
+        "now",
+        "nodes",
+        "skipped",
+        "evictions",
+        "refused",
+        "nodeActions",
+        "summary",
+    }
+    code, out, _ = run(capsys, "--no-placement")
+    assert code == 0 and "Total:" in out and "Where the replacements land" not in out
+
+
+def test_table_shows_placements_and_the_before_after_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys)
+    assert code == 0, err
+    for needle in (
+        "Total:",
+        "Placement (cycle 1):",
+        "Where the replacements land",
+        "Gone: nothing re-creates them",
+        "Node utilisation",
+        "Pods still violating",
+        "Topology skew per constraint",
+    ):
+        assert needle in out, needle
+    assert err == ""  # no progress bar: stderr is not a terminal
+
+
+def test_cycles_stop_when_nothing_more_is_evicted(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "-o", "json", "--cycles", "5")
+    assert code == 0
+    doc = json.loads(out)
+    assert 2 <= len(doc["cycles"]) <= 5
+    assert doc["converged"] is True and doc["cycles"][-1]["evicted"] == 0
+    assert doc["stopReason"] == f"cycle {len(doc['cycles'])} evicted nothing"
+
+
+def test_generic_score_from_a_scorer_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "scorer.yaml"
+    config.write_text(
+        "allocated:\n  values: RatioToAllocatable\n  prefer: Most\n  resources: {cpu: 1, memory: 1}\n"
+    )
+    code, out, err = run(capsys, "-o", "json", "--scorer-config", str(config))
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["scoring"]["mode"] == "generic" and "NodeResourcesGeneric" in doc["scoring"]["weights"]
+    # bin-packing: the replacements crowd onto fewer nodes than with the default score
+    default = json.loads(run(capsys, "-o", "json")[1])
+    assert len({p["node"] for p in doc["placements"]}) <= len({p["node"] for p in default["placements"]})
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--cycles", "0"), "--cycles: must be at least 1, got 0"),
+        (("--cycles", "2", "--no-placement"), "--cycles: more than one cycle needs placement"),
+        (("--score", "generic"), "--score: generic needs --scorer-config FILE"),
+        (
+            ("--score", "default", "--scorer-config", "x.yaml"),
+            "--scorer-config: only applies with --score generic",
+        ),
+        (("--scorer-config", "/nonexistent.yaml"), "/nonexistent.yaml: cannot read scorer config"),
+    ],
+)
+def test_bad_flags_are_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str
+) -> None:
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and needle in err, err
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def test_report_writes_the_page_and_readable_charts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    code, _, err = run(capsys, "--report", str(out_dir))
+    assert code == 0, err
+    assert f"report written to {out_dir / 'index.html'}" in err
+    page = (out_dir / "index.html").read_text()
+    for chart in CHARTS:
+        data = (out_dir / chart).read_bytes()
+        assert data.startswith(PNG) and len(data) > 5000, chart
+        assert f'src="{chart}"' in page
+    for needle in (
+        "Evictions and where the pods go",
+        "Before and after",
+        "Pods still violating",
+        "Topology skew",
+        "RemovePodsViolatingNodeTaints",
+        "→ node-",
+        "gone</span>",
+    ):
+        assert needle in page, needle
+    # self-contained apart from the PNGs: no remote resources, no scripts
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_report_without_matplotlib_names_the_extra(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(sys.modules):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    code, out, err = run(capsys, "--report", str(tmp_path / "out"))
+    assert code == 2 and out == ""
+    assert err == f"desched: error: --report: {MISSING_MATPLOTLIB}\n"
+    assert "desched[report]" in err
+    assert not (tmp_path / "out").exists()
+
+
+def small_simulation(nodes: int) -> Any:
+    node_objs = [
+        msgspec.convert(
+            {
+                "metadata": {"name": f"n{i:02d}", "labels": {"kubernetes.io/hostname": f"n{i:02d}"}},
+                "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}},
+            },
+            Node,
+            strict=False,
+        )
+        for i in range(nodes)
+    ]
+    pods = [
+        msgspec.convert(
+            {
+                "metadata": {
+                    "name": "web-<0>",
+                    "namespace": "default",
+                    "ownerReferences": [{"kind": "ReplicaSet", "name": "web"}],
+                },
+                "spec": {
+                    "nodeName": "n00",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                },
+                "status": {"phase": "Running"},
+            },
+            Pod,
+            strict=False,
+        )
+    ]
+    s = ClusterSnapshot(nodes=node_objs, pods=pods)
+
+    def run_cycle(snap: ClusterSnapshot, backend: EvictionRecorder, k: int) -> CycleResult:
+        cycle = CycleResult(started=datetime(2026, 11, 21, tzinfo=UTC), nodes=nodes)
+        cycle.plugin_runs.append(PluginRun("p", "Test", "deschedule", 0.0, 1 if k == 1 else 0))
+        if k == 1:
+            p = snap.pod("default", "web-<0>")
+            assert p is not None
+            backend.evict(p, None)
+            reason = "<script>alert(1)</script>"
+            cycle.records.append(
+                EvictionRecord("default", "web-<0>", "n00", "p", "Test", reason, EvictResult.EVICTED)
+            )
+        return cycle
+
+    return simulate(s, run_cycle, now=datetime(2026, 11, 21, tzinfo=UTC), cycles=2)
+
+
+def test_report_escapes_what_it_shows(tmp_path: Path) -> None:
+    sim = small_simulation(3)
+    page = write_report(sim, tmp_path, now=NOW).read_text()
+    assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "web-&lt;0&gt;" in page
+
+
+def test_many_nodes_are_drawn_as_a_histogram(tmp_path: Path) -> None:
+    sim = small_simulation(MAX_NODE_BARS + 5)
+    charts = {c.file: c for c in write_charts(sim, tmp_path)}
+    assert "histogram" in charts["utilisation-cpu.png"].description
+    assert "no topology spread constraints" in charts["topology-skew.png"].description
+    few = {c.file: c for c in write_charts(small_simulation(3), tmp_path / "few")}
+    assert "one pair of bars per node" in few["utilisation-cpu.png"].description

@@ -1,0 +1,706 @@
+"""Placement simulation: kube-scheduler's filters and their FitError message, its scores, the
+scheduling queue, replacements and the cycle driver, and the before/after picture."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import pytest
+
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.k8s.objects import Node, Pod
+from desched.scheduling.placement import (
+    GONE,
+    PENDING,
+    PLACED,
+    SCORE_GENERIC,
+    THRASH_RE_EVICTED,
+    THRASH_SAME_NODE,
+    EvictionRecorder,
+    PlacementOptions,
+    PlacementSimulator,
+    cluster_picture,
+    fit_error_message,
+    num_feasible_nodes_to_find,
+    scheduler_node_order,
+    simulate,
+)
+from desched.scheduling.scorer import GenericScorerArgs
+
+NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
+
+
+def node(
+    name: str,
+    *,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: str = "20",
+    zone: str = "a",
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    ready: str = "True",
+    extra: dict[str, str] | None = None,
+) -> Node:
+    alloc = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
+    doc: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone, **(labels or {})},
+        },
+        "spec": {"unschedulable": unschedulable, "taints": taints or []},
+        "status": {
+            "allocatable": alloc,
+            "capacity": alloc,
+            "conditions": [{"type": "Ready", "status": ready}],
+        },
+    }
+    return msgspec.convert(doc, Node, strict=False)
+
+
+def pod(
+    name: str,
+    on: str = "",
+    *,
+    ns: str = "default",
+    cpu: str | None = "100m",
+    memory: str | None = "128Mi",
+    labels: dict[str, str] | None = None,
+    owner: tuple[str, str] | None = ("ReplicaSet", "rs"),
+    priority: int | None = None,
+    phase: str = "Running",
+    spec: dict[str, Any] | None = None,
+) -> Pod:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels or {}}
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
+    doc: dict[str, Any] = {
+        "metadata": meta,
+        "spec": {
+            "nodeName": on,
+            "containers": [{"name": "c", "resources": {"requests": requests}}],
+            **({"priority": priority} if priority is not None else {}),
+            **(spec or {}),
+        },
+        "status": {"phase": phase},
+    }
+    return msgspec.convert(doc, Pod, strict=False)
+
+
+def snap(nodes: list[Node], pods: list[Pod] = ()) -> ClusterSnapshot:  # type: ignore[assignment]
+    return ClusterSnapshot(nodes=nodes, pods=pods)
+
+
+def decide(snapshot: ClusterSnapshot, p: Pod, options: PlacementOptions | None = None) -> Any:
+    return PlacementSimulator(snapshot, options).decide(p)
+
+
+def anti(app: str, key: str = "kubernetes.io/hostname") -> dict[str, Any]:
+    return {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+                ]
+            }
+        }
+    }
+
+
+# ----------------------------------------------------------------------------- filters
+
+
+def test_fit_error_message_is_kube_schedulers() -> None:
+    assert fit_error_message(7, {"Insufficient cpu": 3, "node(s) had untolerated taint {a: b}": 4}) == (
+        "0/7 nodes are available: 3 Insufficient cpu, 4 node(s) had untolerated taint {a: b}."
+    )
+    assert fit_error_message(3, {}) == "0/3 nodes are available."
+    assert fit_error_message(0, {}) == "no nodes available to schedule pods"
+    assert decide(snap([]), pod("p")).reason == "no nodes available to schedule pods"
+
+
+def test_each_filter_reports_its_reason() -> None:
+    nodes = [
+        node("cordoned", unschedulable=True),
+        node("tainted", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+        node("hdd", labels={"disk": "hdd"}),
+        node("full", cpu="100m"),
+        node("crowded", pods="1"),
+    ]
+    s = snap(nodes, [pod("other", "crowded", owner=None)])
+    d = decide(s, pod("p", cpu="500m", spec={"nodeSelector": {"disk": "hdd"}}))
+    # hdd matches the selector and fits: it is the only feasible node
+    assert d.node == "hdd"
+    d = decide(s, pod("p", cpu="500m", spec={"nodeSelector": {"disk": "ssd"}}))
+    assert d.node == ""
+    assert d.reason == (
+        "0/5 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+        "1 node(s) were unschedulable, 3 node(s) didn't match Pod's node affinity/selector."
+    )
+
+
+def test_resources_report_every_insufficient_resource_of_a_node() -> None:
+    s = snap([node("n1", cpu="1", memory="1Gi", pods="1")], [pod("x", "n1", cpu="900m", memory="900Mi")])
+    d = decide(s, pod("p", cpu="200m", memory="200Mi"))
+    assert d.reason == "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 1 Too many pods."
+
+
+def test_extended_resources_must_fit() -> None:
+    s = snap([node("gpu", extra={"nvidia.com/gpu": "1"}), node("plain")])
+    gpu = {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}
+    p = pod("p", spec=gpu)
+    assert decide(s, p).node == "gpu"
+    s2 = snap([node("gpu", extra={"nvidia.com/gpu": "1"}), node("plain")], [pod("busy", "gpu", spec=gpu)])
+    assert decide(s2, p).reason == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+
+
+def test_tolerations_and_unschedulable_toleration() -> None:
+    s = snap([node("cordoned", unschedulable=True)])
+    tolerating = pod(
+        "p",
+        spec={
+            "tolerations": [
+                {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+            ]
+        },
+    )
+    assert decide(s, tolerating).node == "cordoned"
+    assert decide(s, pod("q")).reason == "0/1 nodes are available: 1 node(s) were unschedulable."
+
+
+def test_a_node_that_is_not_ready_gets_the_not_ready_taint() -> None:
+    s = snap([node("down", ready="False"), node("gone", ready="Unknown")])
+    assert decide(s, pod("p")).reason == (
+        "0/2 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
+        "1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."
+    )
+
+
+def test_pod_anti_affinity_own_and_existing() -> None:
+    nodes = [node("n1", zone="a"), node("n2", zone="a"), node("n3", zone="b")]
+    s = snap(nodes, [pod("web-0", "n1", labels={"app": "web"})])
+    # own anti-affinity by zone: zone a holds a web pod
+    d = decide(s, pod("p", labels={"app": "web"}, spec=anti("web", "topology.kubernetes.io/zone")))
+    assert d.node == "n3"
+    # an existing pod's anti-affinity keeps a matching pod out of its zone
+    s2 = snap(
+        nodes, [pod("db-0", "n3", labels={"app": "db"}, spec=anti("web", "topology.kubernetes.io/zone"))]
+    )
+    d2 = decide(
+        s2, pod("p", labels={"app": "web"}, spec={"nodeSelector": {"topology.kubernetes.io/zone": "b"}})
+    )
+    assert d2.reason == (
+        "0/3 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules, "
+        "2 node(s) didn't match Pod's node affinity/selector."
+    )
+    # both anti-affinities on one node
+    s3 = snap([node("n1")], [pod("web-0", "n1", labels={"app": "web"})])
+    assert decide(s3, pod("p", labels={"app": "x"}, spec=anti("web"))).reason == (
+        "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."
+    )
+
+
+def test_required_pod_affinity_and_the_first_pod_of_a_group() -> None:
+    aff = {
+        "affinity": {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "cache"}},
+                        "topologyKey": "topology.kubernetes.io/zone",
+                    }
+                ]
+            }
+        }
+    }
+    nodes = [node("n1", zone="a"), node("n2", zone="b")]
+    s = snap(nodes, [pod("cache-0", "n2", labels={"app": "cache"})])
+    assert decide(s, pod("p", labels={"app": "web"}, spec=aff)).node == "n2"
+    # no cache pod anywhere: a web pod cannot go, a cache pod affine to itself can
+    s2 = snap(nodes)
+    assert decide(s2, pod("p", labels={"app": "web"}, spec=aff)).reason == (
+        "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."
+    )
+    assert decide(s2, pod("c", labels={"app": "cache"}, spec=aff)).node != ""
+
+
+def test_topology_spread_do_not_schedule() -> None:
+    tsc = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "api"}},
+            }
+        ]
+    }
+    nodes = [node("a1", zone="a"), node("a2", zone="a"), node("b1", zone="b"), node("nozone", zone="")]
+    nodes[3] = msgspec.convert(
+        {
+            "metadata": {"name": "nozone", "labels": {"kubernetes.io/hostname": "nozone"}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "20"}},
+        },
+        Node,
+        strict=False,
+    )
+    s = snap(nodes, [pod("api-0", "a1", labels={"app": "api"})])
+    d = decide(s, pod("p", labels={"app": "api"}, spec=tsc))
+    assert d.node == "b1"
+    s2 = snap(
+        nodes,
+        [
+            pod("api-0", "a1", labels={"app": "api"}),
+            pod("api-1", "b1", labels={"app": "api"}),
+            pod("api-2", "a2", labels={"app": "api"}),
+        ],
+    )
+    d2 = decide(
+        s2,
+        pod("p", labels={"app": "api"}, spec={**tsc, "nodeSelector": {"topology.kubernetes.io/zone": "a"}}),
+    )
+    # the selector keeps the pod in zone a; with nodeAffinityPolicy Honor zone a is then the only
+    # domain (its own minimum), so another pod there keeps the skew at 0
+    assert d2.node in ("a1", "a2")
+    d3 = decide(
+        s2, pod("p", labels={"app": "api"}, spec={**tsc, "nodeSelector": {"kubernetes.io/hostname": "a1"}})
+    )
+    assert d3.node == "a1"
+    s3 = snap(nodes, [pod("api-0", "a1", labels={"app": "api"}), pod("api-1", "a2", labels={"app": "api"})])
+    d4 = decide(s3, pod("p", labels={"app": "api"}, spec={**tsc, "nodeSelector": {"disk": "none"}}))
+    assert "node(s) didn't match Pod's node affinity/selector" in d4.reason
+    # zone a: 2, zone b: 0, a pod in zone a would make skew 3
+    d5 = decide(s3, pod("p", labels={"app": "api"}, spec=tsc))
+    assert d5.node == "b1"
+    s4 = snap([*nodes[:2], nodes[3]], [pod("api-0", "a1", labels={"app": "api"})])
+    # a second zone-a pod is fine (only one domain); the node without the zone label is not
+    d6 = decide(
+        s4,
+        pod("p", labels={"app": "api"}, spec={**tsc, "nodeSelector": {"kubernetes.io/hostname": "nozone"}}),
+    )
+    assert d6.reason == (
+        "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints (missing required "
+        "label), 2 node(s) didn't match Pod's node affinity/selector."
+    )
+
+
+def test_topology_spread_min_domains() -> None:
+    tsc = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "minDomains": 3,
+                "labelSelector": {"matchLabels": {"app": "api"}},
+            }
+        ]
+    }
+    s = snap(
+        [node("a1", zone="a"), node("b1", zone="b")],
+        [pod("api-0", "a1", labels={"app": "api"}), pod("api-1", "b1", labels={"app": "api"})],
+    )
+    # two domains < minDomains 3: the global minimum is 0, each domain already has 1
+    assert decide(s, pod("p", labels={"app": "api"}, spec=tsc)).reason == (
+        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints."
+    )
+
+
+def test_invalid_selector_leaves_the_pod_pending() -> None:
+    bad = {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Bogus"}]},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+    }
+    d = decide(snap([node("n1")]), pod("p", spec=bad))
+    assert d.node == "" and d.reason.startswith("0/1 nodes are available: invalid selector:")
+
+
+# ----------------------------------------------------------------------------- scores
+
+
+def test_least_allocated_prefers_the_emptier_node() -> None:
+    s = snap([node("busy"), node("idle")], [pod("x", "busy", cpu="3", memory="6Gi")])
+    d = decide(s, pod("p"))
+    assert d.node == "idle"
+    # 2 feasible nodes: Fit (1) + Balanced (1) + TaintToleration (3 x 100) + the rest 0
+    assert d.score is not None and d.score > 300
+
+
+def test_balanced_allocation_breaks_a_least_allocated_tie() -> None:
+    # both nodes leave the same average free share, n2 more evenly
+    s = snap(
+        [node("n1", cpu="4", memory="4Gi"), node("n2", cpu="4", memory="4Gi")],
+        [pod("x", "n1", cpu="2", memory="0"), pod("y", "n2", cpu="1", memory="1Gi")],
+    )
+    assert decide(s, pod("p", cpu="10m", memory="10Mi")).node == "n2"
+    # a best-effort pod skips BalancedAllocation: the tie goes to the first name
+    assert decide(s, pod("p", cpu="0", memory="0")).node == "n1"
+
+
+def test_ties_go_to_the_first_name() -> None:
+    s = snap([node("b"), node("a"), node("c")])
+    assert decide(s, pod("p")).node == "a"
+
+
+def test_prefer_no_schedule_taint_is_avoided() -> None:
+    s = snap([node("a", taints=[{"key": "spot", "effect": "PreferNoSchedule"}]), node("b", cpu="2")])
+    assert decide(s, pod("p")).node == "b"
+
+
+def test_preferred_node_affinity_wins_over_resources() -> None:
+    pref = {
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 50,
+                        "preference": {
+                            "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]
+                        },
+                    }
+                ]
+            }
+        }
+    }
+    s = snap([node("a"), node("b", labels={"disk": "ssd"})], [pod("x", "b", cpu="2")])
+    assert decide(s, pod("p", spec=pref)).node == "b"
+
+
+def test_preferred_pod_affinity_pulls_towards_its_peers() -> None:
+    pref = {
+        "affinity": {
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {"app": "cache"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        }
+    }
+    s = snap([node("a"), node("b")], [pod("cache", "b", labels={"app": "cache"}, cpu="1")])
+    assert decide(s, pod("p", spec=pref)).node == "b"
+
+
+def test_system_default_spreading_spreads_replicas() -> None:
+    s = snap([node("a"), node("b")], [pod("web-0", "a", owner=("ReplicaSet", "web"), cpu="10m")])
+    # b is slightly fuller but a already holds a replica of the same ReplicaSet
+    s2 = snap(
+        [node("a"), node("b")],
+        [pod("web-0", "a", owner=("ReplicaSet", "web"), cpu="10m"), pod("other", "b", owner=None, cpu="50m")],
+    )
+    assert decide(s, pod("web-1", owner=("ReplicaSet", "web"))).node == "b"
+    assert decide(s2, pod("web-1", owner=("ReplicaSet", "web"))).node == "b"
+
+
+def test_generic_scorer_mode_packs_when_told_to() -> None:
+    args = GenericScorerArgs.model_validate(
+        {
+            "allocated": {
+                "values": "RatioToAllocatable",
+                "prefer": "Most",
+                "resources": {"cpu": 1, "memory": 1},
+            }
+        }
+    )
+    s = snap([node("busy"), node("idle")], [pod("x", "busy", cpu="2", memory="4Gi")])
+    assert decide(s, pod("p")).node == "idle"
+    packed = decide(s, pod("p"), PlacementOptions(score=SCORE_GENERIC, generic=args))
+    assert packed.node == "busy"
+    assert PlacementOptions(score=SCORE_GENERIC, generic=args).weights()["NodeResourcesGeneric"] == 2
+
+
+def test_options_validation() -> None:
+    with pytest.raises(ValueError, match="needs the scorer's args"):
+        PlacementOptions(score=SCORE_GENERIC)
+    with pytest.raises(ValueError, match="score must be"):
+        PlacementOptions(score="fancy")
+    with pytest.raises(ValueError, match=r"1\.\.100"):
+        PlacementOptions(percentage_of_nodes_to_score=0)
+
+
+# ----------------------------------------------------------------------------- the node search
+
+
+@pytest.mark.parametrize(
+    ("nodes", "percentage", "expected"),
+    [
+        (7, None, 7),
+        (99, None, 99),
+        (100, None, 100),
+        (1000, None, 420),
+        (5000, None, 500),
+        (10000, None, 500),
+        (5000, 100, 5000),
+        (5000, 50, 2500),
+        (1000, 1, 100),
+    ],
+)
+def test_num_feasible_nodes_to_find(nodes: int, percentage: int | None, expected: int) -> None:
+    assert num_feasible_nodes_to_find(nodes, percentage) == expected
+
+
+def test_scheduler_node_order_interleaves_zones() -> None:
+    nodes = [node("a1", zone="a"), node("a2", zone="a"), node("b1", zone="b"), node("c1", zone="c")]
+    assert [n.metadata.name for n in scheduler_node_order(nodes)] == ["a1", "b1", "c1", "a2"]
+
+
+def test_the_search_resumes_where_it_stopped() -> None:
+    nodes = [node(f"n{i:03d}") for i in range(200)]
+    sim = PlacementSimulator(snap(nodes))
+    assert sim._to_find == 100
+    first = sim.decide(pod("p1"))
+    assert first.feasible == 100 and sim._start == 100
+    sim.decide(pod("p2"))
+    assert sim._start == 0
+
+
+def test_bind_updates_what_later_pods_see() -> None:
+    s = snap([node("n1", cpu="1")])
+    sim = PlacementSimulator(s)
+    p1 = pod("p1", cpu="600m")
+    assert sim.decide(p1).node == "n1"
+    sim.bind(msgspec.structs.replace(p1, spec=msgspec.structs.replace(p1.spec, node_name="n1")))
+    assert s.pod("default", "p1") is not None
+    assert sim.decide(pod("p2", cpu="600m")).reason == "0/1 nodes are available: 1 Insufficient cpu."
+    with pytest.raises(ValueError, match="not one of the simulated nodes"):
+        sim.bind(msgspec.structs.replace(p1, spec=msgspec.structs.replace(p1.spec, node_name="nope")))
+
+
+# ----------------------------------------------------------------------------- the cycle driver
+
+
+@dataclass
+class Rec:
+    namespace: str
+    name: str
+    node: str
+    profile: str = "p"
+    plugin: str = "Test"
+    reason: str = ""
+
+
+@dataclass
+class FakeCycle:
+    evictions: list[Rec] = field(default_factory=list)
+    skipped: str | None = None
+    node_actions: list[Any] = field(default_factory=list)
+
+
+def evicting(plan: dict[int, list[str]]) -> Any:
+    """A cycle runner evicting, in cycle k, the pods named in plan[k] (namespace default)."""
+
+    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> FakeCycle:
+        out = FakeCycle()
+        for name in plan.get(k, []):
+            p = s.pod("default", name)
+            assert p is not None, name
+            backend.evict(p, None)
+            out.evictions.append(Rec("default", name, p.spec.node_name))
+        return out
+
+    return run
+
+
+def test_replacements_bare_and_finished_pods() -> None:
+    s = snap(
+        [node("n1"), node("n2")],
+        [
+            pod("web-abc", "n1", owner=("ReplicaSet", "web")),
+            pod("db-0", "n1", owner=("StatefulSet", "db")),
+            pod("bare", "n1", owner=None),
+            pod("job-x", "n1", owner=("Job", "job"), phase="Failed"),
+        ],
+    )
+    sim = simulate(s, evicting({1: ["web-abc", "db-0", "bare", "job-x"]}), now=NOW)
+    outcome = {p.name: p for p in sim.placements}
+    assert outcome["bare"].outcome == GONE and "bare pod" in outcome["bare"].reason
+    assert outcome["job-x"].outcome == GONE and "Failed" in outcome["job-x"].reason
+    web = outcome["web-abc"]
+    assert web.outcome == PLACED and web.replacement.startswith("web-") and web.replacement != "web-abc"
+    assert outcome["db-0"].replacement == "db-0"
+    placed = s.pod("default", web.replacement)
+    assert placed is not None and placed.spec.node_name == web.node and placed.status.phase == "Running"
+    assert placed.metadata.creation_timestamp == NOW
+    # deterministic names
+    s2 = snap([node("n1"), node("n2")], [pod("web-abc", "n1", owner=("ReplicaSet", "web"))])
+    assert simulate(s2, evicting({1: ["web-abc"]}), now=NOW).placements[0].replacement == web.replacement
+
+
+def test_higher_priority_is_placed_first() -> None:
+    s = snap(
+        [node("n1", cpu="1"), node("n2", cpu="1")],
+        [
+            pod("low", "n1", cpu="800m", priority=1),
+            pod("high", "n2", cpu="800m", priority=1000),
+            pod("filler", "n1", cpu="100m", owner=None),
+        ],
+    )
+    # both evicted and both fit again: the higher priority is scheduled first
+    sim = simulate(s, evicting({1: ["low", "high"]}), now=NOW)
+    assert [p.name for p in sim.placements] == ["high", "low"]
+    s2 = snap(
+        [node("n1", cpu="1")],
+        [
+            pod("low", "n1", cpu="800m", priority=1),
+            pod("high", "n1", cpu="800m", priority=1000, owner=("ReplicaSet", "h")),
+        ],
+    )
+    sim2 = simulate(s2, evicting({1: ["low", "high"]}), now=NOW)
+    by = {p.name: p for p in sim2.placements}
+    assert by["high"].outcome == PLACED and by["low"].outcome == PENDING
+    assert by["low"].reason == "0/1 nodes are available: 1 Insufficient cpu."
+    pending = s2.pod("default", by["low"].replacement)
+    assert pending is not None and pending.spec.node_name == "" and pending.status.phase == "Pending"
+    assert pending.status.conditions and pending.status.conditions[0].reason == "Unschedulable"
+
+
+def test_a_replacement_landing_where_it_was_is_thrashing() -> None:
+    s = snap(
+        [node("n1", cpu="1")],
+        [
+            pod("a", "n1", cpu="800m"),
+            pod("b", "n1", cpu="100m", owner=None),
+            pod("big", "n1", cpu="100m", owner=("ReplicaSet", "x")),
+        ],
+    )
+    # cycle 1 evicts a: its replacement fits only where it was
+    sim = simulate(s, evicting({1: ["a"], 2: ["b"]}), now=NOW, cycles=3)
+    first = sim.cycles[0].placements[0]
+    assert first.outcome == PLACED and first.same_node
+    assert [t.kind for t in sim.thrashing] == [THRASH_SAME_NODE]
+    assert sim.stop_reason == "cycle 3 evicted nothing" and sim.converged
+
+
+def test_retry_after_room_is_freed() -> None:
+    s = snap([node("n1", cpu="1")], [pod("a", "n1", cpu="800m"), pod("b", "n1", cpu="300m", owner=None)])
+    run = evicting({1: ["a"], 2: ["b"]})
+    sim = simulate(s, run, now=NOW, cycles=2)
+    c1, c2 = sim.cycles
+    assert c1.placements[0].outcome == PENDING
+    retried = [p for p in c2.placements if p.retried]
+    assert len(retried) == 1 and retried[0].outcome == PLACED and retried[0].name == "a"
+    assert [p.outcome for p in c2.placements if not p.retried] == [GONE]
+
+
+def test_re_evicting_a_replacement_is_thrashing() -> None:
+    s = snap([node("n1"), node("n2")], [pod("db-0", "n1", owner=("StatefulSet", "db"))])
+    sim = simulate(s, evicting({1: ["db-0"], 2: ["db-0"]}), now=NOW, cycles=2)
+    kinds = [t.kind for t in sim.thrashing]
+    assert THRASH_RE_EVICTED in kinds
+    re = next(t for t in sim.thrashing if t.kind == THRASH_RE_EVICTED)
+    assert re.cycle == 2 and "evicted in cycle 1" in re.detail
+
+
+def test_skipped_cycle_stops() -> None:
+    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> FakeCycle:
+        return FakeCycle(skipped="only 1 ready node(s) match")
+
+    sim = simulate(snap([node("n1")]), run, now=NOW, cycles=3)
+    assert len(sim.cycles) == 1 and sim.stop_reason.startswith("cycle 1 was skipped")
+    with pytest.raises(ValueError, match="cycles"):
+        simulate(snap([node("n1")]), run, now=NOW, cycles=0)
+
+
+def test_node_downgrades_apply_to_placement() -> None:
+    @dataclass
+    class Action:
+        node: str
+        action: str = "downgrade"
+        method: str = "taint"
+        key: str = "desched.io/anomalous-node"
+        value: str = "true"
+        effect: str = "NoSchedule"
+        result: str = "downgraded"
+
+    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> FakeCycle:
+        p = s.pod("default", "web-1")
+        assert p is not None
+        backend.evict(p, None)
+        return FakeCycle([Rec("default", "web-1", "n1")], node_actions=[Action("n2")])
+
+    s = snap([node("n1", cpu="1"), node("n2")], [pod("web-1", "n1", cpu="900m"), pod("x", "n1", cpu="200m")])
+    sim = simulate(s, run, now=NOW)
+    assert sim.placements[0].outcome == PENDING
+    assert "{desched.io/anomalous-node: true}" in sim.placements[0].reason
+    # the snapshot's node itself is left as it was
+    n2 = s.node("n2")
+    assert n2 is not None and not n2.spec.taints
+
+
+# ----------------------------------------------------------------------------- the picture
+
+
+def test_picture_utilisation_violations_and_skew() -> None:
+    tsc = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "api"}},
+            }
+        ]
+    }
+    nodes = [
+        node("a1", zone="a", cpu="2", memory="2Gi", pods="10", taints=[{"key": "k", "effect": "NoSchedule"}]),
+        node("b1", zone="b", cpu="2", memory="2Gi", pods="10"),
+    ]
+    pods = [
+        pod(f"api-{i}", "a1", labels={"app": "api"}, cpu="500m", memory="512Mi", spec=tsc) for i in range(3)
+    ] + [
+        pod("sel", "b1", spec={"nodeSelector": {"disk": "ssd"}}, cpu="0", memory="0"),
+        pod(
+            "w1",
+            "b1",
+            labels={"app": "w"},
+            spec=anti("w", "topology.kubernetes.io/zone"),
+            cpu="0",
+            memory="0",
+        ),
+        pod("w2", "b1", labels={"app": "w"}, cpu="0", memory="0"),
+    ]
+    pic = cluster_picture(snap(nodes, pods))
+    a1 = next(u for u in pic.nodes if u.name == "a1")
+    assert (a1.cpu, a1.memory, a1.pods) == (75.0, 75.0, 30.0)
+    assert pic.stats("cpu").mean == 37.5 and pic.stats("cpu").max == 75.0
+    assert pic.violations == {"taints": 3, "nodeAffinity": 1, "podAntiAffinity": 1, "topologySpread": 2}
+    [skew] = pic.skew
+    assert (skew.skew, skew.domains, skew.pods, skew.excess, skew.selector) == (3, 2, 3, 2, "app=api")
+    assert skew.declared_by == "ReplicaSet/rs"
+
+
+def test_a_bind_takes_room_from_the_next_pod_of_the_same_request_class() -> None:
+    # two replicas with equal requests: the first takes the room the second would need
+    for resource in ("cpu", "memory", "pods"):
+        sizes = {
+            "cpu": ("600m", "128Mi", "10"),
+            "memory": ("100m", "600Mi", "10"),
+            "pods": ("100m", "128Mi", "1"),
+        }
+        cpu, memory, pods = sizes[resource]
+        s = snap(
+            [node("n1", cpu="1", memory="1Gi", pods=pods)],
+            [pod("web-a", "n1", cpu=cpu, memory=memory), pod("web-b", "n1", cpu=cpu, memory=memory)],
+        )
+        sim = simulate(s, evicting({1: ["web-a", "web-b"]}), now=NOW)
+        assert [p.outcome for p in sim.placements] == [PLACED, PENDING], resource
+        expected = "1 Too many pods" if resource == "pods" else f"1 Insufficient {resource}"
+        assert sim.placements[1].reason == f"0/1 nodes are available: {expected}."
