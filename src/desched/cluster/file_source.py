@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import yaml
 
 from desched.api.errors import SnapshotError
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.k8s.objects import KINDS, AnyObject, ObjectReference
+from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +46,23 @@ class _Probe(msgspec.Struct, rename="camel"):
 
 def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
     p = Path(path)
+    # The snapshot's records are long-lived and many: the cyclic collector would rescan them again
+    # and again while they are built (reference counting frees the garbage meanwhile).
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise SnapshotError(str(path), f"cannot read snapshot: {e.strerror or e}") from None
-    return snapshot_from_objects(parse_snapshot_bytes(data, str(path)))
+        objects = _load_json_streamed(p)
+        if objects is None:
+            try:
+                data = p.read_bytes()
+            except OSError as e:
+                raise SnapshotError(str(path), f"cannot read snapshot: {e.strerror or e}") from None
+            objects = parse_snapshot_bytes(data, str(path))
+            del data
+        return snapshot_from_objects(objects)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def parse_snapshot_bytes(data: bytes, source: str = "snapshot") -> list[AnyObject]:
@@ -80,14 +94,157 @@ def snapshot_from_objects(objects: Iterable[AnyObject]) -> ClusterSnapshot:
     )
 
 
+# ---------------------------------------------------------------------------- JSON, streamed
+
+#: Files smaller than this are simply read whole.
+_STREAM_MIN_BYTES = 64 << 20
+#: About this many bytes of the file are decoded at once: small enough to stay in the CPU's cache
+#: (faster than one decode of the whole file, measured), large enough that per-batch costs vanish.
+_BATCH_BYTES = 1 << 20
+#: The top-level ``"items"`` key of a List, searched for in the first bytes of the file.
+_ITEMS_KEY = re.compile(rb'"items"\s*:\s*\[\s*')
+_ITEMS_KEY_WINDOW = 1 << 16
+#: The start of a listed object: ``{"apiVersion":"..","kind":"..","metadata":`` (either key first,
+#: any whitespace). A JSON string cannot hold an unescaped quote, so this never matches inside a
+#: string; nested lists (ownerReferences, managedFields) lack one of the three keys. A match at the
+#: wrong depth would still be caught: the batch it ends would not be valid JSON (see below).
+_ITEM_START = re.compile(
+    rb'\{\s*"(?:apiVersion"\s*:\s*"[^"\\]*"\s*,\s*"kind|kind"\s*:\s*"[^"\\]*"\s*,\s*"apiVersion)"'
+    rb'\s*:\s*"[^"\\]*"\s*,\s*"metadata"\s*:'
+)
+_WHITESPACE = b" \t\r\n"
+_MAX_EXTENSIONS = 16
+#: Where to look for the cut: this far before the end of what was read.
+_CUT_WINDOW = 256 << 10
+_item_list_decoder = msgspec.json.Decoder(list[AnyObject])
+_EVENTS_API = b'"events.k8s.io/'
+_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _load_json_streamed(path: Path) -> list[AnyObject] | None:
+    """Decode a large JSON ``List`` batch by batch as the file is read, so that the file's bytes
+    are never all in memory next to the records built from them (at 150,000 pods the file is
+    1.3 GB, the records about as much).
+
+    Returns None when the file is small, not a JSON List, or laid out in a way this does not
+    recognise; the caller then reads it whole (which also reports any error).
+    """
+    try:
+        with path.open("rb") as f:
+            if os.fstat(f.fileno()).st_size < _STREAM_MIN_BYTES:
+                return None
+            return _decode_json_batches(f, str(path))
+    except OSError:
+        return None
+
+
+def _decode_json_batches(f: BinaryIO, source: str) -> list[AnyObject] | None:
+    head = f.read(_ITEMS_KEY_WINDOW)
+    if head.lstrip()[:1] != b"{":
+        return None
+    m = _ITEMS_KEY.search(head)
+    if m is None:
+        return None
+    try:  # "items" must be a key of the top-level object, not of something nested
+        msgspec.json.decode(head[: m.start()] + b'"items":null}')
+    except msgspec.DecodeError:
+        return None
+    out: list[AnyObject] = []
+    # buf holds "[" and then the items not decoded yet, the first of them complete from its start
+    buf = bytearray(b"[")
+    buf += head[m.end() :]
+    del head
+    count = 0  # items decoded so far, for error messages
+    search_from = 1
+    cut_failed = False
+    while True:
+        if cut_failed or len(buf) < _BATCH_BYTES:
+            data = f.read(_BATCH_BYTES)
+            if not data:
+                break
+            buf += data
+            del data
+            cut_failed = False
+            continue
+        # cut at an item start near the end of what was read: everything before it is decoded now
+        cut_failed = True
+        pos = max(search_from, len(buf) - _CUT_WINDOW)
+        for _ in range(_MAX_EXTENSIONS):
+            found = _ITEM_START.search(buf, pos)
+            if found is None and pos > search_from:
+                found = _ITEM_START.search(buf, search_from)
+            if found is None:
+                break
+            cut = found.start()
+            pos = search_from = found.end()
+            end = cut
+            while end > 1 and buf[end - 1] in _WHITESPACE:
+                end -= 1
+            if end <= 1 or buf[end - 1] != 0x2C:  # ","
+                continue
+            buf[end - 1] = 0x5D  # "]": buf[:end] is now "[item,...,item]"
+            batch = _decode_batch(buf, end, source, count)
+            if batch is None:
+                buf[end - 1] = 0x2C  # a match at the wrong depth: try the next one
+                continue
+            out.extend(batch[0])
+            count += batch[1]
+            rest = buf[cut:]
+            buf = bytearray(b"[")
+            buf += rest
+            del rest
+            search_from = 1
+            cut_failed = False
+            break
+    # the last items, the closing bracket and the rest of the top-level object
+    buf[0:0] = b'{"items":'
+    try:
+        if buf.find(_EVENTS_API) != -1:
+            raise msgspec.ValidationError("events.k8s.io objects: item by item")
+        out.extend(msgspec.json.decode(buf, type=_JsonList).items)
+    except msgspec.ValidationError:  # (a DecodeError too: catch it first)
+        try:
+            _raw_list_decoder.decode(b"[" + buf + b"]")
+        except msgspec.DecodeError:
+            return None
+        out.extend(_decode_json(bytes(buf), source, count))
+    except msgspec.DecodeError:
+        return None
+    return out
+
+
+def _decode_batch(buf: bytearray, end: int, source: str, base: int) -> tuple[list[AnyObject], int] | None:
+    """The objects of the JSON array ``buf[:end]`` and how many items it has, or None when
+    ``buf[:end]`` is not a JSON array (a cut in the wrong place)."""
+    with memoryview(buf) as whole, whole[:end] as view:
+        try:
+            items = _item_list_decoder.decode(view)
+            # an events.k8s.io Event decodes as a core one with most fields missing (see _decode_json)
+            if not any(type(o) is Event for o in items) or buf.find(_EVENTS_API, 0, end) == -1:
+                return items, len(items)
+        except msgspec.ValidationError:  # (a DecodeError too: catch it first)
+            pass  # unknown kinds, a bad field, or a bad cut found late
+        except msgspec.DecodeError:
+            return None
+        try:
+            n = len(_raw_list_decoder.decode(view))
+        except msgspec.DecodeError:
+            return None
+        wrapped = b'{"kind":"List","items":' + bytes(view) + b"}"
+    return _decode_json(wrapped, source, base), n
+
+
 # ---------------------------------------------------------------------------- JSON
 
 
-def _decode_json(data: bytes, source: str) -> list[AnyObject]:
-    try:
-        return msgspec.json.decode(data, type=_JsonList).items
-    except msgspec.DecodeError:
-        pass  # unknown kinds, a single object, events.k8s.io events, or a real error: go item by item
+def _decode_json(data: bytes, source: str, index_base: int = 0) -> list[AnyObject]:
+    # An events.k8s.io Event has the kind of a core one but other field names: the typed decode
+    # would take it for a core Event with most fields missing.
+    if _EVENTS_API not in data:
+        try:
+            return msgspec.json.decode(data, type=_JsonList).items
+        except msgspec.DecodeError:
+            pass  # unknown kinds, a single object, or a real error: go item by item
     try:
         top = msgspec.json.decode(data, type=_RawList)
     except msgspec.DecodeError as e:
@@ -100,12 +257,14 @@ def _decode_json(data: bytes, source: str) -> list[AnyObject]:
         if cls is None:
             continue
         if probe.kind == "Event" and probe.api_version.startswith("events.k8s.io"):
-            out.append(_convert(_event_from_events_api(msgspec.json.decode(raw)), i, probe, source))
+            out.append(
+                _convert(_event_from_events_api(msgspec.json.decode(raw)), index_base + i, probe, source)
+            )
             continue
         try:
             out.append(msgspec.json.decode(raw, type=cls))  # type: ignore[arg-type]
         except msgspec.ValidationError as e:
-            raise _object_error(source, i, probe.kind, probe.metadata, e) from None
+            raise _object_error(source, index_base + i, probe.kind, probe.metadata, e) from None
     return out
 
 

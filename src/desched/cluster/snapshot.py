@@ -63,6 +63,7 @@ class ClusterSnapshot:
         self._events: list[Event] = list(events)
 
         self._requests: dict[str, Resources] = {}
+        self._requests_by_shape: dict[tuple[object, ...], Resources] = {}
         self._by_node: dict[str, dict[str, Pod]] = {}
         self._by_owner: dict[OwnerKey, dict[str, Pod]] = {}
         self._by_namespace: dict[str, dict[str, Pod]] = {}
@@ -197,6 +198,11 @@ class ClusterSnapshot:
     def pods_of_owner(self, namespace: str, kind: str, name: str) -> list[Pod]:
         return list(self._by_owner.get((namespace, kind, name), {}).values())
 
+    def owner_pod_count(self, namespace: str, kind: str, name: str) -> int:
+        """How many pods of the view name this owner (``len(pods_of_owner(...))``, without the list)."""
+        pods = self._by_owner.get((namespace, kind, name))
+        return len(pods) if pods else 0
+
     def owners(self) -> list[OwnerKey]:
         """Every (namespace, owner kind, owner name) that some pod of the view names as an owner."""
         return [key for key, pods in self._by_owner.items() if pods]
@@ -206,7 +212,13 @@ class ClusterSnapshot:
         key = pod.key
         cached = self._requests.get(key)
         if cached is None:
-            cached = k8s_resources.pod_requests(pod)
+            # The pods of one workload share their resource specs: compute once per distinct spec
+            # (the quantities as written), and give each pod its own copy.
+            shape = _requests_shape(pod)
+            by_shape = self._requests_by_shape.get(shape)
+            if by_shape is None:
+                by_shape = self._requests_by_shape[shape] = k8s_resources.pod_requests(pod)
+            cached = dict(by_shape)
             self._requests[key] = cached
         return cached
 
@@ -256,6 +268,34 @@ def _node_sort_key(node: Node) -> str:
 
 def _pod_sort_key(pod: Pod) -> tuple[str, str]:
     return (pod.metadata.namespace, pod.metadata.name)
+
+
+def _requests_shape(pod: Pod) -> tuple[object, ...]:
+    """Everything :func:`k8s_resources.pod_requests` reads, as a hashable key."""
+    spec = pod.spec
+    containers = tuple(
+        tuple(c.resources.requests.items()) if c.resources is not None and c.resources.requests else ()
+        for c in spec.containers
+    )
+    init = spec.init_containers
+    pod_level = spec.resources
+    if not init and not spec.overhead and (pod_level is None or not pod_level.requests):
+        return containers
+    return (
+        containers,
+        tuple(
+            (
+                c.restart_policy,
+                tuple(c.resources.requests.items())
+                if c.resources is not None and c.resources.requests
+                else (),
+            )
+            for c in init or ()
+        ),
+        tuple(spec.overhead.items()) if spec.overhead else (),
+        tuple(pod_level.requests.items()) if pod_level is not None and pod_level.requests else (),
+        None,  # never equal to a containers-only key
+    )
 
 
 def _occupies_node(pod: Pod) -> bool:

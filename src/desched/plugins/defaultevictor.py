@@ -297,7 +297,7 @@ class DefaultEvictor:
         self._threshold: int | None = None
         self._constraints: list[_Constraint] = []
         self._ready_nodes: list[Node] | None = None
-        self._owner_counts: dict[tuple[str, str, str, str], tuple[int, int]] = {}
+        self._owner_counts: dict[tuple[str, str, str, str], tuple[tuple[int, int], int]] = {}
 
     # ---------------------------------------------------------------- cycle
 
@@ -408,7 +408,10 @@ class DefaultEvictor:
         snapshot = self.handle.snapshot
         key = (namespace, kind, name, uid)
         hit = self._owner_counts.get(key)
-        if hit is not None and hit[0] == snapshot.version:
+        # Still valid while no pod was added and none of this owner's pods was removed: an eviction
+        # elsewhere (every one bumps snapshot.version) does not change this count.
+        stamp = (snapshot.additions, snapshot.owner_pod_count(namespace, kind, name))
+        if hit is not None and hit[0] == stamp:
             return hit[1]
         count = sum(
             1
@@ -417,7 +420,7 @@ class DefaultEvictor:
                 r.uid == uid and r.kind == kind and r.name == name for r in p.metadata.owner_references or ()
             )
         )
-        self._owner_counts[key] = (snapshot.version, count)
+        self._owner_counts[key] = (stamp, count)
         return count
 
     def _too_young(self, pod: Pod) -> bool:
