@@ -15,5 +15,8 @@ fi
 # proxy, then reused from the user cache (see docs/testing.md).
 DESCHED_E2E_BIN=$(bash hack/e2e/build-control-plane.sh | tail -n 1)
 export DESCHED_E2E_BIN
+# helm, to render deploy/helm in the e2e tests (also built once, then cached)
+DESCHED_HELM=$(bash hack/e2e/build-helm.sh | tail -n 1)
+export DESCHED_HELM
 
 .venv/bin/python -m pytest "$@"

@@ -29,6 +29,7 @@ _PLURALS = {
     "Role": "roles",
     "RoleBinding": "rolebindings",
     "Service": "services",
+    "PodDisruptionBudget": "poddisruptionbudgets",
 }
 
 
