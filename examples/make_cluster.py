@@ -241,6 +241,7 @@ def build() -> list[Obj]:
                 priority=2000001000,
                 priority_class="system-node-critical",
                 created="2026-10-01T08:05:00Z",
+                extra_spec={"tolerations": [{"operator": "Exists"}]},  # as kube-proxy: runs everywhere
             )
         )
     for i, n in enumerate(["node-a1", "node-a2"]):
