@@ -108,3 +108,21 @@ def test_metrics_use_upstream_names_and_health_endpoints() -> None:
         assert urllib.request.urlopen(f"{base}/readyz").status == 200
     finally:
         server.stop()
+
+
+def test_https_with_a_self_signed_certificate(tmp_path: Any) -> None:
+    import ssl
+
+    from desched.runtime.tls import serving_certificate
+
+    cert, key = serving_certificate("", "", str(tmp_path / "certs"))
+    assert serving_certificate("", "", str(tmp_path / "certs")) == (cert, key)  # reused, not regenerated
+    server = HealthServer("127.0.0.1", 0, registry=None, ready=lambda: True, tls=(cert, key))
+    server.start()
+    try:
+        ctx = ssl.create_default_context(cafile=cert)
+        ctx.check_hostname = False
+        with urllib.request.urlopen(f"https://127.0.0.1:{server.port}/healthz", context=ctx) as resp:
+            assert resp.status == 200
+    finally:
+        server.stop()
