@@ -507,6 +507,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except BrokenPipeError:
         return 0
+    finally:
+        if argv is None:
+            # The process ends now: spare it the collector's last passes over everything still
+            # alive (about 2 s over a 150,000-pod snapshot's records). Exit handlers still run.
+            import gc
+
+            gc.freeze()
 
 
 if __name__ == "__main__":

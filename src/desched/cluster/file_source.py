@@ -15,7 +15,8 @@ import gc
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -24,7 +25,16 @@ import yaml
 
 from desched.api.errors import SnapshotError
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference
+from desched.k8s.objects import (
+    KINDS,
+    AnyObject,
+    Container,
+    Event,
+    Node,
+    ObjectMeta,
+    ObjectReference,
+    Pod,
+)
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +160,7 @@ def _decode_json_batches(f: BinaryIO, source: str) -> list[AnyObject] | None:
     except msgspec.DecodeError:
         return None
     out: list[AnyObject] = []
+    interner = _Interner()
     # buf holds "[" and then the items not decoded yet, the first of them complete from its start
     buf = bytearray(b"[")
     buf += head[m.end() :]
@@ -187,6 +198,7 @@ def _decode_json_batches(f: BinaryIO, source: str) -> list[AnyObject] | None:
             if batch is None:
                 buf[end - 1] = 0x2C  # a match at the wrong depth: try the next one
                 continue
+            interner.objects(batch[0])
             out.extend(batch[0])
             count += batch[1]
             rest = buf[cut:]
@@ -198,6 +210,7 @@ def _decode_json_batches(f: BinaryIO, source: str) -> list[AnyObject] | None:
             break
     # the last items, the closing bracket and the rest of the top-level object
     buf[0:0] = b'{"items":'
+    n_batched = len(out)
     try:
         if buf.find(_EVENTS_API) != -1:
             raise msgspec.ValidationError("events.k8s.io objects: item by item")
@@ -210,6 +223,7 @@ def _decode_json_batches(f: BinaryIO, source: str) -> list[AnyObject] | None:
         out.extend(_decode_json(bytes(buf), source, count))
     except msgspec.DecodeError:
         return None
+    interner.objects(out[n_batched:])
     return out
 
 
@@ -357,3 +371,134 @@ def _object_error(
         field = at.rstrip("`").lstrip(".")
     reason = text[:1].lower() + text[1:]
     return SnapshotError(f"{source}: items[{index}] ({who})", f"{field}: {reason}" if field else reason)
+
+
+# ---------------------------------------------------------------------------- interning
+
+
+class _Interner:
+    """Makes the repeated short strings of a snapshot's records one object each.
+
+    150,000 pods repeat the same namespaces, node names, label values, images, condition types,
+    ... The decoder builds a fresh string for each occurrence (it already shares dict keys);
+    replacing them by a canonical instance, batch by batch as they are decoded, saves about a third
+    of the records' memory. Nothing compares these strings by identity, so this changes no
+    decision. A pod's UTC timestamps equal to its creation or start time are shared too (others are
+    left alone: equal instants in other zones print differently).
+    """
+
+    __slots__ = ("_table",)
+
+    def __init__(self) -> None:
+        self._table: dict[object, Any] = {}
+
+    def objects(self, objects: list[AnyObject]) -> None:
+        t = self._table.setdefault
+        pod_kind = Pod
+        for obj in objects:
+            if type(obj) is pod_kind:
+                _intern_pod(obj, t)
+            elif type(obj) is Node:
+                _intern_node(obj, t)
+
+
+_Intern = Callable[[Any, Any], Any]
+
+
+def _intern_meta(m: ObjectMeta, t: _Intern) -> None:
+    m.namespace = t(m.namespace, m.namespace)
+    d: dict[str, Any] | None = m.labels
+    if d:
+        for k, v in d.items():  # (replacing values of existing keys while iterating is allowed)
+            d[k] = t(v, v)
+    d = m.annotations
+    if d:
+        for k, v in d.items():
+            d[k] = t(v, v)
+    for ref in m.owner_references or ():
+        ref.kind = t(ref.kind, ref.kind)
+        ref.name = t(ref.name, ref.name)
+        ref.api_version = t(ref.api_version, ref.api_version)
+
+
+def _intern_quantities(d: dict[str, Any], t: _Intern) -> None:
+    for k, v in d.items():
+        if type(v) is str:  # (never an int for an equal float)
+            d[k] = t(v, v)
+
+
+def _intern_containers(containers: list[Container], t: _Intern) -> None:
+    for c in containers:
+        c.name = t(c.name, c.name)
+        c.image = t(c.image, c.image)
+        r = c.resources
+        if r is not None:
+            if r.requests:
+                _intern_quantities(r.requests, t)
+            if r.limits:
+                _intern_quantities(r.limits, t)
+
+
+def _intern_pod(pod: Pod, t: _Intern) -> None:
+    _intern_meta(pod.metadata, t)
+    spec = pod.spec
+    spec.node_name = t(spec.node_name, spec.node_name)
+    spec.priority_class_name = t(spec.priority_class_name, spec.priority_class_name)
+    spec.scheduler_name = t(spec.scheduler_name, spec.scheduler_name)
+    spec.restart_policy = t(spec.restart_policy, spec.restart_policy)
+    s = spec.preemption_policy
+    if s is not None:
+        spec.preemption_policy = t(s, s)
+    d = spec.node_selector
+    if d:
+        for k, v in d.items():
+            d[k] = t(v, v)
+    for tol in spec.tolerations or ():
+        tol.key = t(tol.key, tol.key)
+        tol.operator = t(tol.operator, tol.operator)
+        tol.value = t(tol.value, tol.value)
+        tol.effect = t(tol.effect, tol.effect)
+    _intern_containers(spec.containers, t)
+    if spec.init_containers:
+        _intern_containers(spec.init_containers, t)
+    for vol in spec.volumes or ():
+        vol.name = t(vol.name, vol.name)
+    status = pod.status
+    status.phase = t(status.phase, status.phase)
+    status.qos_class = t(status.qos_class, status.qos_class)
+    # a pod's timestamps mostly repeat its own creation or start time (hashing timestamps for a
+    # table would cost more than it saves)
+    created = pod.metadata.creation_timestamp
+    if created is not None and created.tzinfo is not UTC:
+        created = None
+    started = status.start_time
+    if started is not None:
+        if started.tzinfo is not UTC:
+            started = None
+        elif started == created:
+            status.start_time = started = created
+    for c in status.conditions or ():
+        c.type = t(c.type, c.type)
+        c.status = t(c.status, c.status)
+        c.reason = t(c.reason, c.reason)
+        ts = c.last_transition_time
+        if ts is not None and ts.tzinfo is UTC:
+            if ts == started:
+                c.last_transition_time = started
+            elif ts == created:
+                c.last_transition_time = created
+    for cs in status.container_statuses or ():
+        cs.name = t(cs.name, cs.name)
+
+
+def _intern_node(node: Node, t: _Intern) -> None:
+    _intern_meta(node.metadata, t)
+    st = node.status
+    if st.capacity:
+        _intern_quantities(st.capacity, t)
+    if st.allocatable:
+        _intern_quantities(st.allocatable, t)
+    for c in st.conditions or ():
+        c.type = t(c.type, c.type)
+        c.status = t(c.status, c.status)
+        c.reason = t(c.reason, c.reason)

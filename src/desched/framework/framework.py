@@ -125,18 +125,44 @@ class PluginHandle:
         return self._ctx.clock()
 
     def sort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
-        return _ordered(pods, [s.less for s in self._profile.sorters], key)
+        sorters = self._profile.sorters
+        return _ordered(pods, [s.less for s in sorters], key, [getattr(s, "sort_key", None) for s in sorters])
 
     def presort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
-        return _ordered(pods, [s.pre_less for s in self._profile.presorters], key)
+        presorters = self._profile.presorters
+        return _ordered(
+            pods,
+            [s.pre_less for s in presorters],
+            key,
+            [getattr(s, "presort_key", None) for s in presorters],
+        )
 
 
 def _ordered(
-    pods: Sequence[Pod], less_fns: Sequence[Callable[[Pod, Pod], bool]], key: Callable[[Pod], Any] | None
+    pods: Sequence[Pod],
+    less_fns: Sequence[Callable[[Pod, Pod], bool]],
+    key: Callable[[Pod], Any] | None,
+    key_fns: Sequence[Callable[[Pod], Any] | None] = (),
 ) -> list[Pod]:
-    """A stable sort: configured sorters decide first, in order; the plugin's key breaks ties."""
+    """A stable sort: configured sorters decide first, in order; the plugin's key breaks ties.
+
+    When every sorter also offers a key consistent with its ``less`` (``less(a, b)`` exactly when
+    ``key(a) < key(b)``: a Sort plugin's optional ``sort_key``, a PreSort plugin's
+    ``presort_key``), the pods are sorted by the tuple of those keys instead of pairwise
+    comparisons: the same order, several times faster.
+    """
     if not less_fns:
         return sorted(pods, key=key) if key is not None else list(pods)
+    if key_fns and all(k is not None for k in key_fns):
+        fns = [k for k in key_fns if k is not None]
+        if key is not None:
+            fns.append(key)
+        if len(fns) == 1:
+            return sorted(pods, key=fns[0])
+        if len(fns) == 2:
+            k0, k1 = fns
+            return sorted(pods, key=lambda p: (k0(p), k1(p)))
+        return sorted(pods, key=lambda p: tuple([k(p) for k in fns]))
 
     def compare(a: Pod, b: Pod) -> int:
         for less in less_fns:

@@ -19,18 +19,19 @@ Both serve Sort (``less``) and PreSort (``pre_less``) alike.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from desched.api.types import ArgsModel
 from desched.k8s import pods as k8s_pods
-from desched.k8s.objects import Pod
+from desched.k8s.objects import ZERO_TIME, Pod
 from desched.plugins.common import priority_low_to_high_key
 
 if TYPE_CHECKING:
     from desched.framework.framework import PluginHandle
 
 _PriorityKey = tuple[int, int, int, int]
+_NAIVE_ZERO_TIME = ZERO_TIME.replace(tzinfo=None)
 
 
 class PrioritySort:
@@ -60,6 +61,13 @@ class PrioritySort:
     def pre_less(self, a: Pod, b: Pod) -> bool:
         return self._key(a) < self._key(b)
 
+    def sort_key(self, pod: Pod) -> _PriorityKey:
+        """``less(a, b)`` exactly when ``sort_key(a) < sort_key(b)`` (the framework's fast path)."""
+        return self._key(pod)
+
+    def presort_key(self, pod: Pod) -> _PriorityKey:
+        return self._key(pod)
+
 
 class PodAgeSortArgs(ArgsModel):
     order: Literal["OldestFirst", "NewestFirst"] = "OldestFirst"
@@ -83,3 +91,14 @@ class PodAgeSort:
 
     def pre_less(self, a: Pod, b: Pod) -> bool:
         return self.less(a, b)
+
+    def sort_key(self, pod: Pod) -> datetime | timedelta:
+        """``less(a, b)`` exactly when ``sort_key(a) < sort_key(b)`` (the framework's fast path)."""
+        t = k8s_pods.pod_creation_time(pod)
+        if not self._newest_first:
+            return t
+        # newer first: the time before Go's zero time, which orders the other way round
+        return (ZERO_TIME if t.tzinfo is not None else _NAIVE_ZERO_TIME) - t
+
+    def presort_key(self, pod: Pod) -> datetime | timedelta:
+        return self.sort_key(pod)

@@ -1,0 +1,76 @@
+"""The streamed loader shares repeated strings (and a pod's repeated timestamps) between records
+without changing any value."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from desched.cluster import file_source
+from desched.cluster.file_source import load_snapshot_file, parse_snapshot_bytes
+from desched.k8s.objects import Pod
+
+
+@pytest.fixture(autouse=True)
+def tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(file_source, "_STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(file_source, "_BATCH_BYTES", 700)
+    monkeypatch.setattr(file_source, "_CUT_WINDOW", 200)
+
+
+def _pod(i: int, created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"web-{i}",
+            "namespace": "shop",
+            "creationTimestamp": created,
+            "labels": {"app": "web", "tier": "front"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1"}],
+        },
+        "spec": {
+            "nodeName": "node-1",
+            "containers": [
+                {"name": "c", "image": "registry/web:1", "resources": {"requests": {"cpu": 1, "memory": 1.5}}}
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "startTime": created,
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": created}],
+        },
+    }
+
+
+def test_streamed_records_share_strings_and_keep_values(tmp_path: Path) -> None:
+    items = [_pod(i) for i in range(30)] + [_pod(99, "2026-01-01T02:00:00+02:00")]
+    data = json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode()
+    path = tmp_path / "snap.json"
+    path.write_bytes(data)
+    pods = sorted(load_snapshot_file(path).pods, key=lambda p: p.metadata.name)
+    whole = sorted(
+        (o for o in parse_snapshot_bytes(data) if isinstance(o, Pod)), key=lambda p: p.metadata.name
+    )
+    assert msgspec.to_builtins(pods) == msgspec.to_builtins(whole)
+    first, last = pods[0], pods[-2]
+    assert first.metadata.name != last.metadata.name
+    assert first.metadata.namespace is last.metadata.namespace
+    assert first.spec.node_name is last.spec.node_name
+    assert first.metadata.labels is not last.metadata.labels  # dicts are never shared
+    assert first.metadata.labels["app"] is last.metadata.labels["app"]  # type: ignore[index]
+    assert first.spec.containers[0].image is last.spec.containers[0].image
+    conds = first.status.conditions or []
+    assert conds[0].last_transition_time is first.metadata.creation_timestamp
+    # numbers stay what they were (1 is not 1.0), timestamps keep their zone
+    assert first.spec.containers[0].resources.requests == {"cpu": 1, "memory": 1.5}  # type: ignore[union-attr]
+    assert type(first.spec.containers[0].resources.requests["cpu"]) is int  # type: ignore[union-attr]
+    other = pods[-1]
+    assert other.metadata.name == "web-99"
+    assert other.metadata.creation_timestamp.utcoffset() == timedelta(hours=2)  # type: ignore[union-attr]
+    assert other.status.start_time.utcoffset() == timedelta(hours=2)  # type: ignore[union-attr]
