@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-import msgspec
-
+from desched.k8s._compile_cache import CompileCache
 from desched.k8s.labels import (
     OP_DOES_NOT_EXIST,
     OP_EXISTS,
@@ -146,17 +145,9 @@ def _usable_term(term: NodeSelectorTerm) -> CompiledTerm | None:
 # Two cache levels: by object identity (holding the object, so its id cannot be reused while
 # cached), then by msgpack encoding, so that the equal affinities of a workload's pods share one
 # compiled form.
-_ID_CACHE_LIMIT = 1 << 18
-_ENCODING_CACHE_LIMIT = 1 << 16
-_encode = msgspec.msgpack.Encoder().encode
 
 _Terms = tuple[CompiledTerm, ...]
 _Weighted = tuple[tuple[CompiledTerm, int], ...]
-_selectors: dict[int, tuple[NodeSelector, _Terms]] = {}
-_selectors_by_encoding: dict[bytes, _Terms] = {}
-_terms: dict[int, tuple[NodeSelectorTerm, CompiledTerm | None]] = {}
-_preferred: dict[int, tuple[list[PreferredSchedulingTerm], _Weighted]] = {}
-_preferred_by_encoding: dict[bytes, _Weighted] = {}
 
 
 def _compile_selector(ns: NodeSelector) -> _Terms:
@@ -174,49 +165,14 @@ def _compile_preferred(terms: list[PreferredSchedulingTerm]) -> _Weighted:
     return tuple(compiled)
 
 
-def _compiled_selector(ns: NodeSelector) -> _Terms:
-    hit = _selectors.get(id(ns))
-    if hit is not None and hit[0] is ns:
-        return hit[1]
-    key = _encode(ns)
-    terms = _selectors_by_encoding.get(key)
-    if terms is None:
-        terms = _compile_selector(ns)
-        if len(_selectors_by_encoding) >= _ENCODING_CACHE_LIMIT:
-            _selectors_by_encoding.clear()
-        _selectors_by_encoding[key] = terms
-    if len(_selectors) >= _ID_CACHE_LIMIT:
-        _selectors.clear()
-    _selectors[id(ns)] = (ns, terms)
-    return terms
-
-
-def _compiled_term(term: NodeSelectorTerm) -> CompiledTerm | None:
-    hit = _terms.get(id(term))
-    if hit is not None and hit[0] is term:
-        return hit[1]
-    compiled = _usable_term(term)
-    if len(_terms) >= _ID_CACHE_LIMIT:
-        _terms.clear()
-    _terms[id(term)] = (term, compiled)
-    return compiled
-
-
-def _compiled_preferred(terms: list[PreferredSchedulingTerm]) -> _Weighted:
-    hit = _preferred.get(id(terms))
-    if hit is not None and hit[0] is terms:
-        return hit[1]
-    key = _encode(terms)
-    weighted = _preferred_by_encoding.get(key)
-    if weighted is None:
-        weighted = _compile_preferred(terms)
-        if len(_preferred_by_encoding) >= _ENCODING_CACHE_LIMIT:
-            _preferred_by_encoding.clear()
-        _preferred_by_encoding[key] = weighted
-    if len(_preferred) >= _ID_CACHE_LIMIT:
-        _preferred.clear()
-    _preferred[id(terms)] = (terms, weighted)
-    return weighted
+_selector_cache: CompileCache[NodeSelector, _Terms] = CompileCache(_compile_selector)
+_term_cache: CompileCache[NodeSelectorTerm, CompiledTerm | None] = CompileCache(
+    _usable_term, by_content=False
+)
+_preferred_cache: CompileCache[list[PreferredSchedulingTerm], _Weighted] = CompileCache(_compile_preferred)
+_compiled_selector = _selector_cache.get
+_compiled_term = _term_cache.get
+_compiled_preferred = _preferred_cache.get
 
 
 def node_selector_requirement_matches(

@@ -26,8 +26,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import msgspec
-
+from desched.k8s._compile_cache import CompileCache
 from desched.k8s.objects import LabelSelector
 
 __all__ = [
@@ -341,28 +340,7 @@ def _compile_structured(sel: LabelSelector) -> Matcher | str:
         return str(e)
 
 
-_ID_CACHE_LIMIT = 1 << 18
-_ENCODING_CACHE_LIMIT = 1 << 16
-_by_id: dict[int, tuple[LabelSelector, Matcher | str]] = {}
-_by_encoding: dict[bytes, Matcher | str] = {}
-_encode = msgspec.msgpack.Encoder().encode
-
-
-def _compiled(sel: LabelSelector) -> Matcher | str:
-    hit = _by_id.get(id(sel))
-    if hit is not None and hit[0] is sel:
-        return hit[1]
-    key = _encode(sel)
-    compiled = _by_encoding.get(key)
-    if compiled is None:
-        compiled = _compile_structured(sel)
-        if len(_by_encoding) >= _ENCODING_CACHE_LIMIT:
-            _by_encoding.clear()
-        _by_encoding[key] = compiled
-    if len(_by_id) >= _ID_CACHE_LIMIT:
-        _by_id.clear()
-    _by_id[id(sel)] = (sel, compiled)
-    return compiled
+_compiled: Callable[[LabelSelector], Matcher | str] = CompileCache(_compile_structured).get
 
 
 def compile_label_selector(sel: LabelSelector | None, *, none_matches: bool) -> Matcher:
