@@ -266,6 +266,25 @@ def simulate_on_snapshot(cluster: Cluster, tmp: Path, policy_path: Path) -> set[
     return {e["name"] for e in json.loads(proc.stdout)["evictions"]}
 
 
+def single_plugin_policy(tmp: Path, plugin: str, args: dict[str, Any]) -> Path:
+    """A policy running one Deschedule plugin on this module's nodes."""
+    path = tmp / f"{plugin}-{uuid.uuid4().hex[:6]}.yaml"
+    doc = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "nodeSelector": "e2e/live=true",
+        "profiles": [
+            {
+                "name": "e2e",
+                "pluginConfig": [{"name": plugin, "args": args}],
+                "plugins": {"deschedule": {"enabled": [plugin]}},
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 def test_a_cycle_evicts_what_simulate_predicts(cluster: Cluster, tmp_path: Path) -> None:
     cp = cluster.cp
     ns = new_namespace(cp, "parity")
@@ -380,28 +399,7 @@ def test_metrics_and_events_use_upstream_names(cluster: Cluster, tmp_path: Path)
 def test_apiserver_restart_mid_watch_cache_recovers(cluster: Cluster, tmp_path: Path) -> None:
     cp = cluster.cp
     ns = new_namespace(cp, "restart")
-    pol = tmp_path / "taints.yaml"
-    pol.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "descheduler/v1alpha2",
-                "kind": "DeschedulerPolicy",
-                "nodeSelector": "e2e/live=true",
-                "profiles": [
-                    {
-                        "name": "e2e",
-                        "pluginConfig": [
-                            {
-                                "name": "RemovePodsViolatingNodeTaints",
-                                "args": {"namespaces": {"include": [ns]}},
-                            }
-                        ],
-                        "plugins": {"deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]}},
-                    }
-                ],
-            }
-        )
-    )
+    pol = single_plugin_policy(tmp_path, "RemovePodsViolatingNodeTaints", {"namespaces": {"include": [ns]}})
     d = DeschedProcess(cluster.kubeconfig, tmp_path, pol, "--descheduling-interval", "1s")
     try:
         wait_for(lambda: d.cycles() >= 1, "first cycle", timeout=60)
@@ -434,27 +432,8 @@ def test_apiserver_restart_mid_watch_cache_recovers(cluster: Cluster, tmp_path: 
 def test_leader_election_only_the_leader_evicts(cluster: Cluster, tmp_path: Path) -> None:
     cp = cluster.cp
     ns = new_namespace(cp, "leader")
-    pol = tmp_path / "lifetime.yaml"
-    pol.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "descheduler/v1alpha2",
-                "kind": "DeschedulerPolicy",
-                "nodeSelector": "e2e/live=true",
-                "profiles": [
-                    {
-                        "name": "e2e",
-                        "pluginConfig": [
-                            {
-                                "name": "PodLifeTime",
-                                "args": {"namespaces": {"include": [ns]}, "maxPodLifeTimeSeconds": 1},
-                            }
-                        ],
-                        "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
-                    }
-                ],
-            }
-        )
+    pol = single_plugin_policy(
+        tmp_path, "PodLifeTime", {"namespaces": {"include": [ns]}, "maxPodLifeTimeSeconds": 1}
     )
     lease = (
         "--leader-elect",
