@@ -62,37 +62,19 @@ def _current_rss_mib() -> float | None:
 
 def worker(job: dict[str, Any]) -> dict[str, Any]:
     """One measurement, in a process of its own (``--worker``)."""
+    if "extender_nodes" in job:
+        from benchmarks.extender import bench_extender
+
+        return {"extender": bench_extender(job["extender_nodes"], job.get("requests", 200))}
     out: dict[str, Any] = {}
     snapshot_path = job["snapshot"]
     policy_path = job["policy"]
 
     if job.get("simulate", True):
-        cmd = [
-            *_desched_command(),
-            "simulate",
-            snapshot_path,
-            "--policy",
-            policy_path,
-            "--now",
-            NOW,
-            "-o",
-            "json",
-            *job.get("simulate_args", []),
-        ]
-        with tempfile.TemporaryFile() as stdout:
-            t0 = time.perf_counter()
-            proc = subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, check=False)
-            out["simulate_s"] = time.perf_counter() - t0
-            # the only child so far: its peak is the simulate command's
-            child = resource.getrusage(resource.RUSAGE_CHILDREN)
-            out["simulate_peak_rss_mib"] = child.ru_maxrss / 1024
-            out["simulate_cpu_s"] = child.ru_utime + child.ru_stime
-            if proc.returncode != 0:
-                out["simulate_error"] = proc.stderr.decode(errors="replace").strip()[-2000:]
-            else:
-                stdout.seek(0)
-                doc = json.load(stdout)
-                out["simulate_evictions"] = doc["summary"]["evicted"]
+        # the default (with placement) and --no-placement: the issue's end-to-end figure is
+        # "load + cycle + output"; placement is what `desched simulate` adds on top by default
+        for key, extra in (("simulate", []), ("simulate_noplace", ["--no-placement"])):
+            out.update(_simulate(snapshot_path, policy_path, [*extra, *job.get("simulate_args", [])], key))
 
     import gc
     from datetime import datetime
@@ -176,6 +158,31 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     out["peak_rss_mib"] = _maxrss_mib(resource.RUSAGE_SELF)
     if profiler is not None:
         out["profile"] = _write_profile(profiler, Path(job["profile"]))
+    return out
+
+
+def _simulate(snapshot: str, policy: str, extra: list[str], key: str) -> dict[str, Any]:
+    """Run ``desched simulate ... -o json`` once; its wall and CPU time, peak RSS and evictions
+    (``os.wait4`` gives this child's own resource usage, not the sum over all children)."""
+    cmd = [*_desched_command(), "simulate", snapshot, "--policy", policy, "--now", NOW, "-o", "json", *extra]
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out[f"{key}_s"] = time.perf_counter() - t0
+        out[f"{key}_peak_rss_mib"] = usage.ru_maxrss / 1024
+        out[f"{key}_cpu_s"] = usage.ru_utime + usage.ru_stime
+        if proc.returncode != 0:
+            stderr.seek(0)
+            out[f"{key}_error"] = stderr.read().decode(errors="replace").strip()[-2000:]
+        else:
+            stdout.seek(0)
+            doc = json.load(stdout)
+            out[f"{key}_evictions"] = doc["summary"]["evicted"]
+            if "placements" in doc:
+                out[f"{key}_placed"] = len(doc["placements"])
     return out
 
 
@@ -282,6 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--profile", metavar="DIR", help="run the cycle under cProfile; write .prof and .txt here"
     )
+    parser.add_argument(
+        "--extender-nodes",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="candidate nodes for the extender's prioritize/filter latency (default 1000; 0 skips it)",
+    )
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per worker (default 3600)")
     parser.add_argument("--cache-dir", type=Path, help=f"snapshot cache (default {cache_dir()})")
     parser.add_argument("--markdown", metavar="FILE", help="also write the markdown tables here")
@@ -369,6 +383,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     jsonl.flush()
                 if "error" in res:
                     print(f"[{nodes} nodes] policy {variant} failed: {res['error']}", file=sys.stderr)
+        if args.extender_nodes > 0:
+            print(f"[extender] {args.extender_nodes} candidate nodes ...", file=sys.stderr, flush=True)
+            res = _run_worker({"extender_nodes": args.extender_nodes}, args.timeout)
+            if "extender" not in res:
+                res = {"extender": {"error": res.get("error", "no result")}}
+            results.append(res)
+            line = json.dumps(res)
+            print(line, flush=True)
+            if jsonl is not None:
+                jsonl.write(line + "\n")
     if jsonl is not None:
         jsonl.close()
     md = markdown(results, all_plugins, missing, machine)
@@ -376,7 +400,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(md)
     if args.markdown:
         Path(args.markdown).write_text(md)
-    return 1 if any("error" in r for r in results) else 0
+    failed = any(
+        "error" in r
+        or r.get("simulate_error")
+        or r.get("simulate_noplace_error")
+        or "error" in r.get("extender", {})
+        for r in results
+    )
+    return 1 if failed else 0
 
 
 # ============================================================================ the tables
@@ -399,14 +430,16 @@ def markdown(
         "process in parentheses.",
         "",
         "| nodes | pods | policy | snapshot MB | load s | cycle s | GC in cycle s | evictions "
-        "| RSS after load MiB | peak RSS MiB | `desched simulate` s | simulate peak RSS MiB |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| RSS after load MiB | peak RSS MiB | `desched simulate` s | its peak RSS MiB "
+        "| `simulate --no-placement` s | its peak RSS MiB |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in results:
+    sized = [r for r in results if "size_nodes" in r]
+    for r in sized:
         if "error" in r and "cycle_s" not in r:
             lines.append(
                 f"| {r['size_nodes']:,} | - | {r['policy']} | {r['snapshot_mb']:.0f} | failed: "
-                f"{r['error'][:120]} | | | | | | | |"
+                f"{r['error'][:120]} | | | | | | | | | |"
             )
             continue
         lines.append(
@@ -416,9 +449,40 @@ def markdown(
             f"| {_f(r.get('cycle_gc_s'))} | {r['evictions']:,} "
             f"| {_f(r['rss_after_load_mib'], '{:.0f}')} | {_f(r['peak_rss_mib'], '{:.0f}')} "
             f"| {_f(r.get('simulate_s'))} ({_f(r.get('simulate_cpu_s'))}) "
-            f"| {_f(r.get('simulate_peak_rss_mib'), '{:.0f}')} |"
+            f"| {_f(r.get('simulate_peak_rss_mib'), '{:.0f}')} "
+            f"| {_f(r.get('simulate_noplace_s'))} ({_f(r.get('simulate_noplace_cpu_s'))}) "
+            f"| {_f(r.get('simulate_noplace_peak_rss_mib'), '{:.0f}')} |"
         )
-    ok = [r for r in results if "plugins" in r]
+    for r in sized:
+        for key in ("simulate", "simulate_noplace"):
+            if r.get(f"{key}_error"):
+                command = "simulate --no-placement" if key == "simulate_noplace" else "simulate"
+                lines += [
+                    "",
+                    f"`desched {command}` failed at {r['size_nodes']:,} nodes: {r[f'{key}_error'][-300:]}",
+                ]
+    ext = [r for r in results if "extender" in r]
+    for r in ext:
+        e = r["extender"]
+        if "error" in e:
+            lines += ["", f"Extender benchmark failed: {e['error']}"]
+            continue
+        lines += [
+            "",
+            f"`desched extender` latency at {e['nodes']:,} candidate nodes "
+            f"({e['pods_in_cache']:,} pods in its cache, {e['requests']} requests per row, "
+            "loopback HTTP, keep-alive):",
+            "",
+            "| call | p50 ms | p99 ms | mean ms | CPU ms per request |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for verb in ("prioritize", "filter"):
+            for mode, label in (("nodenames", "NodeNames (nodeCacheCapable)"), ("nodelist", "full NodeList")):
+                m = e[verb][mode]
+                lines.append(
+                    f"| {verb}, {label} | {m['p50_ms']} | {m['p99_ms']} | {m['mean_ms']} | {m['cpu_ms']} |"
+                )
+    ok = [r for r in sized if "plugins" in r]
     if ok:
         lines += ["", "Seconds per plugin in the cycle, wall (CPU) [evictions]:", ""]
         header = "| plugin | " + " | ".join(f"{r['nodes']:,} nodes, {r['policy']}" for r in ok) + " |"
