@@ -81,6 +81,8 @@ from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Event, Node, Pod
 from desched.plugins.common import pod_selector
 
+#: Node names a "not downgrading" warning lists before it says "and N more".
+_CAPPED_SHOWN = 5
 log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "RemoveAnomalyPods"
@@ -512,6 +514,7 @@ class RemoveAnomalyPods:
         downgraded = {
             n.metadata.name for n in self.handle.snapshot.nodes if active_entries(n.metadata.annotations, now)
         }
+        capped: list[str] = []
         for node in nodes:
             pods = judged.get(node.metadata.name)
             if not pods:
@@ -522,12 +525,7 @@ class RemoveAnomalyPods:
                 for e in active_entries(node.metadata.annotations, now)
             )
             if limit is not None and not mine and name not in downgraded and len(downgraded) >= limit:
-                log.warning(
-                    "not downgrading node %s: %d node(s) already downgraded (maxDowngradedNodes %d)",
-                    name,
-                    len(downgraded),
-                    limit,
-                )
+                capped.append(name)
                 continue
             keys = sorted(p.key for p in pods)
             reasons = sorted({self._states[p.metadata.uid or p.key].main_reason() for p in pods})
@@ -544,6 +542,19 @@ class RemoveAnomalyPods:
             if record.result in (ActionResult.DOWNGRADED, ActionResult.EXTENDED, ActionResult.UNCHANGED):
                 downgraded.add(name)
                 stats.downgraded_nodes.append(name)
+        if capped:
+            # one line for all of them: at scale a line per node floods the log
+            shown = ", ".join(capped[:_CAPPED_SHOWN])
+            more = f" and {len(capped) - _CAPPED_SHOWN} more" if len(capped) > _CAPPED_SHOWN else ""
+            log.warning(
+                "not downgrading %d node(s) with anomalous pods (%s%s): %d node(s) already downgraded "
+                "(maxDowngradedNodes %d)",
+                len(capped),
+                shown,
+                more,
+                len(downgraded),
+                limit,
+            )
 
     def _evict(self, nodes: Sequence[Node], judged: dict[str, list[Pod]]) -> None:
         ev = self.handle.evictor

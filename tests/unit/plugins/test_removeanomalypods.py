@@ -4,6 +4,7 @@ node downgrades through the node-action seam, args validation, and ``desched sim
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -577,6 +578,21 @@ def test_downgrade_respects_max_downgraded_nodes() -> None:
     assert [(a.node, a.result) for a in result.node_actions] == [
         ("n1", ActionResult.EXTENDED),
         ("n2", ActionResult.DOWNGRADED),
+    ]
+
+
+def test_capped_downgrades_are_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    nodes = [node(f"n{i}") for i in range(1, 10)]
+    h = Harness({**FAST, "nodeDowngradePolicy": {"maxDowngradedNodes": 1}})
+    names = [f"p{i}" for i in range(1, 10)]
+    pods = [pod(n, f"n{i + 1}") for i, n in enumerate(names)]
+    with caplog.at_level(logging.WARNING, logger="desched.plugins.removeanomalypods"):
+        _, result = h.cycle(pods, [event(n, count=3) for n in names], nodes=nodes)
+    assert [a.node for a in result.node_actions] == ["n1"]
+    capped = [r.getMessage() for r in caplog.records if "not downgrading" in r.getMessage()]
+    assert capped == [
+        "not downgrading 8 node(s) with anomalous pods (n2, n3, n4, n5, n6 and 3 more): "
+        "1 node(s) already downgraded (maxDowngradedNodes 1)"
     ]
 
 
