@@ -547,6 +547,55 @@ def test_dry_run_writes_nothing(cluster: Cluster, tmp_path: Path) -> None:
     assert not has_taint(node) and not downgrade_of(node)
 
 
+def test_event_driven_cycle_follows_a_new_warning_event(cluster: Cluster, tmp_path: Path) -> None:
+    """With --event-driven and a 10-minute interval, a new kubelet Warning runs a cycle within the
+    debounce, and the pod is judged on the Event's occurrences; a Normal Event runs none."""
+    w = World(cluster, "anom-evd")
+    bad_node, _ = w.nodes
+    stuck = w.pod("stuck", bad_node)
+    pol = w.policy(tmp_path, method="label", ttl="1m", min_startup=0, abnormalities=3)
+    d = DeschedProcess(
+        cluster.kubeconfig,
+        tmp_path,
+        pol,
+        "--descheduling-interval",
+        "10m",
+        "--event-driven",
+        "--event-debounce",
+        "500ms",
+    )
+    try:
+        wait_for(lambda: d.cycles() >= 1, "the first cycle", timeout=60)
+        time.sleep(2)
+        assert d.cycles() == 1, d.text()
+        # a Normal Event about the pod is not a reason for a cycle
+        w.cp.request(
+            "POST",
+            f"/api/v1/namespaces/{w.ns}/events",
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": "stuck.scheduled", "namespace": w.ns},
+                "involvedObject": {"kind": "Pod", "namespace": w.ns, "name": "stuck"},
+                "reason": "Scheduled",
+                "message": "assigned",
+                "type": "Normal",
+                "count": 1,
+            },
+        )
+        time.sleep(2)
+        assert d.cycles() == 1, d.text()
+        w.sandbox_failure(stuck)  # one occurrence: a cycle, the pod only suspected
+        wait_for(lambda: d.cycles() >= 2, "a cycle after the Warning", timeout=15)
+        wait_for(lambda: d.sample(*SUSPECTED) == 1, "the pod suspected", timeout=5)
+        assert not w.evicted("stuck")
+        w.sandbox_failure(stuck, times=2)  # the Event's count grows to 3: anomalous
+        wait_for(lambda: w.evicted("stuck"), "the stuck pod's eviction", timeout=15)
+        assert d.cycles() <= 4, d.text()  # cycles came from the Events, not the 10-minute interval
+    finally:
+        assert d.stop() == 0, d.text()
+
+
 SCHEDULER_CONFIG = ROOT / "examples" / "kube-scheduler-anomaly.yaml"
 
 

@@ -5,7 +5,8 @@ Startup: load the policy, connect, fill the cache (list+watch), serve health and
 runs the framework in a worker thread while the event loop keeps the watches, the lease and the
 evictions going. ``--descheduling-interval 0`` runs one cycle and exits (Job/CronJob). With
 ``--event-driven`` a relevant change in the cluster (a node added or removed, relabelled, tainted or
-cordoned; a pod failing or crash-looping) also starts a cycle, after a debounce window so a burst
+cordoned; a pod failing or crash-looping; with RemoveAnomalyPods, a new Warning Event about a pod
+or its claim) also starts a cycle, after a debounce window so a burst
 of changes runs one cycle. SIGTERM stops new evictions at once, lets an in-flight one finish,
 releases the lease and exits.
 """
@@ -27,7 +28,7 @@ from desched.api.policy import Policy, load_policy_file
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
 from desched.framework.registry import default_registry
-from desched.k8s.objects import Node, Pod
+from desched.k8s.objects import Event, Node, Pod
 from desched.runtime.backend import ApiEvictionBackend, EventRecorder
 from desched.runtime.informer import DEFAULT_KINDS, LiveCache
 from desched.runtime.kube import RateLimiter, make_api_client
@@ -79,7 +80,22 @@ def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
         old_restarts = sum(s.restart_count for s in old.status.container_statuses or ())
         new_restarts = sum(s.restart_count for s in new.status.container_statuses or ())
         return new_restarts > old_restarts
+    if kind == "Event" and kind_event in ("ADDED", "MODIFIED") and isinstance(new, Event):
+        # a new occurrence of a Warning about a pod or its claim (only watched for RemoveAnomalyPods,
+        # which counts occurrences, not cycles); a re-sent Event with no new occurrence is not one
+        if new.type != "Warning" or new.involved_object.kind not in _EVENT_SUBJECTS:
+            return False
+        return not isinstance(old, Event) or _occurrences(new) > _occurrences(old)
     return False
+
+
+#: The objects whose Warning Events RemoveAnomalyPods reads.
+_EVENT_SUBJECTS = ("Pod", "PersistentVolumeClaim")
+
+
+def _occurrences(event: Event) -> int:
+    series = event.series.count if event.series is not None else 0
+    return max(event.count, series, 1)
 
 
 class Descheduler:

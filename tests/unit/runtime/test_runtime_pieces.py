@@ -11,7 +11,7 @@ import pytest
 
 from desched.framework.evictor import EvictionRecord
 from desched.framework.types import EvictResult
-from desched.k8s.objects import Node, Pod
+from desched.k8s.objects import Event, Node, Pod
 from desched.runtime.informer import RESOURCES, GoneError, Informer
 from desched.runtime.loop import relevant_change
 from desched.runtime.metrics import Metrics
@@ -56,6 +56,19 @@ def pod(phase: str = "Running", restarts: int = 0) -> Pod:
     )
 
 
+def event(kind: str = "Pod", type_: str = "Warning", count: int = 1, series: int | None = None) -> Event:
+    doc: dict[str, Any] = {
+        "metadata": {"name": "e", "namespace": "d"},
+        "involvedObject": {"kind": kind, "name": "p", "namespace": "d"},
+        "reason": "BackOff",
+        "type": type_,
+        "count": count,
+    }
+    if series is not None:
+        doc["series"] = {"count": series}
+    return msgspec.convert(doc, Event)
+
+
 @pytest.mark.parametrize(
     ("kind", "event", "old", "new", "expected"),
     [
@@ -68,6 +81,14 @@ def pod(phase: str = "Running", restarts: int = 0) -> Pod:
         ("Pod", "MODIFIED", pod(restarts=1), pod(restarts=2), True),
         ("Pod", "MODIFIED", pod(), pod(), False),
         ("Pod", "ADDED", None, pod(), False),
+        ("Event", "ADDED", None, event(), True),
+        ("Event", "ADDED", None, event("PersistentVolumeClaim"), True),
+        ("Event", "ADDED", None, event(type_="Normal"), False),
+        ("Event", "ADDED", None, event("Node"), False),
+        ("Event", "MODIFIED", event(count=3), event(count=4), True),
+        ("Event", "MODIFIED", event(series=2), event(series=5), True),
+        ("Event", "MODIFIED", event(count=3), event(count=3), False),
+        ("Event", "DELETED", event(), None, False),
     ],
 )
 def test_event_driven_triggers(kind: str, event: str, old: Any, new: Any, expected: bool) -> None:
