@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TextIO
 
+import msgspec
+
 from desched.framework.framework import CycleResult
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """As in ``Framework.run_cycle``: the writers make tens of thousands of dicts, lists and strings
+    next to a large live snapshot, and each cyclic collection they trigger rescans it (seconds at
+    150k pods). Reference counting still frees everything they make."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
@@ -61,14 +79,40 @@ def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
     }
 
 
+@_no_cyclic_gc()
 def write_json(
     result: CycleResult, out: TextIO, *, now: str, anomalies: list[dict[str, Any]] | None = None
 ) -> None:
     doc = result_to_json(result, now=now)
     if anomalies:
         doc["anomalies"] = anomalies
-    json.dump(doc, out, indent=2)
-    out.write("\n")
+    _write_json_doc(doc, out)
+
+
+def _write_json_doc(doc: dict[str, Any], out: TextIO) -> None:
+    """``json.dump(doc, out, indent=2)`` and a newline, byte for byte, but fast: the C encoder writes
+    each top-level value compact and msgspec re-indents it, keeping every token's text (``json.dump``
+    with an indent runs the pure-Python encoder, one write per token: 2 million at 150k pods). One
+    value at a time keeps the text in memory small (the largest is a few MB at 150k pods)."""
+    if not doc:
+        out.write("{}\n")
+        return
+    out.write("{")
+    sep = "\n  "
+    for key, value in doc.items():
+        out.write(f"{sep}{json.dumps(key)}: {_indented(value)}")
+        sep = ",\n  "
+    out.write("\n}\n")
+
+
+def _indented(value: Any) -> str:
+    """``value`` as ``json.dumps(value, indent=2)`` writes it one level down (lines indented by 2)."""
+    text = json.dumps(value)
+    try:
+        text = msgspec.json.format(text, indent=2)
+    except msgspec.DecodeError:  # NaN or Infinity, which json writes and msgspec does not read
+        text = json.dumps(value, indent=2)
+    return text.replace("\n", "\n  ")  # a JSON string never holds a raw newline
 
 
 def anomaly_findings(profiles: Iterable[Any]) -> list[dict[str, Any]]:
@@ -91,6 +135,49 @@ def anomaly_findings(profiles: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
+class _Lines:
+    """Where the table output goes: plain text, nothing wrapped or cut, so that it reads the same on
+    a terminal, in a file or through grep. On a terminal, rich colours a few one-line notices."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.console: Any = None
+        isatty = getattr(out, "isatty", None)
+        if isatty is not None and isatty():
+            from rich.console import Console
+
+            self.console = Console(file=out, highlight=False, soft_wrap=True)
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        if style and self.console is not None:
+            from rich.text import Text
+
+            self.console.print(Text(text, style=style))
+        else:
+            self.out.write(text + "\n")
+
+    def table(
+        self,
+        title: str,
+        header: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        right: Collection[int] = (),
+    ) -> None:
+        """The title, then the columns as ``kubectl get`` prints them: each as wide as its widest
+        cell, three spaces apart, no borders; ``right`` are the right-aligned columns. A blank
+        line follows."""
+        widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
+        last = len(widths) - 1
+        fmt = "   ".join(
+            f"{{:>{w}}}" if i in right else ("{}" if i == last else f"{{:<{w}}}")
+            for i, w in enumerate(widths)
+        )
+        lines = [title, fmt.format(*header).rstrip()]
+        lines.extend([fmt.format(*row).rstrip() for row in rows])
+        self.out.write("\n".join(lines) + "\n\n")
+
+
+@_no_cyclic_gc()
 def write_table(
     result: CycleResult,
     out: TextIO,
@@ -100,66 +187,53 @@ def write_table(
     anomalies: list[dict[str, Any]] | None = None,
 ) -> None:
     """Evictions grouped by profile and plugin, with pod, node and reason; totals last."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(file=out, width=max(100, Console(file=out).width), highlight=False)
+    lines = _Lines(out)
     if result.skipped:
-        console.print(f"[yellow]Cycle skipped:[/] {result.skipped}")
-        _write_node_actions(console, result)
+        lines.line(f"Cycle skipped: {result.skipped}", "yellow")
+        _write_node_actions(lines, result)
         return
-    console.print(f"Simulated one descheduling cycle at {now} over {result.nodes} ready nodes.")
-    position = {id(r): i + 1 for i, r in enumerate(result.evictions)}
+    lines.line(f"Simulated one descheduling cycle at {now} over {result.nodes} ready nodes.")
+    by_plugin: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {}
+    for i, r in enumerate(result.evictions, 1):
+        by_plugin.setdefault((r.profile, r.plugin), []).append(
+            (str(i), f"{r.namespace}/{r.name}", r.node, r.reason)
+        )
     for run in result.plugin_runs:
-        rows = [r for r in result.evictions if r.profile == run.profile and r.plugin == run.plugin]
+        rows = by_plugin.get((run.profile, run.plugin), [])
         title = f"{run.profile} / {run.plugin} ({run.extension_point}): {len(rows)} eviction(s)"
         if run.error:
-            console.print(f"[red]{title}: plugin failed: {run.error}[/]")
-            continue
-        if not rows:
-            console.print(f"[dim]{title}[/]")
-            continue
-        table = Table(title=title, title_justify="left", show_lines=False)
-        table.add_column("#", justify="right")
-        table.add_column("pod")
-        table.add_column("node")
-        table.add_column("reason")
-        for r in rows:
-            table.add_row(str(position[id(r)]), f"{r.namespace}/{r.name}", r.node, r.reason)
-        console.print(table)
+            lines.line(f"{title}: plugin failed: {run.error}", "red")
+        elif not rows:
+            lines.line(title, "dim")
+        else:
+            lines.table(title, ("#", "pod", "node", "reason"), rows, right=(0,))
     for finding in anomalies or ():
         suspected = ", ".join(f"{k} ({n})" for k, n in sorted(finding["suspected"].items()))
         anomalous = ", ".join(finding["anomalous"]) or "none"
-        console.print(
+        lines.line(
             f"{finding['profile']} / {finding['plugin']}: anomalous pods: {anomalous}; "
             f"suspected (abnormal observations): {suspected or 'none'}"
         )
-    _write_node_actions(console, result)
+    _write_node_actions(lines, result)
     refused = Counter(r.result.value for r in result.failures)
-    console.print(
+    lines.line(
         f"Total: {len(result.evictions)} pod(s) evicted of {pods_total}"
         + (f"; refused: {dict(refused)}" if refused else "")
     )
 
 
-def _write_node_actions(console: Any, result: CycleResult) -> None:
+def _write_node_actions(lines: _Lines, result: CycleResult) -> None:
     """Node downgrades (and expired ones removed) that the cycle made or, simulated, would make."""
-    from rich.table import Table
-
     if not result.node_actions:
         return
-    table = Table(title=f"Node actions: {len(result.node_actions)}", title_justify="left")
-    table.add_column("node", no_wrap=True)
-    table.add_column("change", overflow="fold")
-    table.add_column("until", no_wrap=True)
-    table.add_column("why", overflow="fold")
+    rows = []
     for a in result.node_actions:
         target = f"{a.method} {a.key}={a.value}" + (f":{a.effect}" if a.effect else "")
         until = a.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ") if a.expires_at else ""
         why = a.reason + (f" [{', '.join(a.pods)}]" if a.pods else "")
         why += f" ({a.detail})" if a.detail else ""
-        table.add_row(a.node, f"{a.action} {target}: {a.result.value}", until, why)
-    console.print(table)
+        rows.append((a.node, f"{a.action} {target}: {a.result.value}", until, why))
+    lines.table(f"Node actions: {len(rows)}", ("node", "change", "until", "why"), rows)
 
 
 # ----------------------------------------------------------------------------- placement simulation
@@ -304,16 +378,17 @@ def simulation_to_json(sim: Any, *, now: str) -> dict[str, Any]:
     return doc
 
 
+@_no_cyclic_gc()
 def write_simulation_json(
     sim: Any, out: TextIO, *, now: str, anomalies: list[dict[str, Any]] | None = None
 ) -> None:
     doc = simulation_to_json(sim, now=now)
     if anomalies:
         doc["anomalies"] = anomalies
-    json.dump(doc, out, indent=2)
-    out.write("\n")
+    _write_json_doc(doc, out)
 
 
+@_no_cyclic_gc()
 def write_simulation_table(
     sim: Any,
     out: TextIO,
@@ -324,70 +399,64 @@ def write_simulation_table(
 ) -> None:
     """Each cycle's evictions (as :func:`write_table`) and where the pods go, then the cluster
     before and after: utilisation, remaining violations and topology skew."""
-    from rich.console import Console
-
-    console = Console(file=out, width=max(100, Console(file=out).width), highlight=False)
+    lines = _Lines(out)
     many = len(sim.cycles) > 1
     for i, cycle in enumerate(sim.cycles):
         if many:
-            console.rule(f"Cycle {cycle.cycle}")
+            lines.line(f"──── Cycle {cycle.cycle} ────", "bold")
         last = i == len(sim.cycles) - 1
         write_table(cycle.result, out, now=now, pods_total=pods_total, anomalies=anomalies if last else None)
         if sim.placement:
-            _write_placements(console, cycle)
+            _write_placements(lines, cycle)
     if not sim.placement:
-        _write_picture(console, sim)
+        _write_picture(lines, sim)
         return
     if many:
-        console.print(f"Stopped: {sim.stop_reason}" + (" (converged)" if sim.converged else ""))
+        lines.line(f"Stopped: {sim.stop_reason}" + (" (converged)" if sim.converged else ""))
     if sim.thrashing:
-        console.print(
-            f"[yellow]Thrashing: {len(sim.thrashing)} sign(s) that the policy does not converge.[/]"
-        )
-    _write_picture(console, sim)
+        lines.line(f"Thrashing: {len(sim.thrashing)} sign(s) that the policy does not converge.", "yellow")
+    _write_picture(lines, sim)
 
 
-def _write_placements(console: Any, cycle: Any) -> None:
-    from rich.table import Table
-
+def _write_placements(lines: _Lines, cycle: Any) -> None:
     placed = cycle.outcomes("placed")
     pending = cycle.outcomes("pending")
     gone = cycle.outcomes("gone")
     if not (placed or pending or gone):
         return
-    console.print(
+    lines.line(
         f"Placement (cycle {cycle.cycle}): {len(placed)} placed, {len(pending)} pending, {len(gone)} gone"
     )
     if placed:
-        table = Table(title="Where the replacements land", title_justify="left")
-        table.add_column("pod")
-        table.add_column("from")
-        table.add_column("to")
-        table.add_column("replacement")
-        table.add_column("score", justify="right")
-        for p in placed:
-            to = p.node + (" [yellow](same node)[/]" if p.same_node else "")
-            pod = f"{p.namespace}/{p.name}" + (" (retried)" if p.retried else "")
-            table.add_row(pod, p.evicted_from, to, p.replacement, "-" if p.score is None else str(p.score))
-        console.print(table)
+        lines.table(
+            "Where the replacements land",
+            ("pod", "from", "to", "replacement", "score"),
+            [
+                (
+                    f"{p.namespace}/{p.name}" + (" (retried)" if p.retried else ""),
+                    p.evicted_from,
+                    p.node + (" (same node)" if p.same_node else ""),
+                    p.replacement,
+                    "-" if p.score is None else str(p.score),
+                )
+                for p in placed
+            ],
+            right=(4,),
+        )
     if pending:
-        table = Table(title="Pending: no node would take them", title_justify="left")
-        table.add_column("pod", no_wrap=True)
-        table.add_column("from", no_wrap=True)
-        table.add_column("why (kube-scheduler's message)", overflow="fold")
-        for p in pending:
-            table.add_row(f"{p.namespace}/{p.name}", p.evicted_from, p.reason)
-        console.print(table)
+        lines.table(
+            "Pending: no node would take them",
+            ("pod", "from", "why (kube-scheduler's message)"),
+            [(f"{p.namespace}/{p.name}", p.evicted_from, p.reason) for p in pending],
+        )
     if gone:
-        table = Table(title="Gone: nothing re-creates them", title_justify="left")
-        table.add_column("pod", no_wrap=True)
-        table.add_column("from", no_wrap=True)
-        table.add_column("why", overflow="fold")
-        for p in gone:
-            table.add_row(f"{p.namespace}/{p.name}", p.evicted_from, p.reason)
-        console.print(table)
+        lines.table(
+            "Gone: nothing re-creates them",
+            ("pod", "from", "why"),
+            [(f"{p.namespace}/{p.name}", p.evicted_from, p.reason) for p in gone],
+        )
     for t in cycle.thrashing:
-        console.print(f"[yellow]thrashing ({t.kind}):[/] {t.namespace}/{t.name}: {t.detail}")
+        lines.line(f"thrashing ({t.kind}): {t.namespace}/{t.name}: {t.detail}", "yellow")
 
 
 #: Constraints shown in the terminal's skew table (all are in the JSON and the HTML report).
@@ -410,48 +479,51 @@ def skew_pairs(sim: Any) -> list[tuple[Any, Any]]:
     return sorted(pairs, key=worst)
 
 
-def _write_picture(console: Any, sim: Any) -> None:
-    from rich.table import Table
-
-    table = Table(title="Node utilisation (requests, % of allocatable): before → after", title_justify="left")
-    table.add_column("resource")
-    for col in ("mean", "stddev", "min", "max"):
-        table.add_column(col, justify="right")
+def _write_picture(lines: _Lines, sim: Any) -> None:
+    rows = []
     for resource in ("cpu", "memory", "pods"):
         b, a = sim.before.stats(resource), sim.after.stats(resource)
-        table.add_row(
-            resource,
-            *(f"{getattr(b, f):.1f} → {getattr(a, f):.1f}" for f in ("mean", "stddev", "min", "max")),
+        rows.append(
+            (
+                resource,
+                *(f"{getattr(b, f):.1f} → {getattr(a, f):.1f}" for f in ("mean", "stddev", "min", "max")),
+            )
         )
-    console.print(table)
-    table = Table(title="Pods still violating", title_justify="left")
-    table.add_column("kind")
-    table.add_column("before", justify="right")
-    table.add_column("after", justify="right")
-    for kind, count in sim.before.violations.items():
-        table.add_row(kind, str(count), str(sim.after.violations.get(kind, 0)))
-    console.print(table)
+    lines.table(
+        "Node utilisation (requests, % of allocatable): before → after",
+        ("resource", "mean", "stddev", "min", "max"),
+        rows,
+        right=(1, 2, 3, 4),
+    )
+    lines.table(
+        "Pods still violating",
+        ("kind", "before", "after"),
+        [
+            (kind, str(count), str(sim.after.violations.get(kind, 0)))
+            for kind, count in sim.before.violations.items()
+        ],
+        right=(1, 2),
+    )
     pairs = skew_pairs(sim)
     if not pairs:
         return
-    table = Table(
-        title=f"Topology skew per constraint ({min(len(pairs), SKEW_ROWS)} of {len(pairs)}, worst first)",
-        title_justify="left",
-    )
-    table.add_column("namespace / declared by", overflow="fold")
-    table.add_column("topology key", overflow="fold")
-    table.add_column("selector", overflow="fold")
-    table.add_column("max", justify="right")
-    table.add_column("skew", justify="right")
+    rows = []
     for b, a in pairs[:SKEW_ROWS]:
         ref = b or a
         before = str(b.skew) if b is not None else "-"
         after = str(a.skew) if a is not None else "-"
-        table.add_row(
-            f"{ref.namespace} / {ref.declared_by}",
-            f"{ref.topology_key} ({ref.when_unsatisfiable})",
-            ref.selector,
-            str(ref.max_skew),
-            f"{before} → {after}",
+        rows.append(
+            (
+                f"{ref.namespace} / {ref.declared_by}",
+                f"{ref.topology_key} ({ref.when_unsatisfiable})",
+                ref.selector,
+                str(ref.max_skew),
+                f"{before} → {after}",
+            )
         )
-    console.print(table)
+    lines.table(
+        f"Topology skew per constraint ({len(rows)} of {len(pairs)}, worst first)",
+        ("namespace / declared by", "topology key", "selector", "max", "skew"),
+        rows,
+        right=(3, 4),
+    )

@@ -3,7 +3,9 @@ its PNG charts, the flags and their one-line errors."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +22,7 @@ from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod
 from desched.report.charts import MAX_NODE_BARS, MISSING_MATPLOTLIB, write_charts
 from desched.report.html import write_report
+from desched.report.output import write_table
 from desched.scheduling.placement import EvictionRecorder, simulate
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -111,6 +114,74 @@ def test_table_shows_placements_and_the_before_after_summary(capsys: pytest.Capt
     ):
         assert needle in out, needle
     assert err == ""  # no progress bar: stderr is not a terminal
+
+
+def table(out: str, title: str) -> list[str]:
+    """The header and rows of the table titled ``title``: the lines up to the blank one after it."""
+    lines = out.splitlines()
+    start = lines.index(title) + 1
+    return lines[start : lines.index("", start)]
+
+
+def test_table_is_plain_aligned_columns_that_cut_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys)
+    assert code == 0, err
+    doc = json.loads(run(capsys, "-o", "json")[1])
+    assert "…" not in out and not set(out) & set("│┃┏┡└━")
+    assert all(line == line.rstrip() for line in out.splitlines())
+    rows = {line.split()[0]: line for line in out.splitlines() if re.match(r" *[0-9]+   ", line)}
+    for i, e in enumerate(doc["evictions"], 1):  # one line per eviction, every name in full
+        assert rows[str(i)].split()[1:3] == [f"{e['namespace']}/{e['name']}", e["node"]]
+        assert rows[str(i)].endswith(f"   {e['reason']}")
+    header, *placed = table(out, "Where the replacements land")
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    assert header.split() == ["pod", "from", "to", "replacement", "score"]
+    for row, p in zip(placed, doc["placements"], strict=True):
+        to = p["node"] + (" (same node)" if p["sameNode"] else "")
+        cells = (f"{p['namespace']}/{p['name']}", p["from"], to, p["replacement"])
+        for start, cell in zip(starts[:4], cells, strict=True):
+            assert row[start:].startswith(cell + " "), (row, cell)
+        assert row.endswith(f" {p['score']}") and len(row) == len(header)  # right-aligned
+    header, *kinds = table(out, "Pods still violating")
+    assert header.split() == ["kind", "before", "after"]
+    assert [k.split() for k in kinds] == [
+        [kind, str(n), str(doc["after"]["violations"][kind])]
+        for kind, n in doc["before"]["violations"].items()
+        if kind != "total"
+    ]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("out", [io.StringIO(), Terminal()], ids=["pipe", "terminal"])
+def test_table_keeps_long_names_whole_on_a_narrow_screen(
+    out: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("NO_COLOR", "1")
+    name, node = "x" * 150, "ip-10-32-211-114.eu-west-1.compute.internal"
+    result = CycleResult(started=datetime(2026, 11, 21, tzinfo=UTC), nodes=2)
+    result.plugin_runs = [
+        PluginRun("default", "PodLifeTime", "deschedule", 0.0, 1),
+        PluginRun("default", "Broken", "balance", 0.0, 0, error="boom [x]: " + "y" * 80),
+    ]
+    result.records = [
+        EvictionRecord("preview", name, node, "default", "PodLifeTime", "r [a]", EvictResult.EVICTED),
+        EvictionRecord("ns", "b", node, "default", "PodLifeTime", "r", EvictResult.NODE_LIMIT),
+    ]
+    write_table(result, out, now=NOW, pods_total=5)
+    assert out.getvalue().splitlines() == [
+        f"Simulated one descheduling cycle at {NOW} over 2 ready nodes.",
+        "default / PodLifeTime (deschedule): 1 eviction(s)",
+        "#   " + "pod".ljust(len(f"preview/{name}")) + "   " + "node".ljust(len(node)) + "   reason",
+        f"1   preview/{name}   {node}   r [a]",
+        "",
+        "default / Broken (balance): 0 eviction(s): plugin failed: boom [x]: " + "y" * 80,
+        f"Total: 1 pod(s) evicted of 5; refused: {{'{EvictResult.NODE_LIMIT.value}': 1}}",
+    ]
 
 
 def test_cycles_stop_when_nothing_more_is_evicted(capsys: pytest.CaptureFixture[str]) -> None:
