@@ -126,7 +126,8 @@ class PodEvictor:
 
     def evict(self, pod: Pod, profile: str, plugin: str, reason: str) -> EvictResult:
         """Evict one pod that already passed its profile's filters."""
-        if pod.key in self._evicted:
+        key = pod.key
+        if key in self._evicted:
             return EvictResult.ALREADY_EVICTED
         result = self._limit_check(pod)
         error = ""
@@ -141,11 +142,11 @@ class PodEvictor:
                     self._by_node[node] = self._by_node.get(node, 0) + 1
                 ns = pod.metadata.namespace
                 self._by_namespace[ns] = self._by_namespace.get(ns, 0) + 1
-                self._evicted.add(pod.key)
+                self._evicted.add(key)
             else:
                 result = EvictResult.FAILED
                 error = failure
-                log.warning("eviction of pod %s failed (%s/%s): %s", pod.key, profile, plugin, failure)
+                log.warning("eviction of pod %s failed (%s/%s): %s", key, profile, plugin, failure)
         record = EvictionRecord(
             pod.metadata.namespace,
             pod.metadata.name,
@@ -180,10 +181,16 @@ class ProfileEvictor:
         self._pre_filters = pre_eviction_filters
 
     def filter(self, pod: Pod) -> bool:
-        return all(f.filter(pod) for f in self._filters)
+        for f in self._filters:  # noqa: SIM110 -- hot path: a loop costs less than all(genexpr)
+            if not f.filter(pod):
+                return False
+        return True
 
     def pre_eviction_filter(self, pod: Pod) -> bool:
-        return all(f.pre_eviction_filter(pod) for f in self._pre_filters)
+        for f in self._pre_filters:  # noqa: SIM110 -- hot path
+            if not f.pre_eviction_filter(pod):
+                return False
+        return True
 
     def evict(self, pod: Pod, reason: str = "") -> EvictResult:
         if self._evictor.was_evicted(pod):

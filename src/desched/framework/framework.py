@@ -162,6 +162,9 @@ def _ordered(
         if len(fns) == 2:
             k0, k1 = fns
             return sorted(pods, key=lambda p: (k0(p), k1(p)))
+        if len(fns) == 3:
+            k0, k1, k2 = fns
+            return sorted(pods, key=lambda p: (k0(p), k1(p), k2(p)))
         return sorted(pods, key=lambda p: tuple([k(p) for k in fns]))
 
     def compare(a: Pod, b: Pod) -> int:
@@ -319,23 +322,23 @@ class Framework:
     ) -> CycleResult:
         start = time.perf_counter()
         result = CycleResult(started=self.ctx.clock(), nodes=0)
-        nodes = snapshot.ready_nodes(self.policy.node_selector)
-        result.nodes = len(nodes)
-        if len(nodes) < MIN_READY_NODES:
-            result.skipped = (
-                f"only {len(nodes)} ready node(s) match: evicting would disrupt service, cycle skipped"
-            )
-            log.warning(result.skipped)
-            result.node_actions = list(node_actions.records) if node_actions is not None else []
-            result.seconds = time.perf_counter() - start
-            return result
-        self.begin_cycle(snapshot, backend, observers=observers, node_actions=node_actions)
         # A cycle allocates many short-lived objects next to a large live snapshot: without this,
         # the cyclic collector rescans the snapshot again and again (2-3x slower at 150k pods).
         # Reference counting still frees everything acyclic.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
+            nodes = snapshot.ready_nodes(self.policy.node_selector)
+            result.nodes = len(nodes)
+            if len(nodes) < MIN_READY_NODES:
+                result.skipped = (
+                    f"only {len(nodes)} ready node(s) match: evicting would disrupt service, cycle skipped"
+                )
+                log.warning(result.skipped)
+                result.node_actions = list(node_actions.records) if node_actions is not None else []
+                result.seconds = time.perf_counter() - start
+                return result
+            self.begin_cycle(snapshot, backend, observers=observers, node_actions=node_actions)
             for point in (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE):
                 result.plugin_runs.extend(self.run_extension_point(point, nodes, on_plugin_run))
         finally:

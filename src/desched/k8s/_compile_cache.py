@@ -1,4 +1,4 @@
-"""One memo for compiled matchers: by object identity first, then by the object's content.
+"""Memos by object identity first, then by the object's content: compiled matchers, content keys.
 
 Selectors, node-selector terms and preferred-term lists repeat across tens of thousands of pods:
 the same object (identity hit) or an equal one (encoding hit) is compiled once. The identity entry
@@ -53,3 +53,27 @@ class CompileCache(Generic[K, V]):
             self._by_id.clear()
         self._by_id[id(obj)] = (obj, value)
         return value
+
+
+class ContentKeys:
+    """Content keys (the msgspec encoding) of records, computed once per object.
+
+    The pods of one workload often share their records (the snapshot loader decodes equal JSON to
+    one object: affinity, tolerations, spread constraints, ...): a key found by identity costs a
+    lookup instead of an encoding. Equal content, equal key, whether the objects are shared or
+    not. The table holds every object it has a key for, so an id is never reused while it lives:
+    keep one only as long as the objects it was given are of interest (a plugin call).
+    """
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[object, bytes]] = {}
+
+    def __call__(self, obj: object) -> bytes:
+        hit = self._by_id.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        key = _encode(obj)
+        self._by_id[id(obj)] = (obj, key)
+        return key

@@ -94,7 +94,10 @@ def is_terminating(pod: Pod) -> bool:
 
 def is_daemonset_pod(pod: Pod) -> bool:
     """Some owner reference has kind DaemonSet."""
-    return any(ref.kind == "DaemonSet" for ref in pod.metadata.owner_references or ())
+    for ref in pod.metadata.owner_references or ():  # noqa: SIM110 -- hot path: no generator
+        if ref.kind == "DaemonSet":
+            return True
+    return False
 
 
 def is_bare_pod(pod: Pod) -> bool:
@@ -104,7 +107,10 @@ def is_bare_pod(pod: Pod) -> bool:
 
 def has_local_storage(pod: Pod) -> bool:
     """Some volume is an emptyDir or a hostPath (``IsPodWithLocalStorage``)."""
-    return any(v.empty_dir is not None or v.host_path is not None for v in pod.spec.volumes or ())
+    for v in pod.spec.volumes or ():  # noqa: SIM110 -- hot path: no generator
+        if v.empty_dir is not None or v.host_path is not None:
+            return True
+    return False
 
 
 def has_pvc(pod: Pod) -> bool:
@@ -112,7 +118,10 @@ def has_pvc(pod: Pod) -> bool:
 
     As upstream, generic ``ephemeral`` volumes do not count, although they are backed by a PVC.
     """
-    return any(v.persistent_volume_claim is not None for v in pod.spec.volumes or ())
+    for v in pod.spec.volumes or ():  # noqa: SIM110 -- hot path: no generator
+        if v.persistent_volume_claim is not None:
+            return True
+    return False
 
 
 def pvc_claim_names(pod: Pod) -> list[str]:

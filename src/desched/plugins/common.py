@@ -1,4 +1,5 @@
-"""Pieces many strategy plugins share: pod selection by namespace and labels, eviction orders."""
+"""Pieces many strategy plugins share: pod selection by namespace and labels, eviction orders,
+content keys for the records pods share."""
 
 from __future__ import annotations
 
@@ -8,15 +9,32 @@ from datetime import datetime
 from desched.api.types import LabelSelectorArg, Namespaces
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
-from desched.k8s.objects import Pod
+from desched.k8s._compile_cache import ContentKeys
+from desched.k8s.objects import ZERO_TIME, Pod
 
 PodPredicate = Callable[[Pod], bool]
+
+__all__ = [
+    "ContentKeys",
+    "PodPredicate",
+    "oldest_first_key",
+    "pod_selector",
+    "priority_low_to_high_key",
+    "priority_rank",
+    "select_all",
+]
 
 _QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 
 
+def select_all(pod: Pod) -> bool:
+    """What :func:`pod_selector` returns when the args select every pod (hot loops test for it)."""
+    return True
+
+
 def pod_selector(namespaces: Namespaces | None, label_selector: LabelSelectorArg | None) -> PodPredicate:
-    """A predicate for a plugin's ``namespaces`` (include or exclude) and ``labelSelector`` args."""
+    """A predicate for a plugin's ``namespaces`` (include or exclude) and ``labelSelector`` args;
+    :func:`select_all` itself when they are not set."""
     include = frozenset(namespaces.include or ()) if namespaces else frozenset()
     exclude = frozenset(namespaces.exclude or ()) if namespaces else frozenset()
     match = (
@@ -24,6 +42,8 @@ def pod_selector(namespaces: Namespaces | None, label_selector: LabelSelectorArg
         if label_selector is not None
         else None
     )
+    if not include and not exclude and match is None:
+        return select_all
 
     def selected(pod: Pod) -> bool:
         ns = pod.metadata.namespace
@@ -44,16 +64,32 @@ def priority_low_to_high_key(pod: Pod) -> tuple[int, int, int, int, str, str]:
     ties in listing order; desched breaks them by namespace and name, so decisions are reproducible.
     """
     prio = pod.spec.priority
-    prefer_keep = 1 if k8s_pods.PREFER_NO_EVICTION_ANNOTATION in (pod.metadata.annotations or {}) else 0
+    meta = pod.metadata
+    annotations = meta.annotations
+    prefer_keep = 1 if annotations and k8s_pods.PREFER_NO_EVICTION_ANNOTATION in annotations else 0
     return (
         0 if prio is None else 1,
         prio or 0,
-        _QOS_RANK.get(k8s_pods.qos_class(pod), 1),
+        _QOS_RANK.get(pod.status.qos_class or k8s_pods.compute_qos_class(pod), 1),
         prefer_keep,
-        pod.metadata.namespace,
-        pod.metadata.name,
+        meta.namespace,
+        meta.name,
+    )
+
+
+def priority_rank(pod: Pod) -> tuple[int, int, int, int]:
+    """:func:`priority_low_to_high_key` without the (namespace, name) tie-break."""
+    prio = pod.spec.priority
+    annotations = pod.metadata.annotations
+    return (
+        0 if prio is None else 1,
+        prio or 0,
+        _QOS_RANK.get(pod.status.qos_class or k8s_pods.compute_qos_class(pod), 1),
+        1 if annotations and k8s_pods.PREFER_NO_EVICTION_ANNOTATION in annotations else 0,
     )
 
 
 def oldest_first_key(pod: Pod) -> tuple[datetime, str, str]:
-    return (k8s_pods.pod_creation_time(pod), pod.metadata.namespace, pod.metadata.name)
+    meta = pod.metadata
+    created = meta.creation_timestamp
+    return (ZERO_TIME if created is None else created, meta.namespace, meta.name)

@@ -32,6 +32,10 @@ Upstream's ``pkg/framework/plugins/defaultevictor`` (v0.36), rule for rule.
 7. ``minPodAge``: a pod without ``status.startTime``, or started less than ``minPodAge`` ago, is
    kept.
 
+Within a cycle, what ``filter`` finds from the pod itself and the cycle's settings (steps 1-5)
+is remembered per pod; ``minReplicas`` (evictions change the counts) and ``minPodAge`` (the
+clock) are checked again at every call.
+
 ``pre_eviction_filter(pod)``: with ``nodeFit``, the pod must fit (:mod:`desched.scheduling.nodefit`)
 some *other* ready node of the snapshot matching ``nodeSelector`` (all of them, not only the nodes
 the strategy was given); then, with a non-empty ``namespaceLabelSelector``, the pod's Namespace
@@ -261,6 +265,17 @@ def _field_of(wire: str) -> str:
 #: (why the pod is kept, the test that says it is kept)
 _Constraint = tuple[str, Callable[[Pod], bool]]
 
+_BELOW_MIN_REPLICAS = "owner has fewer replicas than minReplicas"
+_TOO_YOUNG = "pod is younger than minPodAge"
+
+#: What ``filter`` found out about a pod once per cycle, from the pod alone (see ``_verdict``).
+_REFUSE = 0
+_ACCEPT = 1
+_CHECK = 2  # passes the checks that depend on the pod alone; minReplicas and minPodAge still apply
+
+#: (namespace, owner kind, owner name, owner uid)
+_OwnerKey = tuple[str, str, str, str]
+
 
 class DefaultEvictor:
     """Filter + PreEvictionFilter, as upstream's DefaultEvictor."""
@@ -296,8 +311,12 @@ class DefaultEvictor:
         self._broken: str | None = None
         self._threshold: int | None = None
         self._constraints: list[_Constraint] = []
+        self._static_checks: tuple[Callable[[Pod], bool], ...] = ()
         self._ready_nodes: list[Node] | None = None
-        self._owner_counts: dict[tuple[str, str, str, str], tuple[tuple[int, int], int]] = {}
+        #: owner -> [snapshot.version, snapshot.additions, pods naming the owner key, replicas]
+        self._owner_counts: dict[_OwnerKey, list[int]] = {}
+        #: id(pod) -> (pod, verdict, the owner minReplicas counts or None), for this cycle
+        self._verdicts: dict[int, tuple[Pod, int, _OwnerKey | None]] = {}
 
     # ---------------------------------------------------------------- cycle
 
@@ -309,6 +328,7 @@ class DefaultEvictor:
         self._threshold = None
         self._ready_nodes = None
         self._owner_counts = {}
+        self._verdicts = {}
         spec = self._threshold_spec
         if spec is not None:
             if spec.value is not None:
@@ -326,6 +346,11 @@ class DefaultEvictor:
                     )
                     log.error("DefaultEvictor: %s", self._broken)
         self._constraints = self._build_constraints()
+        # Every constraint but minReplicas (evictions change the counts) and minPodAge (the clock)
+        # depends on the pod, the cycle's settings and what evictions leave alone.
+        self._static_checks = tuple(
+            kept for reason, kept in self._constraints if reason not in (_BELOW_MIN_REPLICAS, _TOO_YOUNG)
+        )
 
     def _current(self) -> None:
         if self._snapshot is not self.handle.snapshot:
@@ -376,9 +401,9 @@ class DefaultEvictor:
         if label_match is not None:
             out.append(("pod labels do not match labelSelector", lambda p: not label_match(p.labels)))
         if self.args.min_replicas > 1:
-            out.append(("owner has fewer replicas than minReplicas", self._below_min_replicas))
+            out.append((_BELOW_MIN_REPLICAS, self._below_min_replicas))
         if self._min_pod_age is not None:
-            out.append(("pod is younger than minPodAge", self._too_young))
+            out.append((_TOO_YOUNG, self._too_young))
         return out
 
     # ---------------------------------------------------------------- constraints
@@ -398,29 +423,48 @@ class DefaultEvictor:
         return not self.handle.snapshot.pdbs_for_pod(pod)
 
     def _below_min_replicas(self, pod: Pod) -> bool:
+        key = self._owner_key(pod)
+        return key is not None and self._owner_replicas(key) < self.args.min_replicas
+
+    @staticmethod
+    def _owner_key(pod: Pod) -> _OwnerKey | None:
+        """The owner whose replicas minReplicas counts: the only owner reference (None if the pod
+        has none or several)."""
         refs = pod.metadata.owner_references
         if not refs or len(refs) > 1:
-            return False
+            return None
         ref = refs[0]
-        return self._owner_replicas(pod.namespace, ref.kind, ref.name, ref.uid) < self.args.min_replicas
+        return (pod.metadata.namespace, ref.kind, ref.name, ref.uid)
 
-    def _owner_replicas(self, namespace: str, kind: str, name: str, uid: str) -> int:
+    def _owner_replicas(self, key: _OwnerKey) -> int:
+        """How many pods of the snapshot name this owner (same kind, name and uid)."""
         snapshot = self.handle.snapshot
-        key = (namespace, kind, name, uid)
         hit = self._owner_counts.get(key)
-        # Still valid while no pod was added and none of this owner's pods was removed: an eviction
-        # elsewhere (every one bumps snapshot.version) does not change this count.
-        stamp = (snapshot.additions, snapshot.owner_pod_count(namespace, kind, name))
-        if hit is not None and hit[0] == stamp:
-            return hit[1]
-        count = sum(
-            1
-            for p in snapshot.pods_of_owner(namespace, kind, name)
-            if any(
-                r.uid == uid and r.kind == kind and r.name == name for r in p.metadata.owner_references or ()
-            )
-        )
-        self._owner_counts[key] = (stamp, count)
+        version = snapshot.version
+        if hit is not None:
+            if hit[0] == version:
+                return hit[3]
+            namespace, kind, name, _ = key
+            if hit[1] == snapshot.additions:
+                # No pod was added since the count: the owner's pods are some of those counted.
+                total = snapshot.owner_pod_count(namespace, kind, name)
+                if total == hit[2]:
+                    # none of them was removed (an eviction elsewhere bumps the version only)
+                    hit[0] = version
+                    return hit[3]
+                if hit[3] == hit[2]:
+                    # all of them named this uid, so all that are left do
+                    hit[0], hit[2], hit[3] = version, total, total
+                    return total
+        namespace, kind, name, uid = key
+        pods = snapshot.pods_of_owner(namespace, kind, name)
+        count = 0
+        for p in pods:
+            for r in p.metadata.owner_references or ():
+                if r.uid == uid and r.kind == kind and r.name == name:
+                    count += 1
+                    break
+        self._owner_counts[key] = [version, snapshot.additions, len(pods), count]
         return count
 
     def _too_young(self, pod: Pod) -> bool:
@@ -431,20 +475,52 @@ class DefaultEvictor:
     # ---------------------------------------------------------------- extension points
 
     def filter(self, pod: Pod) -> bool:
-        self._current()
+        snapshot = self.handle.snapshot
+        if self._snapshot is not snapshot:
+            self.on_cycle_start()
         if self._broken is not None:
             return False
-        annotations = pod.metadata.annotations
+        hit = self._verdicts.get(id(pod))
+        if hit is not None and hit[0] is pod:
+            _, verdict, owner = hit
+        else:
+            verdict = self._verdict(pod)
+            owner = self._owner_key(pod) if verdict == _CHECK and self.args.min_replicas > 1 else None
+            # (the entry holds the pod, so its id is not reused while cached)
+            self._verdicts[id(pod)] = (pod, verdict, owner)
+        if verdict != _CHECK:
+            return verdict == _ACCEPT
+        if owner is not None:
+            counted = self._owner_counts.get(owner)
+            # (the snapshot unchanged since the owner was counted: the count holds)
+            if counted is not None and counted[0] == snapshot.version:
+                replicas = counted[3]
+            else:
+                replicas = self._owner_replicas(owner)
+            if replicas < self.args.min_replicas:
+                return False
+        return self._min_pod_age is None or not self._too_young(pod)
+
+    def _verdict(self, pod: Pod) -> int:
+        """Upstream's filter up to the checks whose answer can change within a cycle."""
+        meta = pod.metadata
+        annotations = meta.annotations
         if annotations:
             if k8s_pods.EVICT_ANNOTATION in annotations:
-                return True
+                return _ACCEPT
             if self._mandatory and k8s_pods.PREFER_NO_EVICTION_ANNOTATION in annotations:
-                return False
-            if k8s_pods.is_mirror_pod(pod) or k8s_pods.is_static_pod(pod):
-                return False
-        if k8s_pods.is_terminating(pod):
-            return False
-        return not any(kept(pod) for _, kept in self._constraints)
+                return _REFUSE
+            if k8s_pods.MIRROR_POD_ANNOTATION in annotations:  # k8s_pods.is_mirror_pod
+                return _REFUSE
+            source = annotations.get(k8s_pods.CONFIG_SOURCE_ANNOTATION)
+            if source is not None and source != "api":  # k8s_pods.is_static_pod
+                return _REFUSE
+        if meta.deletion_timestamp is not None:  # k8s_pods.is_terminating
+            return _REFUSE
+        for kept in self._static_checks:
+            if kept(pod):
+                return _REFUSE
+        return _CHECK
 
     def filter_reasons(self, pod: Pod) -> list[str]:
         """Every reason ``filter`` refuses the pod ([] if it accepts it), for explanations."""

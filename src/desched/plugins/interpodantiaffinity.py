@@ -35,19 +35,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import msgspec
-
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.types import EvictResult, Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
-from desched.plugins.common import pod_selector, priority_low_to_high_key
+from desched.plugins.common import (
+    ContentKeys,
+    PodPredicate,
+    pod_selector,
+    priority_low_to_high_key,
+    select_all,
+)
 
 log = logging.getLogger(__name__)
 
-_encode = msgspec.msgpack.Encoder().encode
 _anti_terms = k8s_affinity.required_pod_anti_affinity_terms
+#: A candidate list this short is narrow enough: no further label index is built to narrow it.
+_FEW = 32
 
 
 class RemovePodsViolatingInterPodAntiAffinityArgs(ArgsModel):
@@ -85,24 +91,71 @@ class _TermCounts:
 
 
 class _ConsideredPods:
-    """The pods the plugin compares, indexed by namespace and (lazily) by label key and value."""
+    """The pods the plugin compares: those of the given nodes that ``selected`` takes. Read
+    lazily, by namespace, and indexed by label key and value.
 
-    def __init__(self) -> None:
-        self.by_namespace: dict[str, list[Pod]] = {}
-        self.evicted: set[str] = set()
+    A namespace is read when a term first looks at it, maybe after evictions by the plugin: in a
+    simulation those pods are gone from the snapshot by then, elsewhere they are still there; either
+    way ``evicted`` has them, and counts leave them out.
+    """
+
+    def __init__(self, snapshot: ClusterSnapshot, nodes: Mapping[str, Node], selected: PodPredicate | None):
+        self._snapshot = snapshot
+        self._nodes = nodes
+        self._selected = selected
+        self._by_namespace: dict[str, list[Pod]] = {}
+        #: ids of the considered pods evicted so far (they stay referenced by ``_by_namespace``)
+        self.evicted: set[int] = set()
         self._label_index: dict[tuple[str, str], dict[str, list[Pod]]] = {}
 
-    def add(self, pod: Pod) -> None:
-        self.by_namespace.setdefault(pod.metadata.namespace, []).append(pod)
+    def in_namespace(self, namespace: str) -> list[Pod]:
+        pods = self._by_namespace.get(namespace)
+        if pods is None:
+            nodes = self._nodes
+            selected = self._selected
+            pods = [
+                p
+                for p in self._snapshot.pods_in_namespace(namespace)
+                if p.spec.node_name in nodes and (selected is None or selected(p))
+            ]
+            self._by_namespace[namespace] = pods
+        return pods
+
+    def namespaces(self) -> set[str]:
+        """The namespaces having considered pods (a pass over the pods of the given nodes)."""
+        selected = self._selected
+        return {
+            p.metadata.namespace
+            for name in self._nodes
+            for p in self._snapshot.pods_on_node(name)
+            if selected is None or selected(p)
+        }
 
     def _index(self, namespace: str, key: str) -> dict[str, list[Pod]]:
         idx = self._label_index.get((namespace, key))
         if idx is None:
             idx = {}
-            for pod in self.by_namespace.get(namespace, ()):
-                value = (pod.metadata.labels or {}).get(key)
-                if value is not None:
-                    idx.setdefault(value, []).append(pod)
+            pods = self._by_namespace.get(namespace)
+            if pods is None:  # (read the namespace's pods once, without a list of them)
+                nodes = self._nodes
+                selected = self._selected
+                for pod in self._snapshot.pods_in_namespace(namespace):
+                    value = (pod.metadata.labels or {}).get(key)
+                    if (
+                        value is not None
+                        and pod.spec.node_name in nodes
+                        and (selected is None or selected(pod))
+                    ):
+                        same = idx.get(value)
+                        if same is None:
+                            idx[value] = [pod]
+                        else:
+                            same.append(pod)
+            else:
+                for pod in pods:
+                    value = (pod.metadata.labels or {}).get(key)
+                    if value is not None:
+                        idx.setdefault(value, []).append(pod)
             self._label_index[(namespace, key)] = idx
         return idx
 
@@ -116,17 +169,22 @@ class _ConsideredPods:
             if best is None or len(pods) < len(best):
                 best = pods
 
+        # Each index costs a pass over the namespace: stop at the first small enough superset.
         for key, value in (selector.match_labels or {}).items():
             consider(self._index(namespace, key).get(value, []))
+            if best is not None and len(best) <= _FEW:
+                return best
         for expr in selector.match_expressions or ():
             if expr.operator == "In":
                 idx = self._index(namespace, expr.key)
                 consider([p for v in dict.fromkeys(expr.values or ()) for p in idx.get(v, ())])
             elif expr.operator == "Exists":
                 consider([p for pods in self._index(namespace, expr.key).values() for p in pods])
+            if best is not None and len(best) <= _FEW:
+                return best
         if best is not None:
             return best
-        return self.by_namespace.get(namespace, ())
+        return self.in_namespace(namespace)
 
 
 class RemovePodsViolatingInterPodAntiAffinity:
@@ -142,33 +200,47 @@ class RemovePodsViolatingInterPodAntiAffinity:
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
         snapshot = self.handle.snapshot
-        selected = self._selected
+        selected = None if self._selected is select_all else self._selected
         node_map = {n.metadata.name: n for n in nodes}
-        considered = _ConsideredPods()
-        pods_by_node: dict[str, list[Pod]] = {}
-        any_terms = False
+        considered = _ConsideredPods(snapshot, node_map, selected)
+        #: node -> its considered pods that have required anti-affinity terms
+        with_terms: dict[str, list[Pod]] = {}
         for name in node_map:
-            on_node = [p for p in snapshot.pods_on_node(name) if selected(p)]
-            pods_by_node[name] = on_node
-            for pod in on_node:
-                considered.add(pod)
-                if not any_terms and _anti_terms(pod):
-                    any_terms = True
-        if not any_terms:
+            having: list[Pod] = []
+            for pod in snapshot.pods_on_node(name):
+                affinity = pod.spec.affinity
+                if (
+                    affinity is not None
+                    and affinity.pod_anti_affinity is not None
+                    and affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+                    and (selected is None or selected(pod))
+                ):
+                    having.append(pod)
+            if having:
+                with_terms[name] = having
+        if not with_terms:
             return None
 
-        namespace_labels: dict[str, Mapping[str, str]] = {}
-        for ns in considered.by_namespace:
-            obj = snapshot.namespace(ns)
-            labels = dict(obj.metadata.labels or {}) if obj is not None else {}
-            labels.setdefault(k8s_affinity.NAMESPACE_NAME_LABEL, ns)
-            namespace_labels[ns] = labels
+        # Only a term's namespaceSelector reads them: the namespaces of the considered pods.
+        labels_of_namespaces: list[dict[str, Mapping[str, str]]] = []
+
+        def namespace_labels() -> dict[str, Mapping[str, str]]:
+            if not labels_of_namespaces:
+                found: dict[str, Mapping[str, str]] = {}
+                for ns in sorted(considered.namespaces()):
+                    obj = snapshot.namespace(ns)
+                    labels = dict(obj.metadata.labels or {}) if obj is not None else {}
+                    labels.setdefault(k8s_affinity.NAMESPACE_NAME_LABEL, ns)
+                    found[ns] = labels
+                labels_of_namespaces.append(found)
+            return labels_of_namespaces[0]
 
         counts: dict[tuple[bytes, str], _TermCounts] = {}
         counts_by_namespace: dict[str, list[_TermCounts]] = {}
+        content = ContentKeys()
 
         def term_counts(pod: Pod, term: PodAffinityTerm) -> _TermCounts:
-            key = (_encode(term), pod.metadata.namespace)
+            key = (content(term), pod.metadata.namespace)
             tc = counts.get(key)
             if tc is not None:
                 return tc
@@ -176,12 +248,14 @@ class RemovePodsViolatingInterPodAntiAffinity:
                 match = k8s_labels.compile_label_selector(term.label_selector, none_matches=False)
             except k8s_labels.SelectorError:
                 match = k8s_labels.match_nothing
-            namespaces = k8s_affinity.pod_affinity_term_namespaces(pod, term, namespace_labels)
+            namespaces = k8s_affinity.pod_affinity_term_namespaces(
+                pod, term, namespace_labels() if term.namespace_selector is not None else {}
+            )
             tc = _TermCounts(namespaces, match, term.topology_key)
             if term.label_selector is not None and match is not k8s_labels.match_nothing:
                 for ns in sorted(tc.namespaces):
                     for other in considered.candidates(ns, term.label_selector):
-                        if other.key not in considered.evicted and match(other.metadata.labels or {}):
+                        if id(other) not in considered.evicted and match(other.metadata.labels or {}):
                             tc.add(node_map[other.spec.node_name], 1)
             counts[key] = tc
             for ns in tc.namespaces:
@@ -200,7 +274,7 @@ class RemovePodsViolatingInterPodAntiAffinity:
 
         ev = self.handle.evictor
         for node in nodes:
-            on_node = [p for p in pods_by_node[node.metadata.name] if _anti_terms(p)]
+            on_node = with_terms.get(node.metadata.name)
             if not on_node:
                 continue
             for pod in self.handle.sort_pods(on_node, key=priority_low_to_high_key):
@@ -209,7 +283,7 @@ class RemovePodsViolatingInterPodAntiAffinity:
                 result = ev.evict(pod, reason="pod violates its required inter-pod anti-affinity")
                 if result is EvictResult.EVICTED or result is EvictResult.ALREADY_EVICTED:
                     # Gone (or going): it no longer violates the terms of the pods after it.
-                    considered.evicted.add(pod.key)
+                    considered.evicted.add(id(pod))
                     for tc in counts_by_namespace.get(pod.metadata.namespace, ()):
                         if tc.match(pod.metadata.labels or {}):
                             tc.add(node, -1)

@@ -34,14 +34,14 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-import msgspec
 from pydantic import field_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.types import EvictResult, Handle, Status
 from desched.k8s import affinity as k8s_affinity
-from desched.k8s.objects import Node, NodeAffinity, Pod, PreferredSchedulingTerm
-from desched.plugins.common import pod_selector
+from desched.k8s.objects import Node, Pod, PreferredSchedulingTerm
+from desched.plugins.common import ContentKeys, pod_selector, select_all
 from desched.scheduling import nodefit
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,6 @@ log = logging.getLogger(__name__)
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 NODE_AFFINITY_TYPES = (REQUIRED, PREFERRED)
-
-_encode = msgspec.msgpack.Encoder().encode
 
 
 class RemovePodsViolatingNodeAffinityArgs(ArgsModel):
@@ -68,9 +66,8 @@ class RemovePodsViolatingNodeAffinityArgs(ArgsModel):
         return value
 
 
-def _node_affinity(pod: Pod) -> NodeAffinity | None:
-    affinity = pod.spec.affinity
-    return affinity.node_affinity if affinity is not None else None
+#: A node's violating pods, each with the reason.
+_Violations = Callable[[Node], list[tuple[Pod, str]]]
 
 
 class _RequiredShape:
@@ -93,7 +90,7 @@ class _RequiredShape:
 class _PreferredShape:
     """Pods sharing preferred node-affinity terms: the score of a node, and the best score."""
 
-    __slots__ = ("best", "keys", "max_score", "pod", "scores", "uses_fields")
+    __slots__ = ("best", "by_node", "keys", "max_score", "pod", "scores", "uses_fields")
 
     def __init__(self, pod: Pod, terms: list[PreferredSchedulingTerm]) -> None:
         self.pod = pod
@@ -112,16 +109,22 @@ class _PreferredShape:
         #: No node can score more (invalid or empty terms never match, so it may be unreachable).
         self.max_score = max_score
         self.scores: dict[tuple[str | None, ...], int] = {}
+        self.by_node: dict[str, int] = {}
         self.best: int | None = None
 
     def score(self, node: Node) -> int:
+        name = node.metadata.name
+        hit = self.by_node.get(name)
+        if hit is not None:
+            return hit
         labels = node.metadata.labels or {}
-        view = tuple(labels.get(k) for k in self.keys)
+        view = tuple([labels.get(k) for k in self.keys])
         if self.uses_fields:
-            view += (node.metadata.name,)
+            view += (name,)
         hit = self.scores.get(view)
         if hit is None:
             hit = self.scores[view] = k8s_affinity.preferred_node_affinity_score(self.pod, node)
+        self.by_node[name] = hit
         return hit
 
     def best_score(self, nodes: Sequence[Node]) -> int:
@@ -135,6 +138,37 @@ class _PreferredShape:
                         break
             self.best = best
         return self.best
+
+
+class _AffinePods:
+    """The pods of each node that have a node affinity, for the passes of one call: read once;
+    a later pass gets the same list without the pods removed from the snapshot since (in a
+    simulation, those evicted meanwhile), as ``pods_on_node`` would give them."""
+
+    __slots__ = ("_additions", "_read", "_snapshot")
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self._snapshot = snapshot
+        self._additions = snapshot.additions
+        #: node name -> (how many pods the node had, those with a node affinity, in order)
+        self._read: dict[str, tuple[int, list[Pod]]] = {}
+
+    def on(self, node_name: str) -> list[Pod]:
+        pods = self._snapshot.pods_on_node(node_name)
+        hit = self._read.get(node_name)
+        if hit is not None and self._snapshot.additions == self._additions:
+            count, affine = hit
+            if len(pods) == count:  # no pod was added, none removed
+                return affine
+            present = set(map(id, pods))
+            affine = [p for p in affine if id(p) in present]
+        else:
+            self._additions = self._snapshot.additions
+            affine = [
+                p for p in pods if p.spec.affinity is not None and p.spec.affinity.node_affinity is not None
+            ]
+        self._read[node_name] = (len(pods), affine)
+        return affine
 
 
 class RemovePodsViolatingNodeAffinity:
@@ -156,11 +190,12 @@ class RemovePodsViolatingNodeAffinity:
                 )
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
+        affine = _AffinePods(self.handle.snapshot)
         for affinity_type in self.affinity_types:
             if affinity_type == REQUIRED:
-                stop = self._process(nodes, self._required_violations(nodes))
+                stop = self._process(nodes, self._required_violations(nodes, affine))
             elif affinity_type == PREFERRED:
-                stop = self._process(nodes, self._preferred_violations(nodes))
+                stop = self._process(nodes, self._preferred_violations(nodes, affine))
             else:
                 continue
             if stop:
@@ -169,89 +204,101 @@ class RemovePodsViolatingNodeAffinity:
 
     # ------------------------------------------------------------------ the two rules
 
-    def _required_violations(self, nodes: Sequence[Node]) -> Callable[[Pod, Node], str | None]:
+    def _required_violations(self, nodes: Sequence[Node], affine: _AffinePods) -> _Violations:
+        """The pods of a node that violate their required node affinity, with the reason."""
         snapshot = self.handle.snapshot
         ev = self.handle.evictor
-        selected = self._selected
-        shapes: dict[bytes, _RequiredShape] = {}
+        selected = None if self._selected is select_all else self._selected
+        shapes: dict[tuple[bytes, bytes], _RequiredShape] = {}
+        content = ContentKeys()
 
-        def why(pod: Pod, node: Node) -> str | None:
-            node_affinity = _node_affinity(pod)
-            if node_affinity is None:
-                return None
-            required = node_affinity.required_during_scheduling_ignored_during_execution
-            if required is None or not selected(pod):
-                return None
-            key = _encode((pod.spec.node_selector, required))
-            shape = shapes.get(key)
-            if shape is None:
-                shape = shapes[key] = _RequiredShape(pod)
-            if shape.matches_node(node):
-                return None
-            if not ev.filter(pod):
-                return None
-            # The pod's own node does not match, so "any node" and "any other node" agree.
-            if not nodefit.pod_fits_any_other_node(snapshot, pod, nodes):
-                return None
-            return f"node {node.metadata.name} no longer matches the pod's required node affinity"
+        def violations(node: Node) -> list[tuple[Pod, str]]:
+            out: list[tuple[Pod, str]] = []
+            for pod in affine.on(node.metadata.name):
+                spec = pod.spec
+                affinity = spec.affinity
+                node_affinity = affinity.node_affinity if affinity is not None else None
+                if node_affinity is None:
+                    continue
+                required = node_affinity.required_during_scheduling_ignored_during_execution
+                if required is None or (selected is not None and not selected(pod)):
+                    continue
+                key = (content(spec.node_selector), content(required))
+                shape = shapes.get(key)
+                if shape is None:
+                    shape = shapes[key] = _RequiredShape(pod)
+                if shape.matches_node(node):
+                    continue
+                if not ev.filter(pod):
+                    continue
+                # The pod's own node does not match, so "any node" and "any other node" agree.
+                if not nodefit.pod_fits_any_other_node(snapshot, pod, nodes):
+                    continue
+                out.append(
+                    (pod, f"node {node.metadata.name} no longer matches the pod's required node affinity")
+                )
+            return out
 
-        return why
+        return violations
 
-    def _preferred_violations(self, nodes: Sequence[Node]) -> Callable[[Pod, Node], str | None]:
+    def _preferred_violations(self, nodes: Sequence[Node], affine: _AffinePods) -> _Violations:
+        """The pods of a node that some node given to the plugin suits better, with the reason."""
         snapshot = self.handle.snapshot
         ev = self.handle.evictor
-        selected = self._selected
+        selected = None if self._selected is select_all else self._selected
         shapes: dict[bytes, _PreferredShape] = {}
+        content = ContentKeys()
 
-        def why(pod: Pod, node: Node) -> str | None:
-            node_affinity = _node_affinity(pod)
-            if node_affinity is None:
-                return None
-            terms = node_affinity.preferred_during_scheduling_ignored_during_execution
-            if not terms or not selected(pod):
-                return None
-            key = _encode(terms)
-            shape = shapes.get(key)
-            if shape is None:
-                shape = shapes[key] = _PreferredShape(pod, terms)
-            current = shape.score(node)
-            if current >= shape.max_score:
-                return None
-            best = shape.best_score(nodes)
-            if best <= current:
-                return None
-            if not ev.filter(pod):
-                return None
-            if not (
-                nodefit.pod_fits_current_node(snapshot, pod, node)
-                or nodefit.pod_fits_any_other_node(snapshot, pod, nodes)
-            ):
-                return None
-            return (
-                f"a node scores {best} on the pod's preferred node affinity, "
-                f"node {node.metadata.name} only {current}"
-            )
+        def violations(node: Node) -> list[tuple[Pod, str]]:
+            out: list[tuple[Pod, str]] = []
+            for pod in affine.on(node.metadata.name):
+                affinity = pod.spec.affinity
+                node_affinity = affinity.node_affinity if affinity is not None else None
+                if node_affinity is None:
+                    continue
+                terms = node_affinity.preferred_during_scheduling_ignored_during_execution
+                if not terms or (selected is not None and not selected(pod)):
+                    continue
+                key = content(terms)
+                shape = shapes.get(key)
+                if shape is None:
+                    shape = shapes[key] = _PreferredShape(pod, terms)
+                current = shape.score(node)
+                if current >= shape.max_score:
+                    continue
+                best = shape.best_score(nodes)
+                if best <= current:
+                    continue
+                if not ev.filter(pod):
+                    continue
+                if not (
+                    nodefit.pod_fits_current_node(snapshot, pod, node)
+                    or nodefit.pod_fits_any_other_node(snapshot, pod, nodes)
+                ):
+                    continue
+                out.append(
+                    (
+                        pod,
+                        f"a node scores {best} on the pod's preferred node affinity, "
+                        f"node {node.metadata.name} only {current}",
+                    )
+                )
+            return out
 
-        return why
+        return violations
 
     # ------------------------------------------------------------------ eviction
 
-    def _process(self, nodes: Sequence[Node], why: Callable[[Pod, Node], str | None]) -> bool:
+    def _process(self, nodes: Sequence[Node], violations: _Violations) -> bool:
         """Evict the violating pods of each node; True when the total limit stops the plugin."""
-        snapshot = self.handle.snapshot
         ev = self.handle.evictor
         for node in nodes:
-            reasons: dict[str, str] = {}
-            violators: list[Pod] = []
-            for pod in snapshot.pods_on_node(node.metadata.name):
-                reason = why(pod, node)
-                if reason is not None:
-                    reasons[pod.key] = reason
-                    violators.append(pod)
-            if not violators:
+            found = violations(node)
+            if not found:
                 continue
-            for pod in self.handle.sort_pods(violators):
-                result = ev.evict(pod, reason=reasons[pod.key])
+            reasons = {id(pod): reason for pod, reason in found}
+            for pod in self.handle.sort_pods([pod for pod, _ in found]):
+                result = ev.evict(pod, reason=reasons[id(pod)])
                 if result is EvictResult.NODE_LIMIT:
                     break
                 if result is EvictResult.TOTAL_LIMIT:

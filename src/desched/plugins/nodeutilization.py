@@ -412,10 +412,13 @@ class _NodeUtilization:
         taints = DestinationTaints([d.node for d in destinations])
         ev = self.handle.evictor
         for info in sources:
-            candidates = [p for p in source.pods(info.name) if self._pod_filter(ev, p)]
-            if not candidates:
+            pods = source.pods(info.name)
+            if not pods:
                 continue
-            ordered = self.handle.sort_pods(candidates, key=priority_low_to_high_key)
+            # Sorted first and filtered as the loop reaches them: the same candidates in the same
+            # order (the sort key tells every pod apart), without filtering the many pods left
+            # behind once the node is done. (Filters only turn a pod down as evictions go on.)
+            ordered = self.handle.sort_pods(pods, key=priority_low_to_high_key)
             if not self._evict_from_node(ev, source, info, ordered, budget, taints, keep_going, reason(info)):
                 return
 
@@ -430,7 +433,8 @@ class _NodeUtilization:
         keep_going: KeepGoing,
         reason: str,
     ) -> bool:
-        """Evict pods of one node until the stop rule holds. False when the total limit is reached."""
+        """Evict pods of one node (those the filters accept) until the stop rule holds. False
+        when the total limit is reached."""
         if not keep_going(info, budget):
             return True
         node_limit = self._node_limit
@@ -439,6 +443,8 @@ class _NodeUtilization:
         for pod in pods:
             if node_limit is not None and evicted >= node_limit:
                 break
+            if not self._pod_filter(ev, pod):
+                continue
             if not taints.tolerated_by(pod):
                 continue
             if pod.metadata.namespace in excluded:

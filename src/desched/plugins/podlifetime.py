@@ -36,7 +36,7 @@ from desched.framework.framework import PluginHandle
 from desched.framework.types import EvictResult, Status
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import ZERO_TIME, ContainerStatus, Node, Pod, PodCondition
-from desched.plugins.common import PodPredicate, pod_selector
+from desched.plugins.common import PodPredicate, pod_selector, select_all
 
 #: What ``states`` may name (upstream's podLifeTimeAllowedStates).
 ALLOWED_STATES: tuple[str, ...] = (
@@ -285,19 +285,38 @@ def evict_oldest_first(
     selected: PodPredicate,
     criteria: LifetimeCriteria,
     reason: str,
+    *,
+    namespaces: frozenset[str] | None = None,
 ) -> Status | None:
     """Evict the matching pods of ``nodes``, oldest first (PodLifeTime's and RemoveFailedPods' loop).
 
-    A node whose per-node limit is reached is skipped from then on; the total limit ends the run.
+    ``namespaces``, when ``selected`` only takes pods of those namespaces, lets the loop read only
+    their pods. A node whose per-node limit is reached is skipped from then on; the total limit
+    ends the run.
     """
     ev = handle.evictor
     snapshot = handle.snapshot
     now = handle.now()
+    check = None if selected is select_all else selected
+    failed_only = criteria.failed_only
     candidates: list[Pod] = []
-    for node in nodes:
-        for pod in snapshot.pods_on_node(node.name):
-            if selected(pod) and criteria.matches(pod, now) and ev.filter(pod):
-                candidates.append(pod)
+    pods: Iterable[Pod]
+    if namespaces is not None:
+        names = {n.metadata.name for n in nodes}
+        # (any order will do: the candidates are sorted by a key that tells every pod apart)
+        pods = [
+            p
+            for ns in sorted(namespaces)
+            for p in snapshot.pods_in_namespace(ns)
+            if p.spec.node_name in names
+        ]
+    else:
+        pods = (p for node in nodes for p in snapshot.pods_on_node(node.metadata.name))
+    for pod in pods:
+        if failed_only and pod.status.phase != "Failed":
+            continue
+        if (check is None or check(pod)) and criteria.matches(pod, now) and ev.filter(pod):
+            candidates.append(pod)
     full_nodes: set[str] = set()
     for pod in handle.sort_pods(candidates, key=criteria.oldest_first_key):
         if pod.spec.node_name in full_nodes:
@@ -320,11 +339,15 @@ class PodLifeTime:
         self.args = args
         self.handle = handle
         self._selected = pod_selector(args.namespaces, args.label_selector)
+        include = args.namespaces.include if args.namespaces is not None else None
+        self._namespaces = frozenset(include) if include else None
         self._criteria = LifetimeCriteria.from_args(args)
         self._reason = _describe(args)
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
-        return evict_oldest_first(self.handle, nodes, self._selected, self._criteria, self._reason)
+        return evict_oldest_first(
+            self.handle, nodes, self._selected, self._criteria, self._reason, namespaces=self._namespaces
+        )
 
 
 def _describe(args: PodLifeTimeArgs) -> str:

@@ -333,9 +333,18 @@ class RemoveAnomalyPods:
         states = self._states
         for node in nodes:
             for pod in snapshot.pods_on_node(node.metadata.name):
+                status = pod.status
+                if status.phase == "Running":
+                    # k8s_pods.is_pod_ready, inlined: this runs for every pod of the cluster
+                    for cond in status.conditions or ():
+                        if cond.type == "Ready":
+                            ready = cond.status == "True"
+                            break
+                    else:
+                        ready = False
+                    if ready and (not states or (pod.metadata.uid or pod.key) not in states):
+                        continue  # the common case, healthy and never suspected: nothing to track
                 uid = pod.metadata.uid or pod.key
-                if uid not in states and pod.status.phase == "Running" and k8s_pods.is_pod_ready(pod):
-                    continue  # the common case, healthy and never suspected: nothing to track
                 if not self._in_scope(pod):
                     continue
                 visited.add(uid)

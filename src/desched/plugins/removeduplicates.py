@@ -127,9 +127,13 @@ class RemoveDuplicates:
         # have any: the snapshot's owner index finds them without reading every pod's spec.
         crowded = []
         for ref in snapshot.owners():
+            if snapshot.owner_pod_count(*ref) < 2:
+                continue
+            names = [p.spec.node_name for p in snapshot.pods_of_owner(*ref)]
+            if len(set(names)) == len(names):
+                continue  # no two pods of the owner on one node
             seen: set[str] = set()
-            for pod in snapshot.pods_of_owner(*ref):
-                node_name = pod.spec.node_name
+            for node_name in names:
                 if node_name in position:
                     if node_name in seen:
                         crowded.append(ref)

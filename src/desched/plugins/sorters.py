@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from desched.api.types import ArgsModel
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import ZERO_TIME, Pod
-from desched.plugins.common import priority_low_to_high_key
+from desched.plugins.common import priority_rank
 
 if TYPE_CHECKING:
     from desched.framework.framework import PluginHandle
 
-_PriorityKey = tuple[int, int, int, int]
 _NAIVE_ZERO_TIME = ZERO_TIME.replace(tzinfo=None)
 
 
@@ -41,32 +40,18 @@ class PrioritySort:
 
     def __init__(self, args: object, handle: PluginHandle) -> None:
         self.handle = handle
-        self._keys: dict[str, tuple[Pod, _PriorityKey]] = {}
-
-    def on_cycle_start(self) -> None:
-        self._keys.clear()
-
-    def _key(self, pod: Pod) -> _PriorityKey:
-        hit = self._keys.get(pod.key)
-        if hit is not None and hit[0] is pod:
-            return hit[1]
-        full = priority_low_to_high_key(pod)
-        key = (full[0], full[1], full[2], full[3])  # without the (namespace, name) tie-break
-        self._keys[pod.key] = (pod, key)
-        return key
 
     def less(self, a: Pod, b: Pod) -> bool:
-        return self._key(a) < self._key(b)
+        return priority_rank(a) < priority_rank(b)
 
     def pre_less(self, a: Pod, b: Pod) -> bool:
-        return self._key(a) < self._key(b)
+        return priority_rank(a) < priority_rank(b)
 
-    def sort_key(self, pod: Pod) -> _PriorityKey:
-        """``less(a, b)`` exactly when ``sort_key(a) < sort_key(b)`` (the framework's fast path)."""
-        return self._key(pod)
-
-    def presort_key(self, pod: Pod) -> _PriorityKey:
-        return self._key(pod)
+    # Keys (without the (namespace, name) tie-break): ``less(a, b)`` exactly when
+    # ``sort_key(a) < sort_key(b)`` (the framework's fast path). Computed each time: a memo costs
+    # more than the few attribute reads, pods being sorted once or twice a cycle.
+    sort_key = staticmethod(priority_rank)
+    presort_key = staticmethod(priority_rank)
 
 
 class PodAgeSortArgs(ArgsModel):
@@ -94,7 +79,9 @@ class PodAgeSort:
 
     def sort_key(self, pod: Pod) -> datetime | timedelta:
         """``less(a, b)`` exactly when ``sort_key(a) < sort_key(b)`` (the framework's fast path)."""
-        t = k8s_pods.pod_creation_time(pod)
+        t = pod.metadata.creation_timestamp
+        if t is None:
+            t = ZERO_TIME
         if not self._newest_first:
             return t
         # newer first: the time before Go's zero time, which orders the other way round

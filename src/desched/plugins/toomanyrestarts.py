@@ -21,7 +21,7 @@ from desched.framework.framework import PluginHandle
 from desched.framework.types import EvictResult, Status
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Node, Pod
-from desched.plugins.common import pod_selector
+from desched.plugins.common import pod_selector, select_all
 
 #: What ``states`` may name: a pod phase and a container waiting reason.
 ALLOWED_STATES: tuple[str, ...] = ("Running", "CrashLoopBackOff")
@@ -75,20 +75,34 @@ class RemovePodsHavingTooManyRestarts:
         ev = self.handle.evictor
         snapshot = self.handle.snapshot
         threshold = self.args.pod_restart_threshold
+        init = self.args.including_init_containers
+        selected = None if self._selected is select_all else self._selected
+        states = self._states
         for node in nodes:
             candidates: list[tuple[Pod, int]] = []
-            for pod in snapshot.pods_on_node(node.name):
-                if not self._selected(pod):
+            for pod in snapshot.pods_on_node(node.metadata.name):
+                # restarts() inlined: this runs for every pod of the cluster
+                status = pod.status
+                restarts = 0
+                for cs in status.container_statuses or ():
+                    restarts += cs.restart_count
+                if init:
+                    for cs in status.init_container_statuses or ():
+                        restarts += cs.restart_count
+                if restarts < threshold:
                     continue
-                restarts = self.restarts(pod)
-                if restarts < threshold or (self._states and not self._in_states(pod)):
+                if selected is not None and not selected(pod):
+                    continue
+                if states and not self._in_states(pod):
                     continue
                 if ev.filter(pod):
                     candidates.append((pod, restarts))
-            counts = {pod.key: restarts for pod, restarts in candidates}
+            if not candidates:
+                continue
+            counts = {id(pod): restarts for pod, restarts in candidates}
 
-            def most_restarts_first(pod: Pod, counts: dict[str, int] = counts) -> tuple[int, str, str]:
-                return (-counts[pod.key], pod.metadata.namespace, pod.metadata.name)
+            def most_restarts_first(pod: Pod, counts: dict[int, int] = counts) -> tuple[int, str, str]:
+                return (-counts[id(pod)], pod.metadata.namespace, pod.metadata.name)
 
             for pod in self.handle.sort_pods([p for p, _ in candidates], key=most_restarts_first):
                 result = ev.evict(pod, reason=self._reason)

@@ -47,11 +47,13 @@ Evictions run after every namespace is planned, in plan order (after the profile
 the per-node limit skips the rest of that node, the total limit ends the plugin. The promise above
 is checked again against the evictions actually made, since the evictor may refuse planned ones.
 
-Speed (150,000 pods, 5,000 nodes): pods are grouped by namespace once, a namespace's pods are
-indexed by label on first use so that a selector with an equality requirement only looks at its
-candidates, domain counts are sparse (a hostname constraint of ten replicas costs ten entries,
-not one per node), eligible nodes are computed once per (topology key, node filter), and node fit
-is searched lazily over the candidate nodes, once per pod shape rather than once per replica.
+Speed (150,000 pods, 5,000 nodes): pods are grouped by namespace in one pass, a namespace's pods
+are indexed by label on first use so that a selector with an equality requirement only looks at
+its candidates, a pod's constraints are built once per distinct set of records (replicas decoded
+by the snapshot loader share theirs), domain counts are sparse (a hostname constraint of ten
+replicas costs ten entries, not one per node), eligible nodes are computed once per (topology
+key, node filter), and node fit is searched lazily over the candidate nodes, once per pod shape
+rather than once per replica.
 
 Differences from upstream, on purpose:
 
@@ -82,7 +84,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import msgspec
 from pydantic import Field, field_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
@@ -92,6 +93,7 @@ from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, TopologySpreadConstraint
+from desched.plugins.common import ContentKeys
 from desched.scheduling import nodefit
 
 log = logging.getLogger(__name__)
@@ -105,7 +107,6 @@ IGNORE = "Ignore"
 _TAINT_EFFECTS = (k8s_taints.TAINT_NO_SCHEDULE, k8s_taints.TAINT_NO_EXECUTE)
 _FINISHED_PHASES = ("Succeeded", "Failed")
 _EQUALITY_OPS = (k8s_labels.OP_EQUALS, k8s_labels.OP_DOUBLE_EQUALS, k8s_labels.OP_IN)
-_encode = msgspec.msgpack.Encoder().encode
 
 
 class RemovePodsViolatingTopologySpreadConstraintArgs(ArgsModel):
@@ -159,7 +160,7 @@ class SpreadConstraint:
     #: The declaring pod: its node affinity and tolerations decide eligible nodes under Honor.
     source: Pod
     #: Which nodes are eligible: equal keys, equal node sets.
-    node_filter_key: tuple[str, bytes | None, str, bytes | None]
+    node_filter_key: _NodeFilterKey
     #: Identity for deduplication: equal keys, equal constraints.
     key: tuple[object, ...]
 
@@ -192,18 +193,28 @@ class _SelectorParts:
     selector_key: tuple[object, ...] | None
 
 
-def _affinity_key(pod: Pod) -> bytes | None:
+def _affinity_key(pod: Pod, content: ContentKeys) -> tuple[bytes, bytes] | None:
+    """What decides the nodes ``nodeAffinityPolicy: Honor`` keeps: nodeSelector and required
+    node affinity (None: neither)."""
     spec = pod.spec
     required = None
     if spec.affinity is not None and spec.affinity.node_affinity is not None:
         required = spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
     if not spec.node_selector and required is None:
         return None
-    return _encode((spec.node_selector or {}, required))
+    return (content(spec.node_selector or _NO_LABELS), content(required))
 
 
-def _tolerations_key(pod: Pod) -> bytes | None:
-    return _encode(pod.spec.tolerations) if pod.spec.tolerations else None
+def _tolerations_key(pod: Pod, content: ContentKeys) -> bytes | None:
+    return content(pod.spec.tolerations) if pod.spec.tolerations else None
+
+
+_NO_LABELS: dict[str, str] = {}
+#: What ConstraintCache.build reads of a pod besides the constraint: spread constraints, labels,
+#: nodeSelector, affinity, tolerations.
+_PodRecords = tuple[object, object, object, object, object]
+#: (nodeAffinityPolicy, _affinity_key, nodeTaintsPolicy, _tolerations_key): equal keys, equal nodes
+_NodeFilterKey = tuple[str, tuple[bytes, bytes] | None, str, bytes | None]
 
 
 class ConstraintCache:
@@ -211,36 +222,92 @@ class ConstraintCache:
     that declare the same constraint."""
 
     def __init__(self) -> None:
-        self._parts: dict[tuple[bytes, tuple[str | None, ...]], _SelectorParts | str] = {}
-        self._built: dict[tuple[object, ...], SpreadConstraint] = {}
+        self._parts: dict[tuple[bytes, tuple[str | None, ...]], tuple[_SelectorParts, int] | str] = {}
+        #: the content of the parts' identity (see ``build``) -> a small number standing for it
+        self._parts_ids: dict[tuple[object, ...], int] = {}
+        self._built: dict[tuple[int, tuple[bytes, bytes] | None, bytes | None], SpreadConstraint] = {}
+        self.content = ContentKeys()
+        #: ids of what ``build`` reads of a pod -> (those objects, what ``build_all`` gave)
+        self._by_records: dict[
+            tuple[int, int, int, int, int], tuple[_PodRecords, list[SpreadConstraint | str]]
+        ] = {}
+
+    def build_all(self, pod: Pod) -> list[SpreadConstraint | str]:
+        """``build`` for each of the pod's constraints, in order (a string says why one is
+        invalid). The pods whose constraints, labels, nodeSelector, affinity and tolerations are
+        the same objects (replicas decoded by the snapshot loader) share the answer."""
+        spec = pod.spec
+        tscs = spec.topology_spread_constraints
+        labels = pod.metadata.labels
+        node_selector = spec.node_selector
+        affinity = spec.affinity
+        tolerations = spec.tolerations
+        key = (id(tscs), id(labels), id(node_selector), id(affinity), id(tolerations))
+        hit = self._by_records.get(key)
+        if hit is not None:
+            r = hit[0]
+            if (
+                r[0] is tscs
+                and r[1] is labels
+                and r[2] is node_selector
+                and r[3] is affinity
+                and r[4] is tolerations
+            ):
+                return hit[1]
+        out: list[SpreadConstraint | str] = []
+        for tsc in tscs or ():
+            try:
+                out.append(self.build(tsc, pod))
+            except k8s_labels.SelectorError as e:
+                out.append(str(e))
+        # (the entry holds the records, so their ids are not reused while cached)
+        self._by_records[key] = ((tscs, labels, node_selector, affinity, tolerations), out)
+        return out
 
     def build(self, constraint: TopologySpreadConstraint, pod: Pod) -> SpreadConstraint:
         """The constraint as it applies to ``pod``; raises SelectorError for an invalid selector."""
         labels = pod.metadata.labels or {}
         keys = constraint.match_label_keys
         values: tuple[str | None, ...] = tuple(labels.get(k) for k in keys) if keys else ()
-        raw = (_encode(constraint), values)
-        parts = self._parts.get(raw)
-        if parts is None:
-            parts = self._selector_parts(constraint, values)
-            self._parts[raw] = parts
-        if isinstance(parts, str):
-            raise k8s_labels.SelectorError(parts)
-        aff = _affinity_key(pod) if parts.node_affinity_policy == HONOR else None
-        tol = _tolerations_key(pod) if parts.node_taints_policy == HONOR else None
-        key = (
-            parts.max_skew,
-            parts.topology_key,
-            parts.when_unsatisfiable,
-            parts.min_domains,
-            parts.selector_key,
-            parts.node_affinity_policy,
-            parts.node_taints_policy,
-            aff,
-            tol,
-        )
-        built = self._built.get(key)
+        content = self.content
+        raw = (content(constraint), values)
+        hit = self._parts.get(raw)
+        if hit is None:
+            found = self._selector_parts(constraint, values)
+            if isinstance(found, str):
+                hit = found
+            else:
+                # Equal parts may come from different raw constraints (e.g. requirements in
+                # another order): they share one number, so they build one SpreadConstraint.
+                same = (
+                    found.max_skew,
+                    found.topology_key,
+                    found.when_unsatisfiable,
+                    found.min_domains,
+                    found.selector_key,
+                    found.node_affinity_policy,
+                    found.node_taints_policy,
+                )
+                hit = (found, self._parts_ids.setdefault(same, len(self._parts_ids)))
+            self._parts[raw] = hit
+        if isinstance(hit, str):
+            raise k8s_labels.SelectorError(hit)
+        parts, parts_id = hit
+        aff = _affinity_key(pod, content) if parts.node_affinity_policy == HONOR else None
+        tol = _tolerations_key(pod, content) if parts.node_taints_policy == HONOR else None
+        built = self._built.get((parts_id, aff, tol))
         if built is None:
+            key = (
+                parts.max_skew,
+                parts.topology_key,
+                parts.when_unsatisfiable,
+                parts.min_domains,
+                parts.selector_key,
+                parts.node_affinity_policy,
+                parts.node_taints_policy,
+                aff,
+                tol,
+            )
             built = SpreadConstraint(
                 max_skew=parts.max_skew,
                 topology_key=parts.topology_key,
@@ -254,7 +321,7 @@ class ConstraintCache:
                 node_filter_key=(parts.node_affinity_policy, aff, parts.node_taints_policy, tol),
                 key=key,
             )
-            self._built[key] = built
+            self._built[(parts_id, aff, tol)] = built
         return built
 
     @staticmethod
@@ -298,6 +365,30 @@ class _Topology:
 
     node_domain: dict[str, str]
     domain_nodes: dict[str, list[Node]]
+
+
+class _Topologies:
+    """The eligible nodes of each (topology key, node filter), computed once per Balance call."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+        self._cache: dict[tuple[str, _NodeFilterKey], _Topology] = {}
+
+    def __call__(self, c: SpreadConstraint) -> _Topology:
+        key = (c.topology_key, c.node_filter_key)
+        topo = self._cache.get(key)
+        if topo is None:
+            node_domain: dict[str, str] = {}
+            domain_nodes: dict[str, list[Node]] = {}
+            for node in self.nodes:
+                value = (node.metadata.labels or {}).get(c.topology_key)
+                if value is None or not c.eligible(node):
+                    continue
+                node_domain[node.metadata.name] = value
+                domain_nodes.setdefault(value, []).append(node)
+            topo = _Topology(node_domain, domain_nodes)
+            self._cache[key] = topo
+        return topo
 
 
 @dataclass(slots=True, eq=False)
@@ -376,8 +467,15 @@ class NamespacePods:
 
     def __init__(self, pods: list[Pod]) -> None:
         self.pods = pods
-        self.rank = {p.key: i for i, p in enumerate(pods)}
+        self._rank: dict[int, int] | None = None
         self._index: dict[str, tuple[dict[str, list[Pod]], list[Pod]]] = {}
+
+    @property
+    def rank(self) -> dict[int, int]:
+        """id(pod) -> its position in ``pods`` (built on first use; ``pods`` keeps the ids valid)."""
+        if self._rank is None:
+            self._rank = {id(p): i for i, p in enumerate(self.pods)}
+        return self._rank
 
     def _by_label(self, key: str) -> tuple[dict[str, list[Pod]], list[Pod]]:
         """The pods having label ``key``, by value and all together (canonical order)."""
@@ -409,7 +507,7 @@ class NamespacePods:
                 else:
                     rank = self.rank
                     candidates = sorted(
-                        (p for v in values for p in by_value.get(v, ())), key=lambda p: rank[p.key]
+                        (p for v in values for p in by_value.get(v, ())), key=lambda p: rank[id(p)]
                     )
                 break
         else:
@@ -424,10 +522,14 @@ class NamespacePods:
 # --------------------------------------------------------------------------- the plugin
 
 
+_NO_PODS: list[Pod] = []
+
+
 @dataclass(slots=True)
 class _Domain:
     value: str
     nodes: list[Node]
+    #: The counted pods (some may be planned to leave already: see ``_Chooser.take``); read only.
     pods: list[Pod]
     phantom: bool = False
     #: The size as balancing accounts it (pods moved in or out).
@@ -441,12 +543,13 @@ class Plan:
     """Pods to evict, in order, each with the reason it was chosen for."""
 
     order: list[Pod] = field(default_factory=list)
-    reasons: dict[str, str] = field(default_factory=dict)
+    #: id(pod) -> why (the pods of ``order``)
+    reasons: dict[int, str] = field(default_factory=dict)
     namespaces: dict[str, _Namespace] = field(default_factory=dict)
 
     def add(self, pod: Pod, reason: str) -> None:
-        if pod.key not in self.reasons:
-            self.reasons[pod.key] = reason
+        if id(pod) not in self.reasons:
+            self.reasons[id(pod)] = reason
             self.order.append(pod)
 
     def may_evict(self, pod: Pod) -> bool:
@@ -506,12 +609,12 @@ class RemovePodsViolatingTopologySpreadConstraint:
         plan = self.plan(nodes)
         if not plan.order:
             return None
-        rank = {p.key: i for i, p in enumerate(plan.order)}
+        rank = {id(p): i for i, p in enumerate(plan.order)}
         limited_nodes: set[str] = set()
-        for pod in self.handle.sort_pods(plan.order, key=lambda p: rank[p.key]):
+        for pod in self.handle.sort_pods(plan.order, key=lambda p: rank[id(p)]):
             if pod.spec.node_name in limited_nodes or not plan.may_evict(pod):
                 continue
-            result = ev.evict(pod, reason=plan.reasons[pod.key])
+            result = ev.evict(pod, reason=plan.reasons[id(pod)])
             if result is EvictResult.EVICTED or result is EvictResult.ALREADY_EVICTED:
                 plan.evicted(pod)
             elif result is EvictResult.NODE_LIMIT:
@@ -523,8 +626,11 @@ class RemovePodsViolatingTopologySpreadConstraint:
     def plan(self, nodes: Sequence[Node]) -> Plan:
         """Which pods to evict, in order, and why (nothing is evicted)."""
         run = _Run(self, nodes)
-        for namespace in run.namespaces_with_constraints():
-            run.plan_namespace(namespace)
+        namespaces, countable, declaring = run.scan()
+        for namespace in namespaces:
+            run.plan_namespace(
+                namespace, NamespacePods(countable.get(namespace, [])), declaring.get(namespace, [])
+            )
         return run.plan
 
 
@@ -540,63 +646,58 @@ class _Run:
         self.nodes = list(nodes)
         self.node_by_name = {n.metadata.name: n for n in self.nodes}
         self.constraints = ConstraintCache()
-        self.topologies: dict[tuple[str, tuple[str, bytes | None, str, bytes | None]], _Topology] = {}
-        self.movable_cache: dict[str, bool] = {}
+        self.topology = _Topologies(self.nodes)
+        #: id(pod) -> movable (the pods are the snapshot's, alive for the whole call)
+        self.movable_cache: dict[int, bool] = {}
         self.plan = Plan()
 
-    def namespaces_with_constraints(self) -> list[str]:
+    def scan(self) -> tuple[list[str], dict[str, list[Pod]], dict[str, list[Pod]]]:
+        """One pass over the pods: the namespaces where a pod bound to a given node declares a
+        constraint to balance (sorted); the pods kube-scheduler counts, by namespace: bound to a
+        given node, not terminating, not finished (in the snapshot's order, as
+        ``pods_in_namespace`` lists them); and those of them that declare constraints."""
         kinds = self.plugin.kinds
         allowed = self.plugin.namespace_allowed
-        found: set[str] = set()
-        for node in self.nodes:
-            for pod in self.snapshot.pods_on_node(node.metadata.name):
-                ns = pod.metadata.namespace
-                if ns in found:
-                    continue
-                tscs = pod.spec.topology_spread_constraints
-                if tscs and any(c.when_unsatisfiable in kinds for c in tscs) and allowed(ns):
-                    found.add(ns)
-        return sorted(found)
-
-    def countable_pods(self, namespace: str) -> NamespacePods:
-        """Pods kube-scheduler counts: bound to a given node, not terminating, not finished."""
         by_name = self.node_by_name
-        pods = [
-            p
-            for p in self.snapshot.pods_in_namespace(namespace)
-            if p.spec.node_name in by_name
-            and p.metadata.deletion_timestamp is None
-            and p.status.phase not in _FINISHED_PHASES
-        ]
-        return NamespacePods(pods)
-
-    def topology(self, c: SpreadConstraint) -> _Topology:
-        key = (c.topology_key, c.node_filter_key)
-        topo = self.topologies.get(key)
-        if topo is None:
-            node_domain: dict[str, str] = {}
-            domain_nodes: dict[str, list[Node]] = {}
-            for node in self.nodes:
-                value = (node.metadata.labels or {}).get(c.topology_key)
-                if value is None or not c.eligible(node):
-                    continue
-                node_domain[node.metadata.name] = value
-                domain_nodes.setdefault(value, []).append(node)
-            topo = _Topology(node_domain, domain_nodes)
-            self.topologies[key] = topo
-        return topo
+        found: set[str] = set()
+        countable: dict[str, list[Pod]] = {}
+        declaring: dict[str, list[Pod]] = {}
+        for pod in self.snapshot.pods:
+            spec = pod.spec
+            if spec.node_name not in by_name:
+                continue
+            meta = pod.metadata
+            ns = meta.namespace
+            tscs = spec.topology_spread_constraints
+            if tscs and ns not in found and any(c.when_unsatisfiable in kinds for c in tscs) and allowed(ns):
+                found.add(ns)
+            if meta.deletion_timestamp is None and pod.status.phase not in _FINISHED_PHASES:
+                same_ns = countable.get(ns)
+                if same_ns is None:
+                    countable[ns] = [pod]
+                else:
+                    same_ns.append(pod)
+                if tscs:
+                    same_ns = declaring.get(ns)
+                    if same_ns is None:
+                        declaring[ns] = [pod]
+                    else:
+                        same_ns.append(pod)
+        return sorted(found), countable, declaring
 
     def movable(self, pod: Pod) -> bool:
         """The profile's filter and the plugin's labelSelector let the pod go."""
-        hit = self.movable_cache.get(pod.key)
+        hit = self.movable_cache.get(id(pod))
         if hit is None:
             match = self.plugin.label_match
             hit = (match is None or match(pod.metadata.labels or {})) and self.evictor.filter(pod)
-            self.movable_cache[pod.key] = hit
+            self.movable_cache[id(pod)] = hit
         return hit
 
-    def plan_namespace(self, namespace: str) -> None:
-        ns = _Namespace(self, self.countable_pods(namespace))
+    def plan_namespace(self, namespace: str, countable: NamespacePods, declaring: list[Pod]) -> None:
+        """Plan one namespace: ``countable`` its pods that count, ``declaring`` those of them
+        that declare constraints."""
+        ns = _Namespace(self.constraints, self.topology, countable, declaring)
         kinds = self.plugin.kinds
         for spread in list(ns.spreads.values()):
             if spread.constraint.when_unsatisfiable in kinds:
@@ -612,12 +713,7 @@ class _Run:
             return
         counts = spread.counts
         domains = [
-            _Domain(
-                value,
-                nodes,
-                [p for p in spread.pods.get(value, ()) if p.key not in ns.planned],
-                size=counts.get(value, 0),
-            )
+            _Domain(value, nodes, spread.pods.get(value, _NO_PODS), size=counts.get(value, 0))
             for value, nodes in sorted(spread.topology.domain_nodes.items())
         ]
         # Pods already planned to leave for another constraint are gone from these domains, but
@@ -672,26 +768,53 @@ class _Run:
 class _Namespace:
     """Every constraint of one namespace with its Spread, and which Spreads count which pod."""
 
-    def __init__(self, run: _Run, ns_pods: NamespacePods) -> None:
-        self.run = run
+    def __init__(
+        self,
+        constraints: ConstraintCache,
+        topology: _Topologies,
+        ns_pods: NamespacePods,
+        declaring: list[Pod],
+    ) -> None:
+        # (not the _Run: the plan keeps the namespaces, and a cycle would outlive the call
+        # until the garbage collector runs)
+        self.constraints = constraints
+        self.topology = topology
         self.ns_pods = ns_pods
-        self.spreads: dict[tuple[object, ...], Spread] = {}
-        self.by_pod: dict[str, list[tuple[Spread, str]]] = {}
-        self.planned: set[str] = set()
-        for pod in ns_pods.pods:
-            for tsc in pod.spec.topology_spread_constraints or ():
-                self.spread_of(tsc, pod)
+        #: id(constraint) -> its Spread (equal constraints are one object of the run's cache)
+        self.spreads: dict[int, Spread] = {}
+        #: id(pod) -> the Spreads counting the pod, with its domain in each (ids of ``ns_pods``)
+        self.by_pod: dict[int, list[tuple[Spread, str]]] = {}
+        #: ids of the pods planned to leave
+        self.planned: set[int] = set()
+        build_all = constraints.build_all
+        done: set[int] = set()  # constraint lists already seen valid (replicas share theirs)
+        for pod in declaring:
+            built = build_all(pod)
+            if id(built) in done:
+                continue
+            valid = True
+            for c in built:
+                if isinstance(c, str):
+                    log.error("pod %s: cannot process topology spread constraint: %s", pod.key, c)
+                    valid = False
+                else:
+                    self._spread(c)
+            if valid:
+                done.add(id(built))  # (the run's cache holds the lists, so ids are not reused)
 
     def spread_of(self, tsc: TopologySpreadConstraint, pod: Pod) -> Spread | None:
         """The Spread of ``tsc`` as declared by ``pod`` (None if its selector is invalid)."""
         try:
-            c = self.run.constraints.build(tsc, pod)
+            c = self.constraints.build(tsc, pod)
         except k8s_labels.SelectorError as e:
             log.error("pod %s: cannot process topology spread constraint: %s", pod.key, e)
             return None
-        spread = self.spreads.get(c.key)
+        return self._spread(c)
+
+    def _spread(self, c: SpreadConstraint) -> Spread:
+        spread = self.spreads.get(id(c))
         if spread is None:
-            topo = self.run.topology(c)
+            topo = self.topology(c)
             pods: dict[str, list[Pod]] = {}
             node_domain = topo.node_domain
             for p in self.ns_pods.matching(c):
@@ -705,16 +828,16 @@ class _Namespace:
             spread = Spread(c, topo, pods, len(topo.domain_nodes))
             spread.reset()
             spread.initial_skew = spread.skew()
-            self.spreads[c.key] = spread
+            self.spreads[id(c)] = spread
             by_pod = self.by_pod
             for value, members in pods.items():
                 for p in members:
-                    by_pod.setdefault(p.key, []).append((spread, value))
+                    by_pod.setdefault(id(p), []).append((spread, value))
         return spread
 
     def remove(self, pod: Pod) -> None:
-        self.planned.add(pod.key)
-        for spread, value in self.by_pod.get(pod.key, ()):
+        self.planned.add(id(pod))
+        for spread, value in self.by_pod.get(id(pod), ()):
             spread.remove(value)
 
     def reset(self) -> None:
@@ -726,13 +849,13 @@ class _Namespace:
     def removal_allowed(self, pod: Pod, balancing: Spread | None) -> bool:
         """Evicting the pod does not push a constraint of the namespace (other than
         ``balancing``) past ``max(its initial skew, its maxSkew)``."""
-        for spread, value in self.by_pod.get(pod.key, ()):
+        for spread, value in self.by_pod.get(id(pod), ()):
             if spread is not balancing and not spread.removal_allowed(value):
                 return False
         return True
 
     def domain_of(self, pod: Pod, spread: Spread) -> str | None:
-        for s, value in self.by_pod.get(pod.key, ()):
+        for s, value in self.by_pod.get(id(pod), ()):
             if s is spread:
                 return value
         return None
@@ -752,7 +875,7 @@ class _Chooser:
         self.ns = ns
         self.spread = spread
         self.below_nodes = below_nodes
-        self._scans: dict[tuple[bytes, tuple[tuple[str, int], ...]], _FitScan] = {}
+        self._scans: dict[tuple[object, ...], _FitScan] = {}
 
     def keep_order(self, pods: list[Pod]) -> list[Pod]:
         """Upstream's order: the pods given away are taken from the back."""
@@ -770,7 +893,7 @@ class _Chooser:
                 free.append(pod)
 
         def evict_first(p: Pod) -> tuple[int, int, int]:
-            return (*_priority_key(p), -rank[p.key])
+            return (*_priority_key(p), -rank[id(p)])
 
         sort = run.handle.sort_pods
         return kept + sort(pinned, key=evict_first)[::-1] + sort(free, key=evict_first)[::-1]
@@ -794,8 +917,12 @@ class _Chooser:
         costs one check, one that fits nowhere one pass over the nodes, whatever the replicas."""
         spec = pod.spec
         snapshot = self.run.snapshot
+        content = self.run.constraints.content
         key = (
-            _encode((pod.metadata.namespace, spec.node_selector, spec.affinity, spec.tolerations)),
+            pod.metadata.namespace,
+            content(spec.node_selector),
+            content(spec.affinity),
+            content(spec.tolerations),
             tuple(sorted(snapshot.requests(pod).items())),
         )
         scan = self._scans.get(key)
@@ -834,11 +961,15 @@ class _Chooser:
         next ones from the back are accounted as moved too, but evicted only when
         ``topologyBalanceNodeFit`` is off and they may leave.
         """
+        ns = self.ns
         if domain.keep is None:
-            domain.keep = self.keep_order(domain.pods)
+            # Without the pods already planned to leave for another constraint (none of this
+            # constraint's: those were taken from their domain's keep list).
+            planned = ns.planned
+            pods = [p for p in domain.pods if id(p) not in planned] if planned else domain.pods
+            domain.keep = self.keep_order(pods)
         remaining = domain.keep
         run = self.run
-        ns = self.ns
         chosen: list[int] = []
         for idx in range(len(remaining) - 1, -1, -1):
             if len(chosen) == count:

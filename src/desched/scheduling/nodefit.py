@@ -31,8 +31,9 @@ per snapshot (``ClusterSnapshot.version`` / ``.additions`` tell when memos are s
 - per (shape, node list): the nodes passing the static checks, so ``pod_fits_*`` only walks nodes
   that could take the pod at all: O(nodes) once per shape, then O(feasible nodes) per question;
 - per anti-affinity term (selector, namespaces): an index node → matching occupying pods, built
-  with one pass over the pods of the term's namespaces; it survives evictions (removed pods are
-  skipped) and is rebuilt only after ``add_pod``;
+  with one pass over the pods of the term's namespaces (only those having the label of its first
+  ``matchLabels`` pair, through a per-namespace label index); both survive evictions (removed pods
+  are skipped) and are rebuilt only after ``add_pod``;
 - per (fit key, node list): the first two nodes the pod fits as a newcomer, which answers
   "any other node" for every replica whatever node it sits on. The fit key is the shape plus the
   requests (plus the pod itself when it has anti-affinity terms). Evicting a pod only frees room,
@@ -59,6 +60,7 @@ from desched.k8s import labels as k8s_labels
 from desched.k8s import nodes as k8s_nodes
 from desched.k8s import resources as k8s_resources
 from desched.k8s import taints as k8s_taints
+from desched.k8s._compile_cache import ContentKeys
 from desched.k8s.objects import Node, Pod, PodAffinityTerm
 from desched.k8s.resources import Resources
 
@@ -89,7 +91,7 @@ _encode = msgspec.msgpack.Encoder().encode
 class _AntiTerm:
     """One required anti-affinity term, compiled."""
 
-    __slots__ = ("error", "index_key", "match", "namespaces", "topology_key")
+    __slots__ = ("error", "index_key", "match", "namespaces", "narrow", "topology_key")
 
     def __init__(self, pod: Pod, term: PodAffinityTerm) -> None:
         self.topology_key = term.topology_key
@@ -101,12 +103,18 @@ class _AntiTerm:
         except k8s_labels.SelectorError as e:
             self.error = f"invalid inter-pod anti-affinity label selector: {e}"
         self.index_key = (_encode(term.label_selector), self.namespaces)
+        #: A label (key, value) every pod the selector matches has: where to look for them.
+        self.narrow: tuple[str, str] | None = None
+        selector = term.label_selector
+        if selector is not None and selector.match_labels:
+            self.narrow = next(iter(selector.match_labels.items()))
 
 
 class _PodInfo:
     __slots__ = ("anti_terms", "fit_key", "pod", "requests", "shape")
 
-    def __init__(self, snapshot: ClusterSnapshot, pod: Pod) -> None:
+    def __init__(self, ctx: _Context, pod: Pod) -> None:
+        snapshot = ctx.snapshot
         self.pod = pod
         spec = pod.spec
         aff = spec.affinity
@@ -115,7 +123,11 @@ class _PodInfo:
             if aff is not None and aff.node_affinity is not None
             else None
         )
-        self.shape: bytes = _encode((spec.node_selector, required_node, spec.tolerations))
+        content = ctx.content
+        #: Equal node selector, required node affinity and tolerations, equal number.
+        self.shape: int = ctx.shape_number(
+            (content(spec.node_selector), content(required_node), content(spec.tolerations))
+        )
         # The snapshot caches requests by pod key; a pod object that is not the snapshot's own
         # (a caller's hypothetical pod) gets its own computation.
         if snapshot.pod(pod.namespace, pod.name) is pod:
@@ -154,12 +166,18 @@ class _Context:
         self.snapshot = snapshot
         self.pods: dict[str, _PodInfo] = {}
         self.nodes: dict[str, _NodeInfo] = {}
+        #: content keys of pods' records (replicas often share theirs)
+        self.content = ContentKeys()
+        #: (node selector, required node affinity, tolerations) content -> shape number
+        self.shapes: dict[tuple[bytes, bytes, bytes], int] = {}
         #: shape -> node name -> first failing static reason, "" when all pass
-        self.static: dict[bytes, dict[str, str]] = {}
+        self.static: dict[int, dict[str, str]] = {}
         #: (selector, namespaces) -> (snapshot.additions when built, node -> matching pods)
         self.anti: dict[tuple[bytes, tuple[str, ...]], tuple[int, _AntiIndex]] = {}
+        #: (namespace, label key) -> (snapshot.additions when built, label value -> its pods)
+        self.labelled: dict[tuple[str, str], tuple[int, dict[str, list[Pod]]]] = {}
         #: (shape, id(nodes)) -> (nodes, len, the nodes passing the static checks, in list order)
-        self.feasible: dict[tuple[bytes, int], tuple[Sequence[Node], int, list[_NodeInfo]]] = {}
+        self.feasible: dict[tuple[int, int], tuple[Sequence[Node], int, list[_NodeInfo]]] = {}
         #: (fit key, id(nodes)) -> (nodes, len, version, additions, first fit, next fit elsewhere)
         self.answers: dict[
             tuple[object, int], tuple[Sequence[Node], int, int, int, str | None, str | None]
@@ -168,11 +186,15 @@ class _Context:
         self.names: dict[int, tuple[Sequence[Node], int, frozenset[str]]] = {}
 
     def pod_info(self, pod: Pod) -> _PodInfo:
-        info = self.pods.get(pod.key)
+        key = pod.key
+        info = self.pods.get(key)
         if info is None or info.pod is not pod:
-            info = _PodInfo(self.snapshot, pod)
-            self.pods[pod.key] = info
+            info = _PodInfo(self, pod)
+            self.pods[key] = info
         return info
+
+    def shape_number(self, shape: tuple[bytes, bytes, bytes]) -> int:
+        return self.shapes.setdefault(shape, len(self.shapes))
 
     def node_info(self, node: Node) -> _NodeInfo:
         name = node.metadata.name
@@ -205,13 +227,33 @@ class _Context:
             return hit[1]
         index: _AntiIndex = {}
         match = term.match
+        narrow = term.narrow
         for ns in term.namespaces:
-            for p in snap.pods_in_namespace(ns):
+            # (the labelled pods may include some removed since: anti_affinity_failure skips them)
+            pods = snap.pods_in_namespace(ns) if narrow is None else self.labelled_pods(ns, *narrow)
+            for p in pods:
                 node = p.spec.node_name
                 if node and p.status.phase not in ("Succeeded", "Failed") and match(p.metadata.labels or {}):
                     index.setdefault(node, []).append(p)
         self.anti[term.index_key] = (snap.additions, index)
         return index
+
+    def labelled_pods(self, namespace: str, key: str, value: str) -> list[Pod]:
+        """The pods of the namespace with label ``key=value`` (and maybe some removed since)."""
+        snap = self.snapshot
+        hit = self.labelled.get((namespace, key))
+        if hit is None or hit[0] != snap.additions:
+            by_value: dict[str, list[Pod]] = {}
+            for p in snap.pods_in_namespace(namespace):
+                v = (p.metadata.labels or {}).get(key)
+                if v is not None:
+                    pods = by_value.get(v)
+                    if pods is None:
+                        by_value[v] = [p]
+                    else:
+                        pods.append(p)
+            hit = self.labelled[(namespace, key)] = (snap.additions, by_value)
+        return hit[1].get(value, [])
 
     def anti_affinity_failure(self, pinfo: _PodInfo, ninfo: _NodeInfo) -> str:
         snap = self.snapshot
