@@ -4,43 +4,33 @@ Accepted: a ``kind: List`` in JSON or YAML (what ``kubectl get nodes,pods,namesp
 poddisruptionbudgets,priorityclasses,events -A -o yaml`` prints), or multi-document YAML of the
 same objects. Kinds desched does not use (Services, ...) are ignored.
 
-JSON goes straight from bytes into the slim records (msgspec), with the garbage collector paused
-during the decode; YAML is about 40 times slower to parse, so large snapshots should be JSON
-(``desched snapshot`` writes JSON).
+JSON goes straight from bytes into the slim records (msgspec; what pods repeat is decoded once and
+shared, see :mod:`desched.cluster.compact`), with the garbage collector paused during the decode;
+YAML is about 40 times slower to parse, so large snapshots should be JSON (``desched snapshot``
+writes JSON).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import mmap
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import msgspec
 import yaml
 
 from desched.api.errors import SnapshotError
+from desched.cluster.compact import CompactDecoder, Interner
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.k8s.objects import (
-    KINDS,
-    AnyObject,
-    Container,
-    Event,
-    Node,
-    ObjectMeta,
-    ObjectReference,
-    Pod,
-)
+from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference, Pod
 
 log = logging.getLogger(__name__)
-
-
-class _JsonList(msgspec.Struct):
-    items: list[AnyObject]
 
 
 class _RawList(msgspec.Struct):
@@ -82,8 +72,10 @@ def parse_snapshot_bytes(data: bytes, source: str = "snapshot") -> list[AnyObjec
     gc.disable()
     try:
         if head == b"{":
-            return _decode_json(data, source)
-        return _decode_yaml(data, source)
+            return _decode_json(data, source, CompactDecoder())
+        objects = _decode_yaml(data, source)
+        Interner().objects(objects)
+        return objects
     finally:
         if enabled:
             gc.enable()
@@ -109,8 +101,9 @@ def snapshot_from_objects(objects: Iterable[AnyObject]) -> ClusterSnapshot:
 #: Files smaller than this are simply read whole.
 _STREAM_MIN_BYTES = 64 << 20
 #: About this many bytes of the file are decoded at once: small enough to stay in the CPU's cache
-#: (faster than one decode of the whole file, measured), large enough that per-batch costs vanish.
-_BATCH_BYTES = 1 << 20
+#: with the records built from them (faster than one decode of the whole file, and than 1 MiB
+#: batches, measured), large enough that per-batch costs vanish.
+_BATCH_BYTES = 512 << 10
 #: The top-level ``"items"`` key of a List, searched for in the first bytes of the file.
 _ITEMS_KEY = re.compile(rb'"items"\s*:\s*\[\s*')
 _ITEMS_KEY_WINDOW = 1 << 16
@@ -124,17 +117,20 @@ _ITEM_START = re.compile(
 )
 _WHITESPACE = b" \t\r\n"
 _MAX_EXTENSIONS = 16
-#: Where to look for the cut: this far before the end of what was read.
+#: Where to look for the cut: from this far before the batch's end.
 _CUT_WINDOW = 256 << 10
-_item_list_decoder = msgspec.json.Decoder(list[AnyObject])
+#: The decoded part of the map is dropped from memory in steps of at least this many bytes (the
+#: pages would otherwise count in the process's resident memory until the end).
+_DROP: int | None = 4 << 20 if hasattr(mmap, "MADV_DONTNEED") else None
 _EVENTS_API = b'"events.k8s.io/'
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _load_json_streamed(path: Path) -> list[AnyObject] | None:
-    """Decode a large JSON ``List`` batch by batch as the file is read, so that the file's bytes
-    are never all in memory next to the records built from them (at 150,000 pods the file is
-    1.3 GB, the records about as much).
+    """Decode a large JSON ``List`` batch by batch from a private memory map of the file, so that
+    the file's bytes are never all in memory next to the records built from them (at 150,000 pods
+    the file is 1.3 GB), nor copied: each batch is decoded where it lies, and the pages behind it
+    are dropped.
 
     Returns None when the file is small, not a JSON List, or laid out in a way this does not
     recognise; the caller then reads it whole (which also reports any error).
@@ -143,13 +139,23 @@ def _load_json_streamed(path: Path) -> list[AnyObject] | None:
         with path.open("rb") as f:
             if os.fstat(f.fileno()).st_size < _STREAM_MIN_BYTES:
                 return None
-            return _decode_json_batches(f, str(path))
-    except OSError:
+            # (copy-on-write: the few bytes changed to close each batch stay private)
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError):
         return None
+    try:
+        if hasattr(mmap, "MADV_SEQUENTIAL"):
+            with contextlib.suppress(OSError):  # (only advice)
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+        return _decode_json_batches(mm, str(path))
+    finally:
+        with contextlib.suppress(BufferError):  # (a raw part still alive: unmapped when freed)
+            mm.close()
 
 
-def _decode_json_batches(f: BinaryIO, source: str) -> list[AnyObject] | None:
-    head = f.read(_ITEMS_KEY_WINDOW)
+def _decode_json_batches(mm: mmap.mmap, source: str) -> list[AnyObject] | None:
+    size = len(mm)
+    head = mm[:_ITEMS_KEY_WINDOW]
     if head.lstrip()[:1] != b"{":
         return None
     m = _ITEMS_KEY.search(head)
@@ -160,103 +166,110 @@ def _decode_json_batches(f: BinaryIO, source: str) -> list[AnyObject] | None:
     except msgspec.DecodeError:
         return None
     out: list[AnyObject] = []
-    interner = _Interner()
-    # buf holds "[" and then the items not decoded yet, the first of them complete from its start
-    buf = bytearray(b"[")
-    buf += head[m.end() :]
+    records = CompactDecoder()
+    # The items not decoded yet start at ``start``, the first of them complete from its start; the
+    # byte before it ("[", a space or the "," after the previous item) becomes the "[" of a batch.
+    start = m.end()
     del head
     count = 0  # items decoded so far, for error messages
-    search_from = 1
-    cut_failed = False
-    while True:
-        if cut_failed or len(buf) < _BATCH_BYTES:
-            data = f.read(_BATCH_BYTES)
-            if not data:
-                break
-            buf += data
-            del data
-            cut_failed = False
-            continue
-        # cut at an item start near the end of what was read: everything before it is decoded now
-        cut_failed = True
-        pos = max(search_from, len(buf) - _CUT_WINDOW)
+    search_from = start + 1
+    target = start + _BATCH_BYTES  # cut near here
+    dropped = 0  # the pages before this are out of memory
+    while target < size:
+        window = max(search_from, target - _CUT_WINDOW)
+        found = _ITEM_START.search(mm, window)
+        if found is None:  # none after (items of a kind laid out otherwise): the last one before
+            found = _last_item_start(mm, search_from, window)
+        cut = -1
         for _ in range(_MAX_EXTENSIONS):
-            found = _ITEM_START.search(buf, pos)
-            if found is None and pos > search_from:
-                found = _ITEM_START.search(buf, search_from)
             if found is None:
                 break
-            cut = found.start()
-            pos = search_from = found.end()
-            end = cut
-            while end > 1 and buf[end - 1] in _WHITESPACE:
+            search_from = found.end()
+            end = found.start()
+            while end > start and mm[end - 1] in _WHITESPACE:
                 end -= 1
-            if end <= 1 or buf[end - 1] != 0x2C:  # ","
-                continue
-            buf[end - 1] = 0x5D  # "]": buf[:end] is now "[item,...,item]"
-            batch = _decode_batch(buf, end, source, count)
-            if batch is None:
-                buf[end - 1] = 0x2C  # a match at the wrong depth: try the next one
-                continue
-            interner.objects(batch[0])
-            out.extend(batch[0])
-            count += batch[1]
-            rest = buf[cut:]
-            buf = bytearray(b"[")
-            buf += rest
-            del rest
-            search_from = 1
-            cut_failed = False
-            break
+            if end > start and mm[end - 1] == 0x2C:  # ","
+                mm[start - 1] = 0x5B  # "["
+                mm[end - 1] = 0x5D  # "]": mm[start - 1 : end] is now "[item,...,item]"
+                batch = _decode_batch(mm, start - 1, end, source, count, records)
+                if batch is not None:
+                    out.extend(batch[0])
+                    count += batch[1]
+                    cut = found.start()
+                    break
+                mm[end - 1] = 0x2C  # a match at the wrong depth: try the next one
+            found = _ITEM_START.search(mm, search_from)
+        if cut < 0:  # decode more at once; what is before the window is not searched again
+            search_from = max(search_from, window)
+            target += _BATCH_BYTES
+            continue
+        start = cut
+        search_from = start + 1
+        target = start + _BATCH_BYTES
+        upto = (start - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+        if _DROP is not None and upto - dropped >= _DROP:
+            with contextlib.suppress(OSError):  # (only memory)
+                mm.madvise(mmap.MADV_DONTNEED, dropped, upto - dropped)
+            dropped = upto
     # the last items, the closing bracket and the rest of the top-level object
-    buf[0:0] = b'{"items":'
-    n_batched = len(out)
+    data = b'{"items":[' + mm[start:]
     try:
-        if buf.find(_EVENTS_API) != -1:
+        if data.find(_EVENTS_API) != -1:
             raise msgspec.ValidationError("events.k8s.io objects: item by item")
-        out.extend(msgspec.json.decode(buf, type=_JsonList).items)
+        out.extend(records.decode_list(data))
     except msgspec.ValidationError:  # (a DecodeError too: catch it first)
         try:
-            _raw_list_decoder.decode(b"[" + buf + b"]")
+            _raw_list_decoder.decode(b"[" + data + b"]")
         except msgspec.DecodeError:
             return None
-        out.extend(_decode_json(bytes(buf), source, count))
+        out.extend(_decode_json(data, source, records, count))
     except msgspec.DecodeError:
         return None
-    interner.objects(out[n_batched:])
     return out
 
 
-def _decode_batch(buf: bytearray, end: int, source: str, base: int) -> tuple[list[AnyObject], int] | None:
-    """The objects of the JSON array ``buf[:end]`` and how many items it has, or None when
-    ``buf[:end]`` is not a JSON array (a cut in the wrong place)."""
-    with memoryview(buf) as whole, whole[:end] as view:
-        try:
-            items = _item_list_decoder.decode(view)
-            # an events.k8s.io Event decodes as a core one with most fields missing (see _decode_json)
-            if not any(type(o) is Event for o in items) or buf.find(_EVENTS_API, 0, end) == -1:
-                return items, len(items)
-        except msgspec.ValidationError:  # (a DecodeError too: catch it first)
-            pass  # unknown kinds, a bad field, or a bad cut found late
-        except msgspec.DecodeError:
-            return None
-        try:
-            n = len(_raw_list_decoder.decode(view))
-        except msgspec.DecodeError:
-            return None
-        wrapped = b'{"kind":"List","items":' + bytes(view) + b"}"
-    return _decode_json(wrapped, source, base), n
+def _last_item_start(mm: mmap.mmap, start: int, end: int) -> re.Match[bytes] | None:
+    """The last match of ``_ITEM_START`` from ``start`` that begins before ``end``."""
+    last = None
+    found = _ITEM_START.search(mm, start)
+    while found is not None and found.start() < end:
+        last = found
+        found = _ITEM_START.search(mm, found.end())
+    return last
+
+
+def _decode_batch(
+    mm: mmap.mmap, start: int, end: int, source: str, base: int, records: CompactDecoder
+) -> tuple[list[AnyObject], int] | None:
+    """The objects of the JSON array ``mm[start:end]`` and how many items it has, or None when
+    it is not a JSON array (a cut in the wrong place)."""
+    view = memoryview(mm)[start:end]  # (not released explicitly: raw parts may still refer to it)
+    try:
+        items = records.decode_array(view)
+        # an events.k8s.io Event decodes as a core one with most fields missing (see _decode_json)
+        if not any(type(o) is Event for o in items) or mm.find(_EVENTS_API, start, end) == -1:
+            return items, len(items)
+    except msgspec.ValidationError:  # (a DecodeError too: catch it first)
+        pass  # unknown kinds, a bad field, or a bad cut found late
+    except msgspec.DecodeError:
+        return None
+    try:
+        n = len(_raw_list_decoder.decode(view))
+    except msgspec.DecodeError:
+        return None
+    wrapped = b'{"kind":"List","items":' + bytes(view) + b"}"
+    return _decode_json(wrapped, source, records, base), n
 
 
 # ---------------------------------------------------------------------------- JSON
 
 
-def _decode_json(data: bytes, source: str, index_base: int = 0) -> list[AnyObject]:
+def _decode_json(data: bytes, source: str, records: CompactDecoder, index_base: int = 0) -> list[AnyObject]:
     # An events.k8s.io Event has the kind of a core one but other field names: the typed decode
     # would take it for a core Event with most fields missing.
     if _EVENTS_API not in data:
         try:
-            return msgspec.json.decode(data, type=_JsonList).items
+            return records.decode_list(data)
         except msgspec.DecodeError:
             pass  # unknown kinds, a single object, or a real error: go item by item
     try:
@@ -276,9 +289,14 @@ def _decode_json(data: bytes, source: str, index_base: int = 0) -> list[AnyObjec
             )
             continue
         try:
-            out.append(msgspec.json.decode(raw, type=cls))  # type: ignore[arg-type]
+            if cls is Pod:
+                out.append(records.decode_pod(raw))
+                continue
+            obj = msgspec.json.decode(raw, type=cls)
         except msgspec.ValidationError as e:
             raise _object_error(source, index_base + i, probe.kind, probe.metadata, e) from None
+        records.interner.objects((obj,))
+        out.append(obj)  # type: ignore[arg-type]
     return out
 
 
@@ -371,134 +389,3 @@ def _object_error(
         field = at.rstrip("`").lstrip(".")
     reason = text[:1].lower() + text[1:]
     return SnapshotError(f"{source}: items[{index}] ({who})", f"{field}: {reason}" if field else reason)
-
-
-# ---------------------------------------------------------------------------- interning
-
-
-class _Interner:
-    """Makes the repeated short strings of a snapshot's records one object each.
-
-    150,000 pods repeat the same namespaces, node names, label values, images, condition types,
-    ... The decoder builds a fresh string for each occurrence (it already shares dict keys);
-    replacing them by a canonical instance, batch by batch as they are decoded, saves about a third
-    of the records' memory. Nothing compares these strings by identity, so this changes no
-    decision. A pod's UTC timestamps equal to its creation or start time are shared too (others are
-    left alone: equal instants in other zones print differently).
-    """
-
-    __slots__ = ("_table",)
-
-    def __init__(self) -> None:
-        self._table: dict[object, Any] = {}
-
-    def objects(self, objects: list[AnyObject]) -> None:
-        t = self._table.setdefault
-        pod_kind = Pod
-        for obj in objects:
-            if type(obj) is pod_kind:
-                _intern_pod(obj, t)
-            elif type(obj) is Node:
-                _intern_node(obj, t)
-
-
-_Intern = Callable[[Any, Any], Any]
-
-
-def _intern_meta(m: ObjectMeta, t: _Intern) -> None:
-    m.namespace = t(m.namespace, m.namespace)
-    d: dict[str, Any] | None = m.labels
-    if d:
-        for k, v in d.items():  # (replacing values of existing keys while iterating is allowed)
-            d[k] = t(v, v)
-    d = m.annotations
-    if d:
-        for k, v in d.items():
-            d[k] = t(v, v)
-    for ref in m.owner_references or ():
-        ref.kind = t(ref.kind, ref.kind)
-        ref.name = t(ref.name, ref.name)
-        ref.api_version = t(ref.api_version, ref.api_version)
-
-
-def _intern_quantities(d: dict[str, Any], t: _Intern) -> None:
-    for k, v in d.items():
-        if type(v) is str:  # (never an int for an equal float)
-            d[k] = t(v, v)
-
-
-def _intern_containers(containers: list[Container], t: _Intern) -> None:
-    for c in containers:
-        c.name = t(c.name, c.name)
-        c.image = t(c.image, c.image)
-        r = c.resources
-        if r is not None:
-            if r.requests:
-                _intern_quantities(r.requests, t)
-            if r.limits:
-                _intern_quantities(r.limits, t)
-
-
-def _intern_pod(pod: Pod, t: _Intern) -> None:
-    _intern_meta(pod.metadata, t)
-    spec = pod.spec
-    spec.node_name = t(spec.node_name, spec.node_name)
-    spec.priority_class_name = t(spec.priority_class_name, spec.priority_class_name)
-    spec.scheduler_name = t(spec.scheduler_name, spec.scheduler_name)
-    spec.restart_policy = t(spec.restart_policy, spec.restart_policy)
-    s = spec.preemption_policy
-    if s is not None:
-        spec.preemption_policy = t(s, s)
-    d = spec.node_selector
-    if d:
-        for k, v in d.items():
-            d[k] = t(v, v)
-    for tol in spec.tolerations or ():
-        tol.key = t(tol.key, tol.key)
-        tol.operator = t(tol.operator, tol.operator)
-        tol.value = t(tol.value, tol.value)
-        tol.effect = t(tol.effect, tol.effect)
-    _intern_containers(spec.containers, t)
-    if spec.init_containers:
-        _intern_containers(spec.init_containers, t)
-    for vol in spec.volumes or ():
-        vol.name = t(vol.name, vol.name)
-    status = pod.status
-    status.phase = t(status.phase, status.phase)
-    status.qos_class = t(status.qos_class, status.qos_class)
-    # a pod's timestamps mostly repeat its own creation or start time (hashing timestamps for a
-    # table would cost more than it saves)
-    created = pod.metadata.creation_timestamp
-    if created is not None and created.tzinfo is not UTC:
-        created = None
-    started = status.start_time
-    if started is not None:
-        if started.tzinfo is not UTC:
-            started = None
-        elif started == created:
-            status.start_time = started = created
-    for c in status.conditions or ():
-        c.type = t(c.type, c.type)
-        c.status = t(c.status, c.status)
-        c.reason = t(c.reason, c.reason)
-        ts = c.last_transition_time
-        if ts is not None and ts.tzinfo is UTC:
-            if ts == started:
-                c.last_transition_time = started
-            elif ts == created:
-                c.last_transition_time = created
-    for cs in status.container_statuses or ():
-        cs.name = t(cs.name, cs.name)
-
-
-def _intern_node(node: Node, t: _Intern) -> None:
-    _intern_meta(node.metadata, t)
-    st = node.status
-    if st.capacity:
-        _intern_quantities(st.capacity, t)
-    if st.allocatable:
-        _intern_quantities(st.allocatable, t)
-    for c in st.conditions or ():
-        c.type = t(c.type, c.type)
-        c.status = t(c.status, c.status)
-        c.reason = t(c.reason, c.reason)

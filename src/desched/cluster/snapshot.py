@@ -10,13 +10,15 @@ a decision never depends on the order a source happened to list objects in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import operator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from desched.k8s import labels as k8s_labels
 from desched.k8s import nodes as k8s_nodes
 from desched.k8s import resources as k8s_resources
 from desched.k8s.objects import (
+    Container,
     Event,
     Namespace,
     Node,
@@ -52,8 +54,7 @@ class ClusterSnapshot:
         events: Iterable[Event] = (),
     ) -> None:
         self._nodes: dict[str, Node] = {n.metadata.name: n for n in sorted(nodes, key=_node_sort_key)}
-        ordered_pods = sorted(pods, key=_pod_sort_key)
-        self._pods: dict[str, Pod] = {p.key: p for p in ordered_pods}
+        self._pods: dict[str, Pod] = {p.key: p for p in _sorted_pods(pods)}
         self._namespaces: dict[str, Namespace] = {ns.metadata.name: ns for ns in namespaces}
         self._pdbs: list[PodDisruptionBudget] = list(pdbs)
         self._priority_classes: dict[str, PriorityClass] = {pc.metadata.name: pc for pc in priority_classes}
@@ -64,6 +65,10 @@ class ClusterSnapshot:
 
         self._requests: dict[str, Resources] = {}
         self._requests_by_shape: dict[tuple[object, ...], Resources] = {}
+        #: By the identity of a pod's containers and init containers lists (pods of one workload
+        #: share theirs, see cluster.compact), for pods whose requests depend on nothing else; the
+        #: lists are kept, so that their ids are not reused.
+        self._requests_by_parts: dict[object, tuple[list[Container], list[Container] | None, Resources]] = {}
         self._by_node: dict[str, dict[str, Pod]] = {}
         self._by_owner: dict[OwnerKey, dict[str, Pod]] = {}
         self._by_namespace: dict[str, dict[str, Pod]] = {}
@@ -73,8 +78,8 @@ class ClusterSnapshot:
         #: (e.g. scheduling.nodefit) compare them to know whether they are still valid.
         self.version = 0
         self.additions = 0
-        for pod in self._pods.values():
-            self._index(pod)
+        for key, pod in self._pods.items():
+            self._index(pod, key)
         self._pdbs_by_ns: dict[str, list[PodDisruptionBudget]] = {}
         for pdb in self._pdbs:
             self._pdbs_by_ns.setdefault(pdb.metadata.namespace, []).append(pdb)
@@ -85,15 +90,30 @@ class ClusterSnapshot:
 
     # ------------------------------------------------------------------ indexing
 
-    def _index(self, pod: Pod) -> None:
-        key = pod.key
-        self._by_node.setdefault(pod.spec.node_name, {})[key] = pod
-        self._by_namespace.setdefault(pod.metadata.namespace, {})[key] = pod
-        for ref in pod.metadata.owner_references or ():
-            self._by_owner.setdefault((pod.metadata.namespace, ref.kind, ref.name), {})[key] = pod
-        if pod.spec.node_name and _occupies_node(pod):
-            usage = self._usage.setdefault(pod.spec.node_name, _NodeUsage())
-            _accumulate(usage.requested, self.requests(pod), 1)
+    def _index(self, pod: Pod, key: str) -> None:
+        node = pod.spec.node_name
+        namespace = pod.metadata.namespace
+        on_node = self._by_node.get(node)
+        if on_node is None:
+            on_node = self._by_node[node] = {}
+        on_node[key] = pod
+        in_namespace = self._by_namespace.get(namespace)
+        if in_namespace is None:
+            in_namespace = self._by_namespace[namespace] = {}
+        in_namespace[key] = pod
+        refs = pod.metadata.owner_references
+        if refs:
+            for ref in refs:
+                owner = (namespace, ref.kind, ref.name)
+                of_owner = self._by_owner.get(owner)
+                if of_owner is None:
+                    of_owner = self._by_owner[owner] = {}
+                of_owner[key] = pod
+        if node and pod.status.phase not in _FINISHED:  # (_occupies_node)
+            usage = self._usage.get(node)
+            if usage is None:
+                usage = self._usage[node] = _NodeUsage()
+            _accumulate(usage.requested, self._shared_requests(pod), 1)
             usage.pod_count += 1
 
     def _unindex(self, pod: Pod) -> None:
@@ -128,7 +148,7 @@ class ClusterSnapshot:
         self._requests.pop(pod.key, None)
         self._pods[pod.key] = pod
         self._removed.pop(pod.key, None)
-        self._index(pod)
+        self._index(pod, pod.key)
         self.version += 1
         self.additions += 1
 
@@ -212,15 +232,29 @@ class ClusterSnapshot:
         key = pod.key
         cached = self._requests.get(key)
         if cached is None:
-            # The pods of one workload share their resource specs: compute once per distinct spec
-            # (the quantities as written), and give each pod its own copy.
-            shape = _requests_shape(pod)
-            by_shape = self._requests_by_shape.get(shape)
-            if by_shape is None:
-                by_shape = self._requests_by_shape[shape] = k8s_resources.pod_requests(pod)
-            cached = dict(by_shape)
-            self._requests[key] = cached
+            # each pod its own copy (computed when first asked for)
+            cached = self._requests[key] = dict(self._shared_requests(pod))
         return cached
+
+    def _shared_requests(self, pod: Pod) -> Resources:
+        """The pod's requests, one dict shared by the pods of one resource spec: never change it."""
+        # The pods of one workload share their resource specs: computed once per distinct spec
+        # (the quantities as written).
+        spec = pod.spec
+        containers, init = spec.containers, spec.init_containers
+        parts: object = None
+        if not spec.overhead and spec.resources is None:
+            parts = id(containers) if init is None else (id(containers), id(init))
+            hit = self._requests_by_parts.get(parts)
+            if hit is not None and hit[0] is containers and hit[1] is init:
+                return hit[2]
+        shape = _requests_shape(pod)
+        by_shape = self._requests_by_shape.get(shape)
+        if by_shape is None:
+            by_shape = self._requests_by_shape[shape] = k8s_resources.pod_requests(pod)
+        if parts is not None:
+            self._requests_by_parts[parts] = (containers, init, by_shape)
+        return by_shape
 
     # ------------------------------------------------------------------ the rest
 
@@ -266,8 +300,23 @@ def _node_sort_key(node: Node) -> str:
     return node.metadata.name
 
 
-def _pod_sort_key(pod: Pod) -> tuple[str, str]:
-    return (pod.metadata.namespace, pod.metadata.name)
+def _sorted_pods(pods: Iterable[Pod]) -> list[Pod]:
+    """By namespace and name (a stable sort): by name within each namespace, which compares
+    strings rather than (namespace, name) tuples (twice as fast)."""
+    by_namespace: dict[str, list[Pod]] = {}
+    for pod in pods:
+        namespace = pod.metadata.namespace
+        in_namespace = by_namespace.get(namespace)
+        if in_namespace is None:
+            in_namespace = by_namespace[namespace] = []
+        in_namespace.append(pod)
+    out: list[Pod] = []
+    for namespace in sorted(by_namespace):
+        out += sorted(by_namespace[namespace], key=_pod_name)
+    return out
+
+
+_pod_name: Callable[[Pod], str] = operator.attrgetter("metadata.name")
 
 
 def _requests_shape(pod: Pod) -> tuple[object, ...]:
@@ -298,9 +347,12 @@ def _requests_shape(pod: Pod) -> tuple[object, ...]:
     )
 
 
+_FINISHED = ("Succeeded", "Failed")
+
+
 def _occupies_node(pod: Pod) -> bool:
     """A pod counts against its node's capacity unless it has finished."""
-    return pod.status.phase not in ("Succeeded", "Failed")
+    return pod.status.phase not in _FINISHED
 
 
 def _accumulate(into: Resources, add: Resources, sign: int) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 from kubernetes_asyncio import client
 
+from desched.cluster.compact import CompactDecoder
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.k8s.objects import (
     Event,
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 WATCH_TIMEOUT_SECONDS = 300
+#: Bound of the tables a pod informer keeps to share what pods repeat (see cluster.compact).
+SHARING_MAX_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,12 @@ class Informer:
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.relists = 0
-        self._decoder = msgspec.json.Decoder(resource.record)
+        # pods share the sub-structures they repeat (containers, affinity, labels, ...)
+        self._decode: Callable[[bytes], Any] = (
+            CompactDecoder(max_bytes=SHARING_MAX_BYTES).decode_pod
+            if resource.record is Pod
+            else msgspec.json.Decoder(resource.record).decode
+        )
 
     async def _get(self, params: list[tuple[str, str]], *, timeout: float | None) -> Any:
         if self.limiter is not None:
@@ -153,7 +161,7 @@ class Informer:
             try:
                 head = msgspec.json.decode(data, type=_ListHead)
                 for raw in head.items:
-                    obj = self._decoder.decode(raw)
+                    obj = self._decode(raw)
                     objects[_key(obj)] = obj
             finally:
                 if enabled:
@@ -216,7 +224,7 @@ class Informer:
                 event.object, type=_MetaOnly
             ).metadata.resource_version
             return
-        obj: Any = self._decoder.decode(event.object)
+        obj: Any = self._decode(event.object)
         key = _key(obj)
         prev = self.objects.get(key)
         if event.type == "DELETED":

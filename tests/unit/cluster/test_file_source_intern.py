@@ -1,5 +1,5 @@
-"""The streamed loader shares repeated strings (and a pod's repeated timestamps) between records
-without changing any value."""
+"""The streamed loader shares repeated strings, a pod's repeated timestamps and the sub-structures
+pods repeat between records without changing any value."""
 
 from __future__ import annotations
 
@@ -62,9 +62,10 @@ def test_streamed_records_share_strings_and_keep_values(tmp_path: Path) -> None:
     assert first.metadata.name != last.metadata.name
     assert first.metadata.namespace is last.metadata.namespace
     assert first.spec.node_name is last.spec.node_name
-    assert first.metadata.labels is not last.metadata.labels  # dicts are never shared
-    assert first.metadata.labels["app"] is last.metadata.labels["app"]  # type: ignore[index]
-    assert first.spec.containers[0].image is last.spec.containers[0].image
+    assert first.metadata.labels is last.metadata.labels  # equal JSON: one record
+    assert first.spec.containers is last.spec.containers
+    assert first.status.conditions is not last.status.conditions  # (never shared)
+    assert first.metadata.labels["app"] is pods[-1].metadata.labels["app"]  # type: ignore[index]
     conds = first.status.conditions or []
     assert conds[0].last_transition_time is first.metadata.creation_timestamp
     # numbers stay what they were (1 is not 1.0), timestamps keep their zone

@@ -18,6 +18,7 @@ def tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(file_source, "_STREAM_MIN_BYTES", 0)
     monkeypatch.setattr(file_source, "_BATCH_BYTES", 700)
     monkeypatch.setattr(file_source, "_CUT_WINDOW", 200)
+    monkeypatch.setattr(file_source, "_DROP", 1)  # drop decoded pages as soon as possible
 
 
 def _pod(i: int) -> dict[str, Any]:

@@ -1,0 +1,58 @@
+"""ClusterSnapshot's indexes: canonical pod order, and requests computed once per resource spec
+(by the identity of shared containers lists) while each pod still gets its own dict."""
+
+from __future__ import annotations
+
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.k8s.objects import (
+    Container,
+    ObjectMeta,
+    OwnerReference,
+    Pod,
+    PodSpec,
+    PodStatus,
+    ResourceRequirements,
+)
+
+
+def _pod(ns: str, name: str, containers: list[Container], node: str = "n1", phase: str = "Running") -> Pod:
+    return Pod(
+        metadata=ObjectMeta(
+            name=name, namespace=ns, owner_references=[OwnerReference(kind="ReplicaSet", name="rs")]
+        ),
+        spec=PodSpec(node_name=node, containers=containers),
+        status=PodStatus(phase=phase),
+    )
+
+
+def _containers(cpu: str) -> list[Container]:
+    return [Container(name="c", resources=ResourceRequirements(requests={"cpu": cpu, "memory": "1Gi"}))]
+
+
+def test_pods_are_ordered_by_namespace_then_name() -> None:
+    shared = _containers("1")
+    names = [("a-b", "x"), ("a", "z"), ("a", "y-1"), ("a", "y"), ("b", "a"), ("a", "y.1")]
+    snap = ClusterSnapshot(pods=[_pod(ns, n, shared) for ns, n in names])
+    assert [(p.namespace, p.name) for p in snap.pods] == sorted(names)  # ("a", ...) before ("a-b", ...)
+
+
+def test_requests_once_per_spec_each_pod_its_own_dict() -> None:
+    shared = _containers("500m")
+    other = _containers("2")
+    pods = [_pod("ns", f"p{i}", shared) for i in range(3)] + [_pod("ns", "q", other, node="n2")]
+    pods.append(_pod("ns", "done", shared, phase="Succeeded"))
+    snap = ClusterSnapshot(pods=pods)
+    assert snap.requested_on("n1") == {"cpu": 1500, "memory": 3 * 1024**3}
+    assert snap.pod_count_on("n1") == 3
+    assert snap.requested_on("n2") == {"cpu": 2000, "memory": 1024**3}
+    a, b = snap.requests(pods[0]), snap.requests(pods[1])
+    assert a == b == {"cpu": 500, "memory": 1024**3}
+    assert a is not b and snap.requests(pods[0]) is a  # its own, and the same each time
+    snap.remove_pod(pods[0])
+    assert snap.requested_on("n1") == {"cpu": 1000, "memory": 2 * 1024**3}
+    snap.add_pod(pods[0])
+    assert snap.requested_on("n1") == {"cpu": 1500, "memory": 3 * 1024**3}
+    # an equal but distinct containers list gives the same requests
+    twin = _pod("ns", "twin", _containers("500m"), node="n3")
+    snap.add_pod(twin)
+    assert snap.requests(twin) == a and snap.requested_on("n3") == a
