@@ -51,8 +51,16 @@ def render(helm: str, *values: str) -> list[dict[str, Any]]:
             "podDisruptionBudget.enabled=true",
         ),
         ("kind=Deployment", "anomalyPods.enabled=true"),
+        (
+            "kind=Deployment",
+            "deschedulerPolicy.metricsProviders[0].source=KubernetesMetrics",
+            "deschedulerPolicy.metricsProviders[1].source=Prometheus",
+            "deschedulerPolicy.metricsProviders[1].prometheus.url=https://prometheus.monitoring.svc:9091",
+            "deschedulerPolicy.metricsProviders[1].prometheus.authToken.secretReference.namespace=kube-system",
+            "deschedulerPolicy.metricsProviders[1].prometheus.authToken.secretReference.name=prom-token",
+        ),
     ],
-    ids=["cronjob-defaults", "deployment-ha", "deployment-anomaly"],
+    ids=["cronjob-defaults", "deployment-ha", "deployment-anomaly", "deployment-metrics"],
 )
 def test_chart_objects_pass_server_side_validation(
     control_plane: Any, helm: str, values: tuple[str, ...]

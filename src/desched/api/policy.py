@@ -295,6 +295,7 @@ def _load_v1alpha2(doc: Mapping[str, Any], registry: Registry, warnings: tuple[s
             raise PolicyError(f"profiles[{i}].name", f"duplicate profile name {prof.name!r}")
         seen.add(prof.name)
         profiles.append(_resolve_profile(i, prof, registry))
+    _check_metrics_sources(wire, profiles)
     return Policy(
         profiles=tuple(profiles),
         node_selector=wire.node_selector or None,
@@ -305,6 +306,27 @@ def _load_v1alpha2(doc: Mapping[str, Any], registry: Registry, warnings: tuple[s
         wire=wire,
         warnings=warnings,
     )
+
+
+def _check_metrics_sources(wire: PolicyWire, profiles: list[ProfileConfig]) -> None:
+    """A plugin that reads actual usage (its args' ``metrics_source``) needs that source among the
+    policy's ``metricsProviders`` (deprecated ``metricsCollector.enabled`` means KubernetesMetrics)."""
+    configured = {p.source for p in wire.metrics_providers}
+    if wire.metrics_collector is not None and wire.metrics_collector.enabled:
+        configured.add("KubernetesMetrics")
+    for i, (prof_wire, prof) in enumerate(zip(wire.profiles, profiles, strict=True)):
+        for name, args in prof.args.items():
+            source = getattr(args, "metrics_source", None)
+            if not isinstance(source, str) or source in configured:
+                continue
+            j = next((k for k, c in enumerate(prof_wire.plugin_config) if c.name == name), 0)
+            raise PolicyError(
+                f"profiles[{i}].pluginConfig[{j}].args.metricsUtilization",
+                f"{name} reads {source} metrics but metricsProviders configures no {source} provider "
+                f"(add `metricsProviders: [{{source: {source}}}]`"
+                + (", with prometheus.url" if source == "Prometheus" else "")
+                + ")",
+            )
 
 
 def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> ProfileConfig:

@@ -218,6 +218,12 @@ class LowNodeUtilizationArgs(ArgsModel):
                     )
         return self
 
+    @property
+    def metrics_source(self) -> str | None:
+        """The ``metricsProviders`` source this plugin reads usage from (None: resource requests)."""
+        metrics = self.metrics_utilization
+        return metrics.effective_source if metrics is not None else None
+
 
 class HighNodeUtilizationArgs(ArgsModel):
     thresholds: ResourceThresholds = Field(default_factory=dict)

@@ -8,7 +8,9 @@ evictions going. ``--descheduling-interval 0`` runs one cycle and exits (Job/Cro
 cordoned; a pod failing or crash-looping; with RemoveAnomalyPods, a new Warning Event about a pod
 or its claim) also starts a cycle, after a debounce window so a burst
 of changes runs one cycle. SIGTERM stops new evictions at once, lets an in-flight one finish,
-releases the lease and exits.
+releases the lease and exits. With ``metricsProviders`` in the policy, actual usage for
+LowNodeUtilization is polled (metrics.k8s.io) or queried (Prometheus) on the event loop
+(:mod:`desched.runtime.usage_metrics`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from desched.runtime.leader import LeaderConfig, LeaderElector
 from desched.runtime.metrics import Metrics
 from desched.runtime.nodeactions import NodeDowngrades
 from desched.runtime.server import HealthServer
+from desched.runtime.usage_metrics import UsageMetrics
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +143,10 @@ class Descheduler:
             )
         elector: LeaderElector | None = None
         tasks: list[asyncio.Task[None]] = []
+        usage: UsageMetrics | None = None
         try:
             framework = Framework(self.policy, self.registry)
+            usage = UsageMetrics.for_policy(self.policy, framework.profiles, api, loop, limiter=limiter)
             cache.start()
             try:
                 await cache.wait_synced(opts.sync_timeout)
@@ -149,6 +154,8 @@ class Descheduler:
                 raise UserError(
                     "", f"the cluster cache did not sync within {opts.sync_timeout:.0f}s"
                 ) from None
+            if usage is not None:
+                await usage.start(self.stop)
             self.ready = True
             if opts.leader_elect and not opts.dry_run:
                 elector = LeaderElector(api, opts.leader)
@@ -171,7 +178,7 @@ class Descheduler:
                     await self._wait_any(elector.became_leader.wait(), None)
                     if self.stop.is_set():
                         break
-                await self._cycle(framework, cache, api, loop, limiter, elector, events, downgrades)
+                await self._cycle(framework, cache, api, loop, limiter, elector, events, downgrades, usage)
                 if opts.interval <= 0 or (opts.max_cycles and self.cycles >= opts.max_cycles):
                     break
                 await self._wait_next()
@@ -182,6 +189,8 @@ class Descheduler:
             await asyncio.gather(*tasks, return_exceptions=True)
             if elector is not None:
                 await elector.release()
+            if usage is not None:
+                await usage.close()
             await cache.stop()
             if server is not None:
                 server.stop()
@@ -229,6 +238,7 @@ class Descheduler:
         elector: LeaderElector | None,
         events: EventRecorder,
         downgrades: NodeDowngrades | None = None,
+        usage: UsageMetrics | None = None,
     ) -> None:
         opts = self.options
         node_actions = None
@@ -236,6 +246,8 @@ class Descheduler:
             node_actions = downgrades.cycle_actions()
             node_actions.add_records(await downgrades.reconcile(_cached_nodes(cache)))
         snapshot = cache.snapshot()
+        if usage is not None:
+            await usage.begin_cycle()
 
         def may_evict() -> bool:
             return not self.stop.is_set() and (elector is None or elector.is_leader())
@@ -271,6 +283,9 @@ class Descheduler:
                 r.plugin,
                 r.reason,
             )
+        for run in result.plugin_runs:
+            if run.error is not None and not run.crashed:  # a crash is logged where it happens
+                log.error("plugin %s of profile %s: %s", run.plugin, run.profile, run.error)
         for r in result.failures:
             log.warning(
                 "did not evict pod %s/%s (%s/%s): %s",

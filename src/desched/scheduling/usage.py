@@ -19,9 +19,9 @@ Three sources, as upstream's usage clients (``nodeutilization/usageclients.go``)
   percent (``int(value * 100)``, as upstream truncates). A query cannot say what one pod uses, so
   :meth:`PrometheusUsage.pod_usage` returns ``None`` ("not supported").
 
-desched has no metrics client of its own yet: the providers are a seam. :class:`StaticNodeMetrics`
-and :class:`StaticPrometheus` serve metrics captured elsewhere (a snapshot file, the conformance
-fixtures); a live provider plugs in through the same protocols.
+The providers are a seam: ``desched run`` plugs in live ones (:mod:`desched.runtime.usage_metrics`,
+fed on the event loop); :class:`StaticNodeMetrics` and :class:`StaticPrometheus` serve metrics
+captured elsewhere (the conformance fixtures, tests).
 """
 
 from __future__ import annotations

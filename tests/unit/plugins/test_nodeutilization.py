@@ -219,7 +219,7 @@ def test_lnu_args_accepted_and_normalised() -> None:
         "evictionLimits": {"node": 3},
         "metricsUtilization": {"metricsServer": True},
     }
-    policy = load_policy(policy_doc(LNU, args), REG)
+    policy = load_policy(policy_doc(LNU, args, metricsProviders=[{"source": "KubernetesMetrics"}]), REG)
     loaded = policy.profiles[0].args[LNU]
     assert isinstance(loaded, LowNodeUtilizationArgs)
     assert loaded.thresholds == {"cpu": 60.0, "nvidia.com/gpu": 10.0}
@@ -236,12 +236,60 @@ def test_prometheus_args_accepted() -> None:
         "targetThresholds": {METRIC_RESOURCE: 50},
         "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "instance:node_cpu:rate:sum"}},
     }
-    loaded = load_policy(policy_doc(LNU, args), REG).profiles[0].args[LNU]
+    loaded = (
+        load_policy(
+            policy_doc(
+                LNU,
+                args,
+                metricsProviders=[{"source": "Prometheus", "prometheus": {"url": "http://prometheus:9090"}}],
+            ),
+            REG,
+        )
+        .profiles[0]
+        .args[LNU]
+    )
     assert isinstance(loaded, LowNodeUtilizationArgs)
     assert (
         loaded.metrics_utilization is not None
         and loaded.metrics_utilization.query == "instance:node_cpu:rate:sum"
     )
+
+
+@pytest.mark.parametrize(
+    ("metrics", "top", "missing"),
+    [
+        ({"source": "KubernetesMetrics"}, {}, "KubernetesMetrics"),
+        (
+            {"metricsServer": True},
+            {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "u"}}]},
+            "KubernetesMetrics",
+        ),
+        (
+            {"source": "Prometheus", "prometheus": {"query": "q"}},
+            {"metricsProviders": [{"source": "KubernetesMetrics"}]},
+            "Prometheus",
+        ),
+    ],
+)
+def test_lnu_metrics_source_needs_a_metrics_provider(
+    metrics: dict[str, Any], top: dict[str, Any], missing: str
+) -> None:
+    args: dict[str, Any] = {**LNU_ARGS, "metricsUtilization": metrics}
+    if missing == "Prometheus":
+        args = {
+            "thresholds": {METRIC_RESOURCE: 30},
+            "targetThresholds": {METRIC_RESOURCE: 50},
+            "metricsUtilization": metrics,
+        }
+    with pytest.raises(PolicyError) as e:
+        load_policy(policy_doc(LNU, args, **top), REG)
+    assert e.value.path == "profiles[0].pluginConfig[0].args.metricsUtilization"
+    assert f"metricsProviders configures no {missing} provider" in str(e.value)
+
+
+def test_deprecated_metrics_collector_enables_kubernetes_metrics() -> None:
+    args = {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics"}}
+    load_policy(policy_doc(LNU, args, metricsCollector={"enabled": True}), REG)
 
 
 def test_lnu_enabled_without_config_is_an_error() -> None:
@@ -534,7 +582,7 @@ def test_lnu_default_evictor_filters_candidates() -> None:
 
 def test_lnu_metrics_without_a_provider_reports_an_error() -> None:
     args = {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics"}}
-    result = run(LNU, args, three_nodes(), busy_n1())
+    result = run(LNU, args, three_nodes(), busy_n1(), metricsProviders=[{"source": "KubernetesMetrics"}])
     assert evicted(result) == []
     (run_,) = result.plugin_runs
     assert run_.error is not None and "metrics client not initialized" in run_.error and not run_.crashed
@@ -556,7 +604,7 @@ def test_lnu_kubernetes_metrics() -> None:
         for i in range(1, 3)
     ]
     args = {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics"}}
-    fw = framework(LNU, args)
+    fw = framework(LNU, args, metricsProviders=[{"source": "KubernetesMetrics"}])
     plugin = fw.profiles[0].instances[LNU]
     assert isinstance(plugin, LowNodeUtilization)
     plugin.attach_metrics(node_metrics=StaticNodeMetrics.from_objects(objects))
@@ -577,7 +625,11 @@ def test_lnu_prometheus_evicts_one_pod_per_node_unless_limited() -> None:
     }
     pods = busy_n1(3) + [pod(f"m{i}", "n2") for i in range(3)]
     for extra, expected in (({}, ["p0", "m0"]), ({"evictionLimits": {"node": 2}}, ["p0", "p1", "m0", "m1"])):
-        fw = framework(LNU, {**args, **extra})
+        fw = framework(
+            LNU,
+            {**args, **extra},
+            metricsProviders=[{"source": "Prometheus", "prometheus": {"url": "http://prometheus:9090"}}],
+        )
         plugin = fw.profiles[0].instances[LNU]
         assert isinstance(plugin, LowNodeUtilization)
         plugin.attach_metrics(prometheus=StaticPrometheus(samples))
