@@ -69,9 +69,7 @@ class LabelSelectorArg(ArgsModel):
         return self
 
     def to_selector(self) -> LabelSelector:
-        return msgspec.convert(
-            self.model_dump(by_alias=True, exclude_none=True), LabelSelector, strict=False
-        )
+        return msgspec.convert(self.model_dump(by_alias=True, exclude_none=True), LabelSelector, strict=False)
 
 
 class PriorityThreshold(ArgsModel):

@@ -45,15 +45,17 @@ def policy_doc(args: dict[str, Any] | None, **top: Any) -> dict[str, Any]:
     return {
         "apiVersion": "descheduler/v1alpha2",
         "kind": "DeschedulerPolicy",
-        "profiles": [{
-            "name": "p",
-            "pluginConfig": [{"name": PLUGIN, "args": args}],
-            "plugins": {
-                "deschedule": {"enabled": [PLUGIN]},
-                "filter": {"enabled": ["KeepProtected"], "disabled": ["DefaultEvictor"]},
-                "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-            },
-        }],
+        "profiles": [
+            {
+                "name": "p",
+                "pluginConfig": [{"name": PLUGIN, "args": args}],
+                "plugins": {
+                    "deschedule": {"enabled": [PLUGIN]},
+                    "filter": {"enabled": ["KeepProtected"], "disabled": ["DefaultEvictor"]},
+                    "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
+                },
+            }
+        ],
         **top,
     }
 
@@ -69,9 +71,13 @@ def node(name: str, zone: str | None = None) -> Node:
     if zone is not None:
         labels[ZONE] = zone
     return msgspec.convert(
-        {"metadata": {"name": name, "labels": labels},
-         "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                    "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}},
+        {
+            "metadata": {"name": name, "labels": labels},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            },
+        },
         Node,
         strict=False,
     )
@@ -84,17 +90,32 @@ def term(match_labels: dict[str, str] | None, topology: str = ZONE, **extra: Any
     return t
 
 
-def pod(name: str, node_name: str, *, labels: dict[str, str] | None = None,
-        anti: list[dict[str, Any]] | None = None, ns: str = "default", priority: int | None = None) -> Pod:
+def pod(
+    name: str,
+    node_name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    anti: list[dict[str, Any]] | None = None,
+    ns: str = "default",
+    priority: int | None = None,
+) -> Pod:
     spec: dict[str, Any] = {"nodeName": node_name, "containers": [{"name": "c"}]}
     if anti is not None:
         spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": anti}}
     if priority is not None:
         spec["priority"] = priority
     return msgspec.convert(
-        {"metadata": {"name": name, "namespace": ns, "uid": f"{ns}/{name}", "labels": labels or {},
-                      "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}]},
-         "spec": spec, "status": {"phase": "Running"}},
+        {
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "uid": f"{ns}/{name}",
+                "labels": labels or {},
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
+            },
+            "spec": spec,
+            "status": {"phase": "Running"},
+        },
         Pod,
         strict=False,
     )
@@ -104,8 +125,13 @@ def namespace(name: str, labels: dict[str, str]) -> Namespace:
     return msgspec.convert({"metadata": {"name": name, "labels": labels}}, Namespace, strict=False)
 
 
-def run(nodes: list[Node], pods: list[Pod], args: dict[str, Any] | None = None,
-        namespaces: list[Namespace] = (), **top: Any) -> CycleResult:  # type: ignore[assignment]
+def run(
+    nodes: list[Node],
+    pods: list[Pod],
+    args: dict[str, Any] | None = None,
+    namespaces: list[Namespace] = (),
+    **top: Any,
+) -> CycleResult:  # type: ignore[assignment]
     policy = load_policy(policy_doc(args or {}, **top), REG)
     snapshot = ClusterSnapshot(nodes=nodes, pods=pods, namespaces=namespaces)
     return Framework(policy, REG, clock=lambda: NOW).run_cycle(snapshot, SimulatedBackend(snapshot))
@@ -153,8 +179,11 @@ def test_other_zone_does_not_violate() -> None:
 
 def test_node_without_the_topology_label_is_its_own_domain() -> None:
     nodes = [node("n1"), node("n2"), node("n3", "a")]
-    pods = [pod("web", "n1", anti=AVOID_DB), pod("db", "n2", labels={"app": "db"}),
-            pod("web2", "n3", anti=AVOID_DB)]
+    pods = [
+        pod("web", "n1", anti=AVOID_DB),
+        pod("db", "n2", labels={"app": "db"}),
+        pod("web2", "n3", anti=AVOID_DB),
+    ]
     assert evicted(run(nodes, pods)) == []
     pods.append(pod("db2", "n1", labels={"app": "db"}))
     assert evicted(run(nodes, pods)) == ["web"]
@@ -173,39 +202,58 @@ def test_nodes_not_given_to_the_plugin_do_not_count() -> None:
 
 def test_one_replica_per_node_keeps_the_highest_priority_replica() -> None:
     anti = [term({"app": "web"}, topology=HOST)]
-    pods = [pod(f"web-{i}", "n1", labels={"app": "web"}, anti=anti, priority=p)
-            for i, p in enumerate([5, 1, 9, 3])]
+    pods = [
+        pod(f"web-{i}", "n1", labels={"app": "web"}, anti=anti, priority=p)
+        for i, p in enumerate([5, 1, 9, 3])
+    ]
     assert evicted(run([node("n1"), node("n2")], pods)) == ["web-1", "web-3", "web-0"]
 
 
 def test_mutual_anti_affinity_evicts_only_the_lower_priority_pod() -> None:
-    pods = [pod("a", "n1", labels={"app": "a"}, anti=[term({"app": "b"})], priority=10),
-            pod("b", "n1", labels={"app": "b"}, anti=[term({"app": "a"})], priority=1)]
+    pods = [
+        pod("a", "n1", labels={"app": "a"}, anti=[term({"app": "b"})], priority=10),
+        pod("b", "n1", labels={"app": "b"}, anti=[term({"app": "a"})], priority=1),
+    ]
     assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == ["b"]
 
 
 def test_pod_that_cannot_be_evicted_still_counts_as_violator() -> None:
     # "db" is protected from eviction, yet it still makes "web" violate; and once "web" is
     # evicted, "db2" (which repels web) no longer violates anything.
-    pods = [pod("web", "n1", anti=AVOID_DB), pod("db", "n2", labels={"app": "db", "protected": "true"}),
-            pod("db2", "n2", labels={"app": "db"}, anti=[term({"app": "web"})])]
+    pods = [
+        pod("web", "n1", anti=AVOID_DB),
+        pod("db", "n2", labels={"app": "db", "protected": "true"}),
+        pod("db2", "n2", labels={"app": "db"}, anti=[term({"app": "web"})]),
+    ]
     assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == ["web"]
 
 
 def test_refused_candidate_keeps_counting_for_the_pods_after_it() -> None:
-    pods = [pod("a", "n1", labels={"app": "a", "protected": "true"}, anti=[term({"app": "b"})], priority=1),
-            pod("b", "n1", labels={"app": "b"}, anti=[term({"app": "a"})], priority=5)]
+    pods = [
+        pod("a", "n1", labels={"app": "a", "protected": "true"}, anti=[term({"app": "b"})], priority=1),
+        pod("b", "n1", labels={"app": "b"}, anti=[term({"app": "a"})], priority=5),
+    ]
     assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == ["b"]
 
 
 def test_namespaces_and_label_selector_args_limit_violators_too() -> None:
-    pods = [pod("web", "n1", anti=[term({"app": "db"}, namespaces=["data"])], ns="team"),
-            pod("db", "n1", labels={"app": "db"}, ns="data")]
+    pods = [
+        pod("web", "n1", anti=[term({"app": "db"}, namespaces=["data"])], ns="team"),
+        pod("db", "n1", labels={"app": "db"}, ns="data"),
+    ]
     nodes = [node("n1", "z"), node("n2", "z")]
     assert evicted(run(nodes, pods)) == ["web"]
     assert evicted(run(nodes, pods, {"namespaces": {"include": ["team"]}})) == []
-    assert evicted(run(nodes, pods, {"labelSelector": {"matchExpressions": [
-        {"key": "app", "operator": "DoesNotExist"}]}})) == []
+    assert (
+        evicted(
+            run(
+                nodes,
+                pods,
+                {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}},
+            )
+        )
+        == []
+    )
 
 
 def test_term_without_label_selector_matches_nothing() -> None:
@@ -215,8 +263,10 @@ def test_term_without_label_selector_matches_nothing() -> None:
 
 def test_same_name_in_another_namespace_is_another_pod() -> None:
     anti = [term({"app": "web"}, topology=HOST, namespaces=["a", "b"])]
-    pods = [pod("web", "n1", labels={"app": "web"}, anti=anti, ns="a"),
-            pod("web", "n1", labels={"app": "web"}, ns="b")]
+    pods = [
+        pod("web", "n1", labels={"app": "web"}, anti=anti, ns="a"),
+        pod("web", "n1", labels={"app": "web"}, ns="b"),
+    ]
     assert evicted(run([node("n1"), node("n2")], pods)) == ["web"]
 
 
@@ -230,8 +280,10 @@ def test_term_defaults_to_the_pods_own_namespace() -> None:
 
 def test_empty_namespace_selector_selects_every_namespace() -> None:
     # kube-scheduler's rule (upstream descheduler ignores namespaceSelector).
-    pods = [pod("web", "n1", anti=[term({"app": "db"}, namespaceSelector={})], ns="team"),
-            pod("db", "n1", labels={"app": "db"}, ns="data")]
+    pods = [
+        pod("web", "n1", anti=[term({"app": "db"}, namespaceSelector={})], ns="team"),
+        pod("db", "n1", labels={"app": "db"}, ns="data"),
+    ]
     assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == ["web"]
 
 
@@ -242,8 +294,9 @@ def test_namespace_selector_reads_namespace_labels() -> None:
     assert evicted(run(nodes, pods, namespaces=[namespace("data", {"tier": "data"})])) == ["web"]
     assert evicted(run(nodes, pods, namespaces=[namespace("data", {"tier": "other"})])) == []
     # A namespace the snapshot does not hold still has its name label.
-    by_name = [term({"app": "db"},
-                    namespaceSelector={"matchLabels": {"kubernetes.io/metadata.name": "data"}})]
+    by_name = [
+        term({"app": "db"}, namespaceSelector={"matchLabels": {"kubernetes.io/metadata.name": "data"}})
+    ]
     pods[0] = pod("web", "n1", anti=by_name, ns="team")
     assert evicted(run(nodes, pods)) == ["web"]
 
@@ -258,8 +311,13 @@ def test_in_exists_and_not_in_selectors() -> None:
         ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["db", "cache"]}]}, ["web"]),
         ({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}, ["web"]),
         ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]}, []),
-        ({"matchLabels": {"app": "db"}, "matchExpressions": [{"key": "tier", "operator": "In",
-                                                              "values": ["y"]}]}, []),
+        (
+            {
+                "matchLabels": {"app": "db"},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["y"]}],
+            },
+            [],
+        ),
     ]:
         web = pod("web", "n1", anti=[{"topologyKey": ZONE, "labelSelector": selector}])
         assert evicted(run(nodes, [web, db])) == expected, selector

@@ -48,14 +48,17 @@ def load_error(args: dict[str, Any] | None, *, configured: bool = True) -> str:
     return str(e.value)
 
 
-def node(name: str, labels: dict[str, str] | None = None, *, unschedulable: bool = False,
-         cpu: str = "4") -> Node:
+def node(
+    name: str, labels: dict[str, str] | None = None, *, unschedulable: bool = False, cpu: str = "4"
+) -> Node:
     return msgspec.convert(
         {
             "metadata": {"name": name, "labels": labels or {}},
             "spec": {"unschedulable": unschedulable},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                       "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+            },
         },
         Node,
         strict=False,
@@ -66,9 +69,16 @@ def expr(key: str, op: str = "In", *values: str) -> dict[str, Any]:
     return {"key": key, "operator": op, "values": list(values)}
 
 
-def pod(name: str, node_name: str, *, required: list[dict[str, Any]] | None = None,
-        preferred: list[tuple[int, dict[str, Any]]] | None = None,
-        node_selector: dict[str, str] | None = None, ns: str = "default", cpu: str = "100m") -> Pod:
+def pod(
+    name: str,
+    node_name: str,
+    *,
+    required: list[dict[str, Any]] | None = None,
+    preferred: list[tuple[int, dict[str, Any]]] | None = None,
+    node_selector: dict[str, str] | None = None,
+    ns: str = "default",
+    cpu: str = "100m",
+) -> Pod:
     node_affinity: dict[str, Any] = {}
     if required is not None:
         node_affinity[REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": required}]}
@@ -84,8 +94,12 @@ def pod(name: str, node_name: str, *, required: list[dict[str, Any]] | None = No
         spec["nodeSelector"] = node_selector
     return msgspec.convert(
         {
-            "metadata": {"name": name, "namespace": ns, "uid": name,
-                         "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}]},
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "uid": name,
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
+            },
             "spec": spec,
             "status": {"phase": "Running"},
         },
@@ -144,8 +158,11 @@ def test_namespaces_include_and_exclude_are_exclusive() -> None:
 
 def test_unknown_type_is_accepted_as_upstream_and_does_nothing(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
-        result = run(["requiredDuringSchedulingRequiredDuringExecution"],
-                     [node("n1"), node("n2", {"disk": "ssd"})], [pod("a", "n1", required=WANT_SSD)])
+        result = run(
+            ["requiredDuringSchedulingRequiredDuringExecution"],
+            [node("n1"), node("n2", {"disk": "ssd"})],
+            [pod("a", "n1", required=WANT_SSD)],
+        )
     assert evicted(result) == []
     assert "requiredDuringSchedulingRequiredDuringExecution" in caplog.text
 
@@ -154,16 +171,20 @@ def test_unknown_type_is_accepted_as_upstream_and_does_nothing(caplog: pytest.Lo
 
 
 def test_required_violation_is_evicted_when_another_node_fits() -> None:
-    result = run([REQUIRED], [node("n1"), node("n2", {"disk": "ssd"})],
-                 [pod("a", "n1", required=WANT_SSD), pod("b", "n2", required=WANT_SSD), pod("c", "n1")])
+    result = run(
+        [REQUIRED],
+        [node("n1"), node("n2", {"disk": "ssd"})],
+        [pod("a", "n1", required=WANT_SSD), pod("b", "n2", required=WANT_SSD), pod("c", "n1")],
+    )
     assert evicted(result) == ["a"]
     assert "no longer matches" in result.evictions[0].reason
 
 
 def test_node_selector_alone_is_not_enough() -> None:
     # Upstream only looks at pods that have a required node affinity.
-    result = run([REQUIRED], [node("n1"), node("n2", {"disk": "ssd"})],
-                 [pod("a", "n1", node_selector={"disk": "ssd"})])
+    result = run(
+        [REQUIRED], [node("n1"), node("n2", {"disk": "ssd"})], [pod("a", "n1", node_selector={"disk": "ssd"})]
+    )
     assert evicted(result) == []
 
 
@@ -202,8 +223,10 @@ def test_required_pods_of_one_shape_on_many_nodes() -> None:
 
 def test_node_limit_and_total_limit() -> None:
     nodes = [node("n1"), node("n2"), node("n3", {"disk": "ssd"})]
-    pods = [pod(n, node_name, required=WANT_SSD) for n, node_name in
-            [("a1", "n1"), ("a2", "n1"), ("b1", "n2"), ("b2", "n2")]]
+    pods = [
+        pod(n, node_name, required=WANT_SSD)
+        for n, node_name in [("a1", "n1"), ("a2", "n1"), ("b1", "n2"), ("b2", "n2")]
+    ]
     assert evicted(run([REQUIRED], nodes, pods, maxNoOfPodsToEvictPerNode=1)) == ["a1", "b1"]
     assert evicted(run([REQUIRED], nodes, pods, maxNoOfPodsToEvictTotal=3)) == ["a1", "a2", "b1"]
     # The total limit also ends the other affinity types.
@@ -215,8 +238,10 @@ def test_node_limit_and_total_limit() -> None:
 
 def test_preferred_evicts_towards_a_better_scoring_node() -> None:
     nodes = [node("n1", {"zone": "a"}), node("n2", {"zone": "b", "disk": "ssd"})]
-    prefs = [(10, {"matchExpressions": [expr("zone", "In", "b")]}),
-             (5, {"matchExpressions": [expr("disk", "Exists")]})]
+    prefs = [
+        (10, {"matchExpressions": [expr("zone", "In", "b")]}),
+        (5, {"matchExpressions": [expr("disk", "Exists")]}),
+    ]
     result = run([PREFERRED], nodes, [pod("a", "n1", preferred=prefs), pod("b", "n2", preferred=prefs)])
     assert evicted(result) == ["a"]
     assert result.evictions[0].reason.startswith("a node scores 15")
@@ -224,8 +249,10 @@ def test_preferred_evicts_towards_a_better_scoring_node() -> None:
 
 def test_preferred_equal_score_stays() -> None:
     nodes = [node("n1", {"zone": "a"}), node("n2", {"zone": "b"})]
-    prefs = [(10, {"matchExpressions": [expr("zone", "In", "a")]}),
-             (10, {"matchExpressions": [expr("zone", "In", "b")]})]
+    prefs = [
+        (10, {"matchExpressions": [expr("zone", "In", "a")]}),
+        (10, {"matchExpressions": [expr("zone", "In", "b")]}),
+    ]
     assert evicted(run([PREFERRED], nodes, [pod("a", "n1", preferred=prefs)])) == []
 
 
@@ -238,8 +265,11 @@ def test_preferred_like_upstream_best_node_need_not_fit() -> None:
 
 
 def test_preferred_needs_the_pod_to_fit_some_node() -> None:
-    nodes = [node("n1", unschedulable=True), node("n2", {"zone": "b"}, unschedulable=True),
-             node("n3", {"zone": "c"})]
+    nodes = [
+        node("n1", unschedulable=True),
+        node("n2", {"zone": "b"}, unschedulable=True),
+        node("n3", {"zone": "c"}),
+    ]
     prefs = [(10, {"matchExpressions": [expr("zone", "In", "b")]})]
     # n3 fits: evicted.
     assert evicted(run([PREFERRED], nodes, [pod("a", "n1", preferred=prefs)])) == ["a"]

@@ -28,15 +28,17 @@ def policy_doc(args: dict[str, Any] | None, **top: Any) -> dict[str, Any]:
     return {
         "apiVersion": "descheduler/v1alpha2",
         "kind": "DeschedulerPolicy",
-        "profiles": [{
-            "name": "p",
-            "pluginConfig": [{"name": PLUGIN, "args": args}],
-            "plugins": {
-                "deschedule": {"enabled": [PLUGIN]},
-                "filter": {"disabled": ["DefaultEvictor"]},
-                "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-            },
-        }],
+        "profiles": [
+            {
+                "name": "p",
+                "pluginConfig": [{"name": PLUGIN, "args": args}],
+                "plugins": {
+                    "deschedule": {"enabled": [PLUGIN]},
+                    "filter": {"disabled": ["DefaultEvictor"]},
+                    "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
+                },
+            }
+        ],
         **top,
     }
 
@@ -58,22 +60,33 @@ def node(name: str, *taints: tuple[str, str, str]) -> Node:
         {
             "metadata": {"name": name},
             "spec": {"taints": [{"key": k, "value": v, "effect": eff} for k, v, eff in taints]},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                       "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            },
         },
         Node,
         strict=False,
     )
 
 
-def pod(name: str, node_name: str, *tolerations: dict[str, Any], ns: str = "default",
-        labels: dict[str, str] | None = None) -> Pod:
+def pod(
+    name: str,
+    node_name: str,
+    *tolerations: dict[str, Any],
+    ns: str = "default",
+    labels: dict[str, str] | None = None,
+) -> Pod:
     return msgspec.convert(
         {
-            "metadata": {"name": name, "namespace": ns, "uid": name, "labels": labels or {},
-                         "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}]},
-            "spec": {"nodeName": node_name, "tolerations": list(tolerations),
-                     "containers": [{"name": "c"}]},
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "uid": name,
+                "labels": labels or {},
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
+            },
+            "spec": {"nodeName": node_name, "tolerations": list(tolerations), "containers": [{"name": "c"}]},
             "status": {"phase": "Running"},
         },
         Pod,
@@ -136,8 +149,11 @@ def test_unknown_field_is_rejected() -> None:
 
 
 def test_pod_not_tolerating_no_schedule_taint_is_evicted_with_a_reason() -> None:
-    result = run({}, [node("n1", NO_SCHEDULE), node("n2")],
-                 [pod("bad", "n1"), pod("good", "n1", {"key": "dedicated", "operator": "Exists"})])
+    result = run(
+        {},
+        [node("n1", NO_SCHEDULE), node("n2")],
+        [pod("bad", "n1"), pod("good", "n1", {"key": "dedicated", "operator": "Exists"})],
+    )
     assert evicted(result) == ["bad"]
     assert result.evictions[0].reason == "pod does not tolerate taint dedicated=gpu:NoSchedule of node n1"
 
@@ -154,14 +170,20 @@ def test_prefer_no_schedule_only_when_included() -> None:
 
 
 def test_toleration_with_empty_key_and_exists_tolerates_everything() -> None:
-    result = run({}, [node("n1", NO_SCHEDULE, ("other", "", "NoSchedule")), node("n2")],
-                 [pod("a", "n1", {"operator": "Exists"})])
+    result = run(
+        {},
+        [node("n1", NO_SCHEDULE, ("other", "", "NoSchedule")), node("n2")],
+        [pod("a", "n1", {"operator": "Exists"})],
+    )
     assert evicted(result) == []
 
 
 def test_toleration_for_another_effect_does_not_tolerate() -> None:
-    result = run({}, [node("n1", NO_SCHEDULE), node("n2")],
-                 [pod("a", "n1", {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"})])
+    result = run(
+        {},
+        [node("n1", NO_SCHEDULE), node("n2")],
+        [pod("a", "n1", {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"})],
+    )
     assert evicted(result) == ["a"]
 
 
@@ -215,9 +237,11 @@ def test_included_taint_tolerated_while_another_taint_is_not() -> None:
 
 def test_namespaces_and_label_selector_select_pods() -> None:
     nodes = [node("n1", NO_SCHEDULE), node("n2")]
-    pods = [pod("a", "n1", ns="team-a", labels={"app": "x"}),
-            pod("b", "n1", ns="team-b", labels={"app": "x"}),
-            pod("c", "n1", ns="team-a", labels={"app": "y"})]
+    pods = [
+        pod("a", "n1", ns="team-a", labels={"app": "x"}),
+        pod("b", "n1", ns="team-b", labels={"app": "x"}),
+        pod("c", "n1", ns="team-a", labels={"app": "y"}),
+    ]
     assert evicted(run({"namespaces": {"include": ["team-a"]}}, nodes, pods)) == ["a", "c"]
     assert evicted(run({"namespaces": {"exclude": ["team-a"]}}, nodes, pods)) == ["b"]
     assert evicted(run({"labelSelector": {"matchLabels": {"app": "x"}}}, nodes, pods)) == ["a", "b"]
@@ -232,6 +256,7 @@ def test_node_limit_moves_on_to_the_next_node_and_total_limit_stops() -> None:
 
 def test_untainted_nodes_cost_nothing() -> None:
     # A node with no counted taint is skipped before its pods are looked at.
-    result = run({}, [node("n1"), node("n2", ("k", "v", "PreferNoSchedule"))],
-                 [pod("a", "n1"), pod("b", "n2")])
+    result = run(
+        {}, [node("n1"), node("n2", ("k", "v", "PreferNoSchedule"))], [pod("a", "n1"), pod("b", "n2")]
+    )
     assert evicted(result) == []
