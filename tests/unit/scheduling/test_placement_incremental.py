@@ -1,0 +1,340 @@
+"""The placement simulator's kept state (per-pod-class memos, request classes' fit lists and
+resource scores, spread counters, term indexes and their per-node views, existing pods'
+anti-affinity) and the picture brought up to date from an earlier one must give what a fresh
+computation over the same snapshot gives.
+
+A stale cache would show as a decision (node, score, reason, nodes found) or a picture that
+differs from the fresh one's.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.k8s.objects import Node, Pod
+from desched.scheduling.placement import Decision, PlacementSimulator, cluster_picture
+
+NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+APPS = ("web", "api", "db")
+TAINTS = (
+    {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+    {"key": "spot", "value": "true", "effect": "PreferNoSchedule"},
+    {"key": "old", "value": "", "effect": "PreferNoSchedule"},
+)
+TOLERATIONS = (
+    {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+    {"key": "spot", "operator": "Exists"},
+)
+
+
+def make_node(name: str, doc: dict[str, Any]) -> Node:
+    return msgspec.convert({"metadata": {"name": name, **doc.pop("metadata", {})}, **doc}, Node, strict=False)
+
+
+@st.composite
+def nodes_strategy(draw: st.DrawFn) -> list[Node]:
+    out = []
+    for i in range(draw(st.integers(1, 9))):
+        name = f"n{i}"
+        labels = {"disk": draw(st.sampled_from(["ssd", "hdd"]))}
+        if draw(st.integers(0, 9)):
+            labels[HOST] = name
+        if draw(st.integers(0, 9)):
+            labels[ZONE] = draw(st.sampled_from(["a", "b", "c"]))
+        alloc = {
+            "cpu": draw(st.sampled_from(["1", "2", "4"])),
+            "memory": draw(st.sampled_from(["1Gi", "2Gi", "4Gi"])),
+            "pods": str(draw(st.integers(1, 6))),
+        }
+        if draw(st.integers(0, 4)) == 0:
+            alloc["example.com/gpu"] = str(draw(st.integers(0, 2)))
+        taints = draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique_by=lambda t: t["key"]))
+        doc = {
+            "metadata": {"labels": labels},
+            "spec": {"taints": taints},
+            "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        out.append(make_node(name, doc))
+    return out
+
+
+def term(app: str, key: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+
+
+@st.composite
+def template_strategy(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    """A workload: what its replicas share."""
+    app = draw(st.sampled_from(APPS))
+    requests = {
+        "cpu": draw(st.sampled_from(["0", "100m", "300m", "700m"])),
+        "memory": draw(st.sampled_from(["0", "128Mi", "512Mi", "1Gi"])),
+    }
+    if draw(st.integers(0, 5)) == 0:
+        requests["example.com/gpu"] = "1"
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"requests": requests}}],
+        "tolerations": draw(st.lists(st.sampled_from(TOLERATIONS), max_size=2)),
+    }
+    if draw(st.integers(0, 5)) == 0:
+        spec["nodeSelector"] = {"disk": draw(st.sampled_from(["ssd", "hdd"]))}
+    affinity: dict[str, Any] = {}
+    if draw(st.integers(0, 3)) == 0:
+        affinity["nodeAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": draw(st.integers(1, 100)),
+                    "preference": {
+                        "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]
+                    },
+                }
+            ]
+        }
+    if draw(st.integers(0, 3)) == 0:
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                term(draw(st.sampled_from(APPS)), draw(st.sampled_from([HOST, ZONE])))
+            ]
+        }
+    if draw(st.integers(0, 3)) == 0:
+        kind = draw(st.sampled_from(["podAffinity", "podAntiAffinity"]))
+        affinity.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {
+                "weight": draw(st.integers(1, 100)),
+                "podAffinityTerm": term(draw(st.sampled_from(APPS)), draw(st.sampled_from([HOST, ZONE]))),
+            }
+        ]
+    if draw(st.integers(0, 8)) == 0:
+        affinity.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            term(draw(st.sampled_from(APPS)), ZONE)
+        ]
+    if affinity:
+        spec["affinity"] = affinity
+    if draw(st.integers(0, 2)) == 0:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": draw(st.integers(1, 2)),
+                "topologyKey": draw(st.sampled_from([ZONE, HOST])),
+                "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"])),
+                "labelSelector": {"matchLabels": {"app": app}},
+            }
+            for _ in range(draw(st.integers(1, 2)))
+        ]
+    owner = draw(st.sampled_from(["ReplicaSet", "ReplicaSet", "StatefulSet"]))
+    return {
+        "app": app,
+        "owner": {"kind": owner, "name": f"{app}-{index}", "controller": True},
+        "spec": spec,
+        "namespace": draw(st.sampled_from(["default", "other"])),
+    }
+
+
+def pod_of(template: dict[str, Any], name: str, node: str = "") -> Pod:
+    doc = {
+        "metadata": {
+            "name": name,
+            "namespace": template["namespace"],
+            "labels": {"app": template["app"]},
+            "ownerReferences": [template["owner"]],
+        },
+        "spec": {**template["spec"], "nodeName": node},
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+    return msgspec.convert(doc, Pod, strict=False)
+
+
+@st.composite
+def cluster_strategy(draw: st.DrawFn) -> tuple[list[Node], list[Pod], list[Pod], int]:
+    nodes = draw(nodes_strategy())
+    names = [n.metadata.name for n in nodes]
+    templates = [draw(template_strategy(i)) for i in range(draw(st.integers(1, 4)))]
+    existing = [
+        pod_of(draw(st.sampled_from(templates)), f"old-{i}", draw(st.sampled_from(names)))
+        for i in range(draw(st.integers(0, 12)))
+    ]
+    incoming = [pod_of(draw(st.sampled_from(templates)), f"new-{i}") for i in range(draw(st.integers(1, 12)))]
+    return nodes, existing, incoming, draw(st.integers(1, len(nodes)))
+
+
+def bound(pod: Pod, node: str) -> Pod:
+    status = msgspec.structs.replace(pod.status, phase="Running")
+    return msgspec.structs.replace(pod, spec=msgspec.structs.replace(pod.spec, node_name=node), status=status)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_strategy())
+def test_a_simulator_kept_across_binds_decides_as_a_fresh_one(
+    case: tuple[list[Node], list[Pod], list[Pod], int],
+) -> None:
+    nodes, existing, incoming, to_find = case
+    snapshot = ClusterSnapshot(nodes=nodes, pods=existing)
+    sim = PlacementSimulator(snapshot)
+    # a short search (numFeasibleNodesToFind) makes the round-robin start and partial node
+    # lists matter on small clusters
+    sim._to_find = to_find
+    for pod in incoming:
+        fresh = PlacementSimulator(snapshot)
+        fresh._to_find = to_find
+        fresh._start = sim._start
+        expected: Decision = fresh.decide(pod)
+        assert sim.decide(pod) == expected, pod.metadata.name
+        assert sim._start == fresh._start
+        if expected.node:
+            sim.bind(bound(pod, expected.node))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_strategy(), st.data())
+def test_a_picture_brought_up_to_date_is_a_fresh_one(
+    case: tuple[list[Node], list[Pod], list[Pod], int], data: st.DataObject
+) -> None:
+    nodes, existing, incoming, _ = case
+    names = [n.metadata.name for n in nodes]
+    snapshot = ClusterSnapshot(nodes=nodes, pods=existing)
+    before = cluster_picture(snapshot)
+    for pod in existing:
+        if data.draw(st.booleans()):
+            snapshot.remove_pod(pod)
+    for pod in incoming:
+        on = data.draw(st.sampled_from(["", *names]))
+        snapshot.add_pod(bound(pod, on) if on else pod)
+    fresh = cluster_picture(snapshot, before.specs)
+    kept = cluster_picture(snapshot, before.specs, since=before)
+    assert before.state is None  # used up
+    assert (kept.nodes, kept.skew, kept.violations) == (fresh.nodes, fresh.skew, fresh.violations)
+    assert {sid: spec.pod for sid, spec in kept.specs.items()} == {
+        sid: spec.pod for sid, spec in fresh.specs.items()
+    }
+
+
+def node(name: str, *, cpu: str = "1", pods: str = "10", zone: str = "a") -> Node:
+    return make_node(
+        name,
+        {
+            "metadata": {"labels": {HOST: name, ZONE: zone}},
+            "status": {
+                "allocatable": {"cpu": cpu, "memory": "4Gi", "pods": pods},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        },
+    )
+
+
+def replica(name: str, cpu: str, app: str = "web", spec: dict[str, Any] | None = None) -> Pod:
+    template = {
+        "app": app,
+        "owner": {"kind": "ReplicaSet", "name": app, "controller": True},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}], **(spec or {})},
+        "namespace": "default",
+    }
+    return pod_of(template, name)
+
+
+def test_a_bind_takes_room_from_every_request_class_that_no_longer_fits() -> None:
+    snapshot = ClusterSnapshot(nodes=[node("n1"), node("n2")])
+    sim = PlacementSimulator(snapshot)
+    # the small class's list of fitting nodes exists before the binds that fill n1 up
+    assert sim.decide(replica("small-0", "300m")).node == "n1"
+    assert sim.decide(replica("big-0", "600m")).node == "n1"
+    sim.bind(bound(replica("big-0", "600m"), "n1"))
+    sim.bind(bound(replica("filler", "300m", app="other"), "n1"))
+    # n1 has 100m left: neither class fits there any more
+    assert sim.decide(replica("small-1", "300m")).node == "n2"
+    assert sim.decide(replica("big-1", "600m")).node == "n2"
+
+
+def test_a_full_node_leaves_every_request_class() -> None:
+    snapshot = ClusterSnapshot(nodes=[node("n1", cpu="8", pods="1"), node("n2", cpu="1")])
+    sim = PlacementSimulator(snapshot)
+    assert sim.decide(replica("a-0", "100m")).node == "n1"
+    assert sim.decide(replica("b-0", "200m", app="api")).node == "n1"
+    sim.bind(bound(replica("a-0", "100m"), "n1"))
+    assert sim.decide(replica("b-1", "200m", app="api")).node == "n2"
+
+
+def test_resource_scores_follow_the_node_they_were_computed_for() -> None:
+    # the first replica's scores are kept per request class; binding it must not leave the old
+    # score of its node for the next replica
+    snapshot = ClusterSnapshot(nodes=[node("n1", cpu="2"), node("n2", cpu="2")])
+    sim = PlacementSimulator(snapshot)
+    first = sim.decide(replica("web-0", "500m"))
+    assert first.node == "n1"
+    sim.bind(bound(replica("web-0", "500m"), "n1"))
+    second = sim.decide(replica("web-1", "500m"))
+    assert second.node == "n2"
+    assert second == PlacementSimulator(snapshot).decide(replica("web-1", "500m"))
+
+
+def test_spread_counts_per_node_follow_binds() -> None:
+    # system-default spreading (hostname, zone) over the replicas of one owner: each bind must
+    # move the next replica on, as a fresh simulator would
+    nodes = [node(f"n{i}", cpu="8", zone="ab"[i % 2]) for i in range(4)]
+    snapshot = ClusterSnapshot(nodes=nodes)
+    sim = PlacementSimulator(snapshot)
+    placed = []
+    for k in range(6):
+        pod = replica(f"web-{k}", "100m")
+        decision = sim.decide(pod)
+        fresh = PlacementSimulator(snapshot)
+        fresh._start = 0
+        assert decision.node == fresh.decide(pod).node
+        sim.bind(bound(pod, decision.node))
+        placed.append(decision.node)
+    assert sorted(placed[:4]) == ["n0", "n1", "n2", "n3"]
+
+
+def test_existing_anti_affinity_blocks_the_domains_bound_to() -> None:
+    anti = {
+        "affinity": {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("db", HOST)]}
+        }
+    }
+    snapshot = ClusterSnapshot(nodes=[node("n1", cpu="8"), node("n2", cpu="8"), node("n3", cpu="8")])
+    sim = PlacementSimulator(snapshot)
+    # a db pod keeps other db pods off its node; the set of blocked nodes grows with each bind
+    for k, expected in enumerate(["n1", "n2", "n3", ""]):
+        pod = replica(f"db-{k}", "100m", app="db", spec=anti)
+        decision = sim.decide(pod)
+        assert decision.node == expected
+        if decision.node:
+            sim.bind(bound(pod, decision.node))
+    assert (
+        decision.reason
+        == "0/3 nodes are available: 3 node(s) didn't satisfy existing pods anti-affinity rules."
+    )
+
+
+def test_a_picture_falls_back_to_counting_afresh_when_the_order_changed() -> None:
+    pods = [replica(f"web-{k}", "100m") for k in range(3)]
+    pods = [bound(p, "n1") for p in pods]
+    snapshot = ClusterSnapshot(nodes=[node("n1", cpu="8")], pods=pods)
+    before = cluster_picture(snapshot)
+    # the same object again: it moves to the end, which the kept state cannot follow
+    snapshot.add_pod(pods[0])
+    kept = cluster_picture(snapshot, before.specs, since=before)
+    fresh = cluster_picture(snapshot, before.specs)
+    assert (kept.nodes, kept.skew, kept.violations) == (fresh.nodes, fresh.skew, fresh.violations)
+
+
+def test_own_anti_affinity_follows_the_pods_bound_since() -> None:
+    # web keeps off nodes with db pods; the db pods (without terms of their own) come after the
+    # first web replica was decided; n3, the smallest node, is where only the rule sends web
+    anti = {
+        "affinity": {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("db", HOST)]}
+        }
+    }
+    snapshot = ClusterSnapshot(nodes=[node("n1", cpu="8"), node("n2", cpu="8"), node("n3", cpu="1")])
+    sim = PlacementSimulator(snapshot)
+    assert sim.decide(replica("web-0", "100m", spec=anti)).node == "n1"
+    for k, on in enumerate(["n1", "n2"]):
+        sim.bind(bound(replica(f"db-{k}", "100m", app="db"), on))
+    assert sim.decide(replica("web-1", "100m", spec=anti)).node == "n3"
