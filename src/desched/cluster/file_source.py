@@ -5,17 +5,16 @@ poddisruptionbudgets,priorityclasses,events -A -o yaml`` prints), or multi-docum
 same objects. Kinds desched does not use (Services, ...) are ignored.
 
 JSON goes straight from bytes into the slim records (msgspec; what pods repeat is decoded once and
-shared, see :mod:`desched.cluster.compact`), with the garbage collector paused during the decode;
-YAML is about 40 times slower to parse, so large snapshots should be JSON (``desched snapshot``
-writes JSON).
+shared, see :mod:`desched.cluster.compact`), a batch at a time as the file is read, with the garbage
+collector paused during the decode; YAML is about 40 times slower to parse, so large snapshots
+should be JSON (``desched snapshot`` writes JSON).
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
+import io
 import logging
-import mmap
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -104,6 +103,8 @@ _STREAM_MIN_BYTES = 64 << 20
 #: with the records built from them (faster than one decode of the whole file, and than 1 MiB
 #: batches, measured), large enough that per-batch costs vanish.
 _BATCH_BYTES = 512 << 10
+#: The file is read this many bytes at a time (at least).
+_READ_BYTES = 64 << 10
 #: The top-level ``"items"`` key of a List, searched for in the first bytes of the file.
 _ITEMS_KEY = re.compile(rb'"items"\s*:\s*\[\s*')
 _ITEMS_KEY_WINDOW = 1 << 16
@@ -119,43 +120,78 @@ _WHITESPACE = b" \t\r\n"
 _MAX_EXTENSIONS = 16
 #: Where to look for the cut: from this far before the batch's end.
 _CUT_WINDOW = 256 << 10
-#: The decoded part of the map is dropped from memory in steps of at least this many bytes (the
-#: pages would otherwise count in the process's resident memory until the end).
-_DROP: int | None = 4 << 20 if hasattr(mmap, "MADV_DONTNEED") else None
 _EVENTS_API = b'"events.k8s.io/'
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _load_json_streamed(path: Path) -> list[AnyObject] | None:
-    """Decode a large JSON ``List`` batch by batch from a private memory map of the file, so that
-    the file's bytes are never all in memory next to the records built from them (at 150,000 pods
-    the file is 1.3 GB), nor copied: each batch is decoded where it lies, and the pages behind it
-    are dropped.
+    """Decode a large JSON ``List`` batch by batch as the file is read, so that the file's bytes
+    are never all in memory next to the records built from them (at 150,000 pods the file is
+    1.3 GB): a batch is read into a buffer used again for the next.
 
-    Returns None when the file is small, not a JSON List, or laid out in a way this does not
-    recognise; the caller then reads it whole (which also reports any error).
+    Returns None when the file is small, not a JSON List, laid out in a way this does not
+    recognise, or cannot be read; the caller then reads it whole (which also reports any error).
+    A file cut short while it is read (by another process) is not a JSON List either.
     """
     try:
-        with path.open("rb") as f:
+        with path.open("rb", buffering=0) as f:
             if os.fstat(f.fileno()).st_size < _STREAM_MIN_BYTES:
                 return None
-            # (copy-on-write: the few bytes changed to close each batch stay private)
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+            return _decode_json_batches(_Window(f), str(path))
     except (OSError, ValueError):
         return None
-    try:
-        if hasattr(mmap, "MADV_SEQUENTIAL"):
-            with contextlib.suppress(OSError):  # (only advice)
-                mm.madvise(mmap.MADV_SEQUENTIAL)
-        return _decode_json_batches(mm, str(path))
-    finally:
-        with contextlib.suppress(BufferError):  # (a raw part still alive: unmapped when freed)
-            mm.close()
 
 
-def _decode_json_batches(mm: mmap.mmap, source: str) -> list[AnyObject] | None:
-    size = len(mm)
-    head = mm[:_ITEMS_KEY_WINDOW]
+class _Window:
+    """The bytes of a file read so far but not dropped: ``data[:size]``, read sequentially."""
+
+    __slots__ = ("data", "eof", "file", "size")
+
+    def __init__(self, file: io.FileIO) -> None:
+        self.file = file
+        self.data = bytearray(_BATCH_BYTES + _READ_BYTES)
+        self.size = 0
+        self.eof = False
+
+    def fill(self, upto: int) -> None:
+        """Read until ``data[:size]`` holds ``upto`` bytes or the whole rest of the file."""
+        while self.size < upto and not self.eof:
+            want = max(upto, self.size + _READ_BYTES)
+            if want > len(self.data):
+                # a new buffer, rather than a resize (raw parts may still refer to this one)
+                grown = bytearray(max(want, 2 * len(self.data)))
+                grown[: self.size] = memoryview(self.data)[: self.size]
+                self.data = grown
+            n = self.file.readinto(memoryview(self.data)[self.size : want])
+            if not n:
+                self.eof = True
+            else:
+                self.size += n
+
+    def drop(self, n: int) -> None:
+        """Forget the first ``n`` bytes."""
+        rest = self.size - n
+        self.data[:rest] = self.data[n : self.size]  # (a copy first: the ranges may overlap)
+        self.size = rest
+
+    def search(self, pos: int) -> re.Match[bytes] | None:
+        """The first ``_ITEM_START`` from ``pos`` in the rest of the file (read as needed)."""
+        while True:
+            found = _ITEM_START.search(self.data, pos, self.size)
+            if found is not None or self.eof:
+                return found
+            # (a match cut by the end of what is read is found again once the rest is read)
+            pos = max(pos, self.size - _READ_BYTES)
+            self.fill(self.size + _READ_BYTES)
+
+    def rest(self, start: int) -> bytes:
+        """The bytes from ``start`` to the file's end."""
+        return bytes(memoryview(self.data)[start : self.size]) + self.file.read()
+
+
+def _decode_json_batches(w: _Window, source: str) -> list[AnyObject] | None:
+    w.fill(_ITEMS_KEY_WINDOW)
+    head = bytes(w.data[: min(w.size, _ITEMS_KEY_WINDOW)])
     if head.lstrip()[:1] != b"{":
         return None
     m = _ITEMS_KEY.search(head)
@@ -167,52 +203,53 @@ def _decode_json_batches(mm: mmap.mmap, source: str) -> list[AnyObject] | None:
         return None
     out: list[AnyObject] = []
     records = CompactDecoder()
-    # The items not decoded yet start at ``start``, the first of them complete from its start; the
-    # byte before it ("[", a space or the "," after the previous item) becomes the "[" of a batch.
+    # Positions are in ``w.data``. The items not decoded yet start at ``start``, the first of them
+    # complete from its start; the byte before it ("[", a space or the "," after the previous item)
+    # becomes the "[" of a batch.
     start = m.end()
     del head
     count = 0  # items decoded so far, for error messages
     search_from = start + 1
     target = start + _BATCH_BYTES  # cut near here
-    dropped = 0  # the pages before this are out of memory
-    while target < size:
+    while True:
+        w.fill(target + 1)
+        if target >= w.size:
+            break
         window = max(search_from, target - _CUT_WINDOW)
-        found = _ITEM_START.search(mm, window)
+        found = w.search(window)
         if found is None:  # none after (items of a kind laid out otherwise): the last one before
-            found = _last_item_start(mm, search_from, window)
+            found = _last_item_start(w.data, search_from, window)
         cut = -1
         for _ in range(_MAX_EXTENSIONS):
             if found is None:
                 break
+            buf = w.data
             search_from = found.end()
             end = found.start()
-            while end > start and mm[end - 1] in _WHITESPACE:
+            while end > start and buf[end - 1] in _WHITESPACE:
                 end -= 1
-            if end > start and mm[end - 1] == 0x2C:  # ","
-                mm[start - 1] = 0x5B  # "["
-                mm[end - 1] = 0x5D  # "]": mm[start - 1 : end] is now "[item,...,item]"
-                batch = _decode_batch(mm, start - 1, end, source, count, records)
+            if end > start and buf[end - 1] == 0x2C:  # ","
+                buf[start - 1] = 0x5B  # "["
+                buf[end - 1] = 0x5D  # "]": buf[start - 1 : end] is now "[item,...,item]"
+                batch = _decode_batch(buf, start - 1, end, source, count, records)
                 if batch is not None:
                     out.extend(batch[0])
                     count += batch[1]
                     cut = found.start()
                     break
-                mm[end - 1] = 0x2C  # a match at the wrong depth: try the next one
-            found = _ITEM_START.search(mm, search_from)
+                buf[end - 1] = 0x2C  # a match at the wrong depth: try the next one
+            found = w.search(search_from)
         if cut < 0:  # decode more at once; what is before the window is not searched again
             search_from = max(search_from, window)
             target += _BATCH_BYTES
             continue
-        start = cut
+        # what is before the next batch's "[" is done with
+        w.drop(cut - 1)
+        start = 1
         search_from = start + 1
         target = start + _BATCH_BYTES
-        upto = (start - 1) // mmap.PAGESIZE * mmap.PAGESIZE
-        if _DROP is not None and upto - dropped >= _DROP:
-            with contextlib.suppress(OSError):  # (only memory)
-                mm.madvise(mmap.MADV_DONTNEED, dropped, upto - dropped)
-            dropped = upto
     # the last items, the closing bracket and the rest of the top-level object
-    data = b'{"items":[' + mm[start:]
+    data = b'{"items":[' + w.rest(start)
     try:
         if data.find(_EVENTS_API) != -1:
             raise msgspec.ValidationError("events.k8s.io objects: item by item")
@@ -228,26 +265,26 @@ def _decode_json_batches(mm: mmap.mmap, source: str) -> list[AnyObject] | None:
     return out
 
 
-def _last_item_start(mm: mmap.mmap, start: int, end: int) -> re.Match[bytes] | None:
+def _last_item_start(data: bytearray, start: int, end: int) -> re.Match[bytes] | None:
     """The last match of ``_ITEM_START`` from ``start`` that begins before ``end``."""
     last = None
-    found = _ITEM_START.search(mm, start)
+    found = _ITEM_START.search(data, start)
     while found is not None and found.start() < end:
         last = found
-        found = _ITEM_START.search(mm, found.end())
+        found = _ITEM_START.search(data, found.end())
     return last
 
 
 def _decode_batch(
-    mm: mmap.mmap, start: int, end: int, source: str, base: int, records: CompactDecoder
+    data: bytearray, start: int, end: int, source: str, base: int, records: CompactDecoder
 ) -> tuple[list[AnyObject], int] | None:
-    """The objects of the JSON array ``mm[start:end]`` and how many items it has, or None when
+    """The objects of the JSON array ``data[start:end]`` and how many items it has, or None when
     it is not a JSON array (a cut in the wrong place)."""
-    view = memoryview(mm)[start:end]  # (not released explicitly: raw parts may still refer to it)
+    view = memoryview(data)[start:end]  # (not released explicitly: raw parts may still refer to it)
     try:
         items = records.decode_array(view)
         # an events.k8s.io Event decodes as a core one with most fields missing (see _decode_json)
-        if not any(type(o) is Event for o in items) or mm.find(_EVENTS_API, start, end) == -1:
+        if not any(type(o) is Event for o in items) or data.find(_EVENTS_API, start, end) == -1:
             return items, len(items)
     except msgspec.ValidationError:  # (a DecodeError too: catch it first)
         pass  # unknown kinds, a bad field, or a bad cut found late

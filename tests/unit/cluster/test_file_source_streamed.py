@@ -18,7 +18,7 @@ def tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(file_source, "_STREAM_MIN_BYTES", 0)
     monkeypatch.setattr(file_source, "_BATCH_BYTES", 700)
     monkeypatch.setattr(file_source, "_CUT_WINDOW", 200)
-    monkeypatch.setattr(file_source, "_DROP", 1)  # drop decoded pages as soon as possible
+    monkeypatch.setattr(file_source, "_READ_BYTES", 97)  # many reads, matches cut by their ends
 
 
 def _pod(i: int) -> dict[str, Any]:
@@ -132,4 +132,24 @@ def test_other_layouts_are_left_to_the_whole_file_decode(tmp_path: Path) -> None
     path.write_text(json.dumps(_doc(_items()))[:-40])  # cut short
     assert file_source._load_json_streamed(path) is None
     with pytest.raises(SnapshotError):
+        load_snapshot_file(path)
+
+
+def test_a_file_cut_short_while_it_is_read_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "snap.json"
+    text = json.dumps(_doc(_items()))
+    path.write_text(text)
+    fill = file_source._Window.fill
+
+    def fill_then_cut(self: Any, upto: int) -> None:
+        fill(self, upto)
+        if self.file.tell() > len(text) // 3:
+            with path.open("r+b") as f:
+                f.truncate(len(text) // 2)
+
+    monkeypatch.setattr(file_source._Window, "fill", fill_then_cut)
+    monkeypatch.setattr(file_source, "_ITEMS_KEY_WINDOW", 200)  # (read bit by bit)
+    with pytest.raises(SnapshotError, match="not valid JSON"):
         load_snapshot_file(path)

@@ -56,3 +56,19 @@ def test_requests_once_per_spec_each_pod_its_own_dict() -> None:
     twin = _pod("ns", "twin", _containers("500m"), node="n3")
     snap.add_pod(twin)
     assert snap.requests(twin) == a and snap.requested_on("n3") == a
+
+
+def test_pods_of_one_key_the_last_one_stays_indexed_once() -> None:
+    first = _pod("ns", "p", _containers("1"), node="n1")
+    last = _pod("ns", "p", _containers("2"), node="n2")
+    snap = ClusterSnapshot(
+        pods=[_pod("ns", "a", _containers("1")), first, last, _pod("ns", "z", _containers("1"))]
+    )
+    assert [p.name for p in snap.pods] == ["a", "p", "z"]
+    assert snap.pod("ns", "p") is last
+    assert [p.name for p in snap.pods_on_node("n1")] == ["a", "z"]
+    assert snap.pods_on_node("n2") == [last]
+    assert snap.pod_count_on("n1") == 2 and snap.pod_count_on("n2") == 1
+    assert snap.requested_on("n2") == {"cpu": 2000, "memory": 1024**3}
+    assert snap.owner_pod_count("ns", "ReplicaSet", "rs") == 3
+    assert len(snap.pods_in_namespace("ns")) == 3
