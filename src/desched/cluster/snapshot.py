@@ -28,6 +28,8 @@ from desched.k8s.objects import (
     PodDisruptionBudget,
     PriorityClass,
 )
+from desched.k8s.pods import FINISHED_PHASES as _FINISHED
+from desched.k8s.pods import occupies_node
 from desched.k8s.resources import Resources
 
 OwnerKey = tuple[str, str, str]
@@ -101,7 +103,7 @@ class ClusterSnapshot:
         for pod in pods:
             meta = pod.metadata
             node = pod.spec.node_name
-            # (_occupies_node)
+            # (occupies_node)
             requests = shared_requests(pod) if node and pod.status.phase not in _FINISHED else None
             row = (meta.name, pod, node, meta.owner_references, requests)
             rows = rows_by_namespace.get(meta.namespace)
@@ -164,7 +166,7 @@ class ClusterSnapshot:
                 if of_owner is None:
                     of_owner = self._by_owner[owner] = {}
                 of_owner[key] = pod
-        if node and pod.status.phase not in _FINISHED:  # (_occupies_node)
+        if node and pod.status.phase not in _FINISHED:  # (occupies_node)
             usage = self._usage.get(node)
             if usage is None:
                 usage = self._usage[node] = _NodeUsage()
@@ -177,7 +179,7 @@ class ClusterSnapshot:
         self._by_namespace.get(pod.metadata.namespace, {}).pop(key, None)
         for ref in pod.metadata.owner_references or ():
             self._by_owner.get((pod.metadata.namespace, ref.kind, ref.name), {}).pop(key, None)
-        if pod.spec.node_name and _occupies_node(pod):
+        if pod.spec.node_name and occupies_node(pod):
             usage = self._usage.get(pod.spec.node_name)
             if usage is not None:
                 _accumulate(usage.requested, self.requests(pod), -1)
@@ -386,14 +388,6 @@ def _requests_shape(pod: Pod) -> tuple[object, ...]:
         tuple(pod_level.requests.items()) if pod_level is not None and pod_level.requests else (),
         None,  # never equal to a containers-only key
     )
-
-
-_FINISHED = ("Succeeded", "Failed")
-
-
-def _occupies_node(pod: Pod) -> bool:
-    """A pod counts against its node's capacity unless it has finished."""
-    return pod.status.phase not in _FINISHED
 
 
 def _accumulate(into: Resources, add: Resources, sign: int) -> None:

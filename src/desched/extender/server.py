@@ -66,6 +66,7 @@ from prometheus_client import (
 
 from desched.api.errors import UserError
 from desched.k8s import affinity as k8s_affinity
+from desched.k8s import pods as k8s_pods
 from desched.k8s import resources as k8s_resources
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, NodeSpec, ObjectMeta, Pod, ResourceList, Taint
@@ -246,11 +247,7 @@ class _NodeEntry:
 
 
 def _occupies(pod: Pod) -> bool:
-    return bool(pod.spec.node_name) and pod.status.phase not in ("Succeeded", "Failed")
-
-
-def _pod_key(pod: Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+    return bool(pod.spec.node_name) and k8s_pods.occupies_node(pod)
 
 
 class ClusterState:
@@ -285,7 +282,7 @@ class ClusterState:
         self.nodes.pop(name, None)
 
     def set_pod(self, pod: Pod) -> None:
-        key = _pod_key(pod)
+        key = pod.key
         self.delete_pod(key)
         if not _occupies(pod):
             return
@@ -326,7 +323,7 @@ class ClusterState:
         if kind == "Pod":
             if new is None:
                 if old is not None:
-                    self.delete_pod(_pod_key(old))
+                    self.delete_pod(old.key)
             else:
                 self.set_pod(new)
         elif kind == "Node":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Final
 
 from desched.k8s.objects import (
     ContainerStatus,
@@ -85,6 +86,15 @@ def is_static_pod(pod: Pod) -> bool:
         return False
     source = annotations.get(CONFIG_SOURCE_ANNOTATION)
     return source is not None and source != "api"
+
+
+#: Phases after which a pod no longer holds its node's room.
+FINISHED_PHASES: Final = ("Succeeded", "Failed")
+
+
+def occupies_node(pod: Pod) -> bool:
+    """A pod counts against its node's capacity until it has finished (Succeeded or Failed)."""
+    return pod.status.phase not in FINISHED_PHASES
 
 
 def is_terminating(pod: Pod) -> bool:

@@ -175,7 +175,7 @@ MAX_NODE_SCORE: Final = 100
 MIN_FEASIBLE_NODES: Final = 100
 MIN_FEASIBLE_PERCENTAGE: Final = 5
 
-_FINISHED: Final = ("Succeeded", "Failed")
+_FINISHED: Final = k8s_pods.FINISHED_PHASES
 _SCHED_EFFECTS: Final = (k8s_taints.TAINT_NO_SCHEDULE, k8s_taints.TAINT_NO_EXECUTE)
 _UNSCHEDULABLE_TAINT: Final = Taint(
     key="node.kubernetes.io/unschedulable", effect=k8s_taints.TAINT_NO_SCHEDULE
@@ -266,10 +266,6 @@ def fit_error_message(num_nodes: int, reasons: Mapping[str, int], prefix: str = 
 
 
 # =============================================================================== small helpers
-
-
-def _occupies(pod: Pod) -> bool:
-    return pod.status.phase not in _FINISHED
 
 
 def _taint_reason(taint: Taint) -> str:
@@ -870,7 +866,7 @@ class _Cluster:
         for ns in sorted(namespaces):
             for p in self.candidates(ns, term.label_selector):
                 i = index.get(p.spec.node_name)
-                if i is not None and _occupies(p) and match(p.metadata.labels or {}):
+                if i is not None and k8s_pods.occupies_node(p) and match(p.metadata.labels or {}):
                     ti.by_node.setdefault(i, []).append(p)
             self._register(self._term_buckets, _bucket(ns, term.label_selector), ti)
         self._terms[key] = ti
@@ -1071,7 +1067,7 @@ class _Cluster:
         """Keep the spread counters and term indexes in step with a pod on node ``i`` that came
         (``added``) or went, as a fresh index would count it. The caches of pods by namespace
         and label must be dropped first (:meth:`forget_pods`)."""
-        if not _occupies(pod):
+        if not k8s_pods.occupies_node(pod):
             return
         ns = pod.metadata.namespace
         labels = pod.metadata.labels or {}
@@ -1113,7 +1109,7 @@ class _Cluster:
             value = labels.get(key)
             if value is not None:
                 self._label_index[(ns, key)].setdefault(value, []).append(pod)
-        if not _occupies(pod):
+        if not k8s_pods.occupies_node(pod):
             return
         buckets = self._buckets(ns, labels)
         node_labels = self.labels[i]
@@ -1530,7 +1526,7 @@ class PlacementSimulator:
         if i is None:
             raise ValueError(f"pod {pod.key}: node {pod.spec.node_name!r} is not one of the simulated nodes")
         self.snapshot.add_pod(pod)
-        if _occupies(pod):
+        if k8s_pods.occupies_node(pod):
             req = self.snapshot.requests(pod)
             before = (self.free_cpu[i], self.free_mem[i], self.free_eph[i], self.free_pods[i])
             self.pod_count[i] += 1
@@ -2956,7 +2952,7 @@ def _simulate(
         queue: list[_Queued] = []
         for q in carried:
             current = snapshot.pod(q.pod.metadata.namespace, q.pod.metadata.name)
-            if current is not None and not current.spec.node_name and _occupies(current):
+            if current is not None and not current.spec.node_name and k8s_pods.occupies_node(current):
                 queue.append(_Queued(current, q.original, q.evicted_from, "", q.priority, True))
         carried = []
         for e in evictions:
@@ -2979,7 +2975,7 @@ def _simulate(
                     )
                 )
                 continue
-            if not _occupies(pod):
+            if not k8s_pods.occupies_node(pod):
                 run.placements.append(
                     PodPlacement(
                         k,

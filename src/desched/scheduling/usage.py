@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.k8s import resources as k8s_resources
 from desched.k8s.objects import Node, Pod
+from desched.k8s.pods import occupies_node
 from desched.k8s.quantity import QuantityError
 from desched.k8s.resources import CPU, MEMORY, PODS, Resources
 
@@ -68,11 +69,6 @@ class UsageError(Exception):
 
 class PodUsageError(Exception):
     """The usage of one pod is unknown (no PodMetrics for it); the pod is not evicted."""
-
-
-def occupies_node(pod: Pod) -> bool:
-    """A pod counts against its node until it has finished."""
-    return pod.status.phase not in ("Succeeded", "Failed")
 
 
 def node_capacity(node: Node) -> Resources:
