@@ -1,53 +1,135 @@
-"""Prometheus metrics under upstream's names and labels, so existing dashboards keep working.
+"""Prometheus metrics under upstream's names, labels and bucket boundaries, so dashboards carry over.
 
+Upstream (``metrics/metrics.go``, v0.36) exposes ``descheduler_pods_evicted_total``,
+``descheduler_loop_duration_seconds``, ``descheduler_strategy_duration_seconds`` and
+``descheduler_build_info``; the histograms use the bucket boundaries below, which are upstream's.
 Upstream's deprecated aliases (``descheduler_pods_evicted``, ``descheduler_descheduler_*``) are not
 exposed: prometheus_client appends ``_total`` to counters, so the old counter name cannot be
 produced, and both were deprecated upstream in 0.34.
+
+Two things differ from prometheus_client's defaults, to look like a Go component to Prometheus:
+no ``*_created`` series (client_golang has none; they would double every per-node and
+per-namespace series), and ``process_*`` metrics (RSS, CPU, open fds: what operators alert on when
+a descheduler runs out of memory) from prometheus_client's ProcessCollector, which reads /proc and
+so exports them on Linux only.
 """
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
 from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 
 from desched import __version__
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import PluginRun
 from desched.framework.types import EvictResult
 
+#: ``descheduler_loop_duration_seconds``: upstream's 15 boundaries, 10 ms to 500 s.
+LOOP_DURATION_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+)
+#: ``descheduler_strategy_duration_seconds``: upstream's 13 boundaries, 10 ms to 100 s.
+STRATEGY_DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0)
+
+# A process-wide switch in prometheus_client: every registry of this process (the extender's too)
+# exposes no ``*_created`` samples.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+@cache
+def git_revision() -> tuple[str, str]:
+    """(sha, branch) of the build, or ("", "") when unknown.
+
+    The container image bakes them in as ``DESCHED_GIT_SHA``/``DESCHED_GIT_BRANCH`` (build args of
+    deploy/Dockerfile). Run from a git checkout (an editable install), ``git`` is asked, with a
+    short timeout; an installed wheel without those variables reports none.
+    """
+    sha = os.environ.get("DESCHED_GIT_SHA", "")
+    branch = os.environ.get("DESCHED_GIT_BRANCH", "")
+    if sha:
+        return sha, branch
+    source = Path(__file__).resolve().parents[3]
+    if not (source / ".git").exists():
+        return "", ""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=2,
+            check=True,
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return "", ""
+    if len(out) != 2:
+        return "", ""
+    return out[0], branch or (out[1] if out[1] != "HEAD" else "")
+
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, process: bool = True) -> None:
         self.registry = registry or CollectorRegistry()
+        if process:
+            ProcessCollector(registry=self.registry)
         self.pods_evicted = Counter(
             "descheduler_pods_evicted",
-            "Number of evicted pods, by the result, strategy, profile, namespace and node",
+            "Number of pods desched tried to evict, by result, strategy, profile, namespace and node; "
+            "'error' means the eviction was refused or failed",
             ["result", "strategy", "profile", "namespace", "node"],
             registry=self.registry,
         )
         self.loop_duration = Histogram(
             "descheduler_loop_duration_seconds",
             "Time taken to complete a full descheduling cycle",
-            buckets=(0.001, 0.01, 0.1, 1, 5, 10, 20, 30, 40, 50, 100, 200, 500),
+            buckets=LOOP_DURATION_BUCKETS,
             registry=self.registry,
         )
         self.strategy_duration = Histogram(
             "descheduler_strategy_duration_seconds",
-            "Time taken to complete each strategy of the descheduling operation",
+            "Time taken by each strategy (plugin) of a profile in a descheduling cycle",
             ["strategy", "profile"],
-            buckets=(0.001, 0.01, 0.1, 1, 2, 5, 10, 20, 30, 40, 50, 100),
+            buckets=STRATEGY_DURATION_BUCKETS,
             registry=self.registry,
         )
         self.build_info = Gauge(
             "descheduler_build_info",
-            "Build info about the descheduler, including the runtime version",
+            "Build info about desched: runtime, version, git SHA and branch (upstream's labels)",
             ["GoVersion", "AppVersion", "DeschedulerVersion", "GitBranch", "GitSha1"],
             registry=self.registry,
         )
-        self.build_info.labels(f"python{platform.python_version()}", __version__, __version__, "", "").set(1)
+        sha, branch = git_revision()
+        app_version = ".".join(__version__.split(".")[:2])
+        self.build_info.labels(
+            f"python{platform.python_version()}", app_version, f"v{__version__}", branch, sha
+        ).set(1)
 
         # RemoveAnomalyPods (the proposal's observability section)
         self.anomaly_pods_anomalous = Gauge(
