@@ -1,59 +1,219 @@
-{{- define "desched.name" -}}{{ .Release.Name }}{{- end -}}
-{{- define "desched.serviceAccountName" -}}{{ default (include "desched.name" .) .Values.serviceAccount.name }}{{- end -}}
-{{- define "desched.labels" -}}
-app.kubernetes.io/name: desched
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{/* Names: as upstream's chart, so a release keeps its object names when it swaps charts. */}}
+{{- define "desched.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
-{{- define "desched.podSpec" -}}
-priorityClassName: {{ .Values.priorityClassName }}
-serviceAccountName: {{ include "desched.serviceAccountName" . }}
-containers:
-  - name: desched
-    image: "{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}"
-    imagePullPolicy: {{ .Values.image.pullPolicy }}
-    args:
-      - run
-      - --policy-config-file=/policy-dir/policy.yaml
-      - --cert-dir=/tmp/certs
-      {{- if eq .Values.kind "Deployment" }}
-      - --descheduling-interval={{ .Values.deschedulingInterval }}
-      {{- if .Values.eventDriven }}
-      - --event-driven
+
+{{- define "desched.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "desched.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride -}}
+{{- end -}}
+
+{{- define "desched.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "desched.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "desched.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "desched.labels" -}}
+{{- $own := dict "helm.sh/chart" (include "desched.chart" .) "app.kubernetes.io/version" .Chart.AppVersion "app.kubernetes.io/managed-by" .Release.Service -}}
+{{- $selector := include "desched.selectorLabels" . | fromYaml -}}
+{{- mustMergeOverwrite (dict) (.Values.commonLabels | default dict) $own $selector | toYaml -}}
+{{- end -}}
+
+{{- define "desched.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "desched.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Metrics are served unless a flag turns them (or the whole endpoint) off. */}}
+{{- define "desched.servesMetrics" -}}
+{{- $off := false -}}
+{{- range $k, $v := .Values.cmdOptions -}}
+{{- if and (eq $k "disable-metrics") (or (kindIs "invalid" $v) (eq (toString $v) "true")) }}{{ $off = true }}{{ end -}}
+{{- if and (eq $k "secure-port") (eq (toString $v) "0") }}{{ $off = true }}{{ end -}}
+{{- end -}}
+{{- if and (eq .Values.kind "Deployment") (not $off) }}true{{ end -}}
+{{- end -}}
+
+{{/* The leader election flags (Deployment only); unset keys keep desched's defaults. */}}
+{{- define "desched.leaderElectionArgs" -}}
+{{- with .Values.leaderElection }}
+{{- if .enabled }}
+- --leader-elect=true
+{{- with .leaseDuration }}
+- --leader-elect-lease-duration={{ . }}
+{{- end }}
+{{- with .renewDeadline }}
+- --leader-elect-renew-deadline={{ . }}
+{{- end }}
+{{- with .retryPeriod }}
+- --leader-elect-retry-period={{ . }}
+{{- end }}
+{{- with .resourceLock }}
+- --leader-elect-resource-lock={{ . }}
+{{- end }}
+{{- with .resourceName }}
+- --leader-elect-resource-name={{ . }}
+{{- end }}
+{{- with (default .resourceNamescape .resourceNamespace) }}
+- --leader-elect-resource-namespace={{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod template, shared by the CronJob, the Job and the Deployment. */}}
+{{- define "desched.podTemplate" -}}
+metadata:
+  labels:
+    {{- $selector := include "desched.selectorLabels" . | fromYaml }}
+    {{- mustMergeOverwrite (dict) (.Values.commonLabels | default dict) (.Values.podLabels | default dict) $selector | toYaml | nindent 4 }}
+  annotations:
+    checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
+    {{- with .Values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  {{- if ne .Values.kind "Deployment" }}
+  restartPolicy: Never
+  {{- end }}
+  {{- with .Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  serviceAccountName: {{ include "desched.serviceAccountName" . }}
+  {{- if hasKey .Values "automountServiceAccountToken" }}
+  automountServiceAccountToken: {{ .Values.automountServiceAccountToken }}
+  {{- end }}
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.podSecurityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.dnsConfig }}
+  dnsConfig:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.initContainers }}
+  initContainers:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  containers:
+    - name: {{ .Chart.Name }}
+      image: "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      command:
+        {{- toYaml .Values.command | nindent 8 }}
+      args:
+        - --policy-config-file=/policy-dir/policy.yaml
+        - --cert-dir=/tmp/certs
+        {{- if eq .Values.kind "Deployment" }}
+        - --descheduling-interval={{ required "deschedulingInterval is required for kind Deployment" .Values.deschedulingInterval }}
+        {{- if .Values.eventDriven }}
+        - --event-driven
+        {{- end }}
+        {{- with include "desched.leaderElectionArgs" . | trim }}
+        {{- . | nindent 8 }}
+        {{- end }}
+        {{- end }}
+        {{- range $k, $v := .Values.cmdOptions }}
+        {{- if kindIs "invalid" $v }}
+        - --{{ $k }}
+        {{- else }}
+        - {{ printf "--%s=%s" $k (toString $v) | quote }}
+        {{- end }}
+        {{- end }}
+      {{- with .Values.ports }}
+      ports:
+        {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- if .Values.leaderElection.enabled }}
-      - --leader-elect=true
-      - --leader-elect-lease-duration={{ .Values.leaderElection.leaseDuration }}
-      - --leader-elect-renew-deadline={{ .Values.leaderElection.renewDeadline }}
-      - --leader-elect-retry-period={{ .Values.leaderElection.retryPeriod }}
-      - --leader-elect-resource-name={{ .Values.leaderElection.resourceName }}
-      - --leader-elect-resource-namespace={{ .Values.leaderElection.resourceNamespace }}
+      {{- with .Values.livenessProbe }}
+      livenessProbe:
+        {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- with .Values.resources }}
+      resources:
+        {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- range $k, $v := .Values.cmdOptions }}
-      - --{{ $k }}={{ $v }}
+      {{- with .Values.securityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
       {{- end }}
-    ports:
-      - {containerPort: 10258, name: https, protocol: TCP}
-    livenessProbe:
-      httpGet: {path: /healthz, port: 10258, scheme: HTTPS}
-      initialDelaySeconds: 5
-      periodSeconds: 10
-    resources: {{- toYaml .Values.resources | nindent 6 }}
-    securityContext:
-      allowPrivilegeEscalation: false
-      capabilities: {drop: ["ALL"]}
-      privileged: false
-      readOnlyRootFilesystem: true
-      runAsNonRoot: true
-      runAsUser: 10001
-    volumeMounts:
-      - {mountPath: /policy-dir, name: policy-volume}
-      - {mountPath: /tmp, name: tmp}
-volumes:
-  - name: policy-volume
-    configMap:
-      name: {{ include "desched.name" . }}
-  - name: tmp
-    emptyDir: {}
+      volumeMounts:
+        - mountPath: /policy-dir
+          name: policy-volume
+        # the self-signed serving certificate (--cert-dir) on a read-only root filesystem
+        - mountPath: /tmp
+          name: tmp
+        {{- with .Values.extraServiceAccountVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+  volumes:
+    - name: policy-volume
+      configMap:
+        name: {{ include "desched.fullname" . }}
+    - name: tmp
+      emptyDir: {}
+    {{- with .Values.extraServiceAccountVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end -}}
+
+{{/* A Go duration (5m, 1h30m, 90s) in seconds. */}}
+{{- define "desched.durationSeconds" -}}
+{{- $units := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "ns" 0.000000001 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9.]+(ns|us|ms|s|m|h)" (toString .) -1 -}}
+{{- $unit := regexFind "(ns|us|ms|s|m|h)$" . -}}
+{{- $total = addf $total (mulf (float64 (trimSuffix $unit .)) (get $units $unit)) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/* A memory quantity (384Mi, 1Gi, 500M, 1e9) in bytes. */}}
+{{- define "desched.memoryBytes" -}}
+{{- $units := dict "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 -}}
+{{- $q := toString . -}}
+{{- $unit := regexFind "(Ki|Mi|Gi|Ti|k|M|G|T)$" $q -}}
+{{- if $unit -}}
+{{- mulf (float64 (trimSuffix $unit $q)) (get $units $unit) | int64 -}}
+{{- else -}}
+{{- float64 $q | int64 -}}
+{{- end -}}
 {{- end -}}
