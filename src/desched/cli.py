@@ -23,6 +23,10 @@ log = logging.getLogger("desched")
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # as pflag: a flag is spelled out in full
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep it to one line
         self.exit(2, f"desched: error: {message}\n")
 
@@ -45,7 +49,7 @@ def _format_now(value: datetime) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="desched", description="A Kubernetes descheduler.")
-    parser.add_argument("-v", "--v", dest="verbosity", type=int, default=0, help="log verbosity (0-5)")
+    _add_logging_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     sim = sub.add_parser(
@@ -73,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--kubeconfig", "--client-connection-kubeconfig", dest="kubeconfig")
     snap.add_argument("--context")
     snap.add_argument("--events", action="store_true", help="include core/v1 Events")
+    for subparser in sub.choices.values():
+        # upstream's users write the logging flags after the command too (--v=3 after run)
+        _add_logging_options(subparser, top=False)
     return parser
 
 
@@ -97,9 +104,269 @@ def _duration(text: str) -> float:
     return seconds
 
 
+def _verbosity(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
+
+
+def _vmodule(text: str) -> dict[str, int]:
+    """``pattern=N,...`` as klog's --vmodule: a glob over module (file) names, a verbosity each."""
+    result: dict[str, int] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        pattern, sep, level = item.partition("=")
+        if not sep or not pattern.strip():
+            raise argparse.ArgumentTypeError(f"expected pattern=N, got {item!r}")
+        try:
+            result[pattern.strip()] = _verbosity(level.strip())
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"{item!r}: the level must be a whole number >= 0") from None
+    return result
+
+
+def _byte_quantity(text: str) -> int:
+    """A Kubernetes quantity of bytes (512, 1K, 2Ki, 5Mi), as the --log-*-info-buffer-size flags take."""
+    from desched.k8s.quantity import QuantityError, int_value
+
+    try:
+        value = int_value(text)
+    except QuantityError:
+        raise argparse.ArgumentTypeError(f"must be a quantity such as 512, 1k or 2Ki, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
+
+
+def _add_logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """Kubernetes components' logging flags (component-base ``logsapi.AddFlags``), accepted before or
+    after the command. After the command their defaults are suppressed, so a value given before the
+    command is not overwritten by the subcommand's default."""
+
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    group = parser.add_argument_group("logging (as Kubernetes components)")
+    group.add_argument(
+        "-v",
+        "--v",
+        dest="verbosity",
+        type=_verbosity,
+        default=default(0),
+        metavar="N",
+        help="log verbosity: 0 decisions and cycle summaries, 2 more about each cycle, 4 every "
+        "candidate a plugin considered and why it was left (default 0)",
+    )
+    group.add_argument(
+        "--logging-format",
+        choices=["text", "json"],
+        default=default("text"),
+        help="log format: klog-like text with key=value fields, or one JSON object per line (default text)",
+    )
+    group.add_argument(
+        "--vmodule",
+        type=_vmodule,
+        default=default({}),
+        metavar="PATTERN=N,...",
+        help="per-module verbosity: a glob over desched's module names (e.g. loop=4,node*=3), "
+        "as klog's per-file patterns (default none)",
+    )
+    group.add_argument(
+        "--log-flush-frequency",
+        type=_duration,
+        default=default(5.0),
+        metavar="DURATION",
+        help="accepted for compatibility; desched writes every line at once, so there is nothing "
+        "to flush (default 5s)",
+    )
+    for fmt in ("json", "text"):
+        group.add_argument(
+            f"--log-{fmt}-split-stream",
+            type=_go_bool,
+            nargs="?",
+            const=True,
+            default=default(False),
+            metavar="BOOL",
+            help=f"with --logging-format={fmt}: info lines to stdout, errors and warnings to stderr "
+            "(default false: everything to stderr)",
+        )
+        group.add_argument(
+            f"--log-{fmt}-info-buffer-size",
+            type=_byte_quantity,
+            default=default(0),
+            metavar="QUANTITY",
+            help="accepted for compatibility; desched does not buffer log lines (default 0)",
+        )
+
+
+#: upstream's --feature-gates (pkg/features): name -> pre-release stage
+FEATURE_GATES = {"EvictionsInBackground": "ALPHA"}
+
+
+def _feature_gates(text: str) -> dict[str, bool]:
+    """``key=bool,...`` as component-base's MapStringBool; every key must be a known gate."""
+    gates: dict[str, bool] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise argparse.ArgumentTypeError(f"expected key=true|false, got {item!r}")
+        if key not in FEATURE_GATES and key not in ("AllAlpha", "AllBeta"):
+            known = ", ".join(["AllAlpha", "AllBeta", *sorted(FEATURE_GATES)])
+            raise argparse.ArgumentTypeError(f"unrecognized feature gate {key!r} (known: {known})")
+        try:
+            gates[key] = _go_bool(value)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"{key}: must be true or false, got {value!r}") from None
+    return gates
+
+
+class _MergeGates(argparse.Action):
+    """--feature-gates may be given several times; later keys win, as pflag's map flag."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        merged = dict(getattr(namespace, self.dest, None) or {})
+        merged.update(values)
+        setattr(namespace, self.dest, merged)
+
+
+def _string_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _sample_rate(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+
+
+def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
+    """The rest of upstream's ``descheduler`` flags: feature gates, tracing, TLS and HTTP/2."""
+    run.add_argument(
+        "--feature-gates",
+        type=_feature_gates,
+        action=_MergeGates,
+        default={},
+        metavar="KEY=BOOL,...",
+        help="alpha/experimental features as upstream: AllAlpha, AllBeta, EvictionsInBackground "
+        "(ALPHA; not implemented in desched yet, so only =false is accepted) (default none)",
+    )
+    otel = run.add_argument_group("tracing (OpenTelemetry, as upstream)")
+    otel.add_argument(
+        "--otel-collector-endpoint",
+        default="",
+        metavar="HOST:PORT|URL",
+        help="send traces over OTLP: host:port is OTLP/gRPC as upstream; an http(s):// URL is "
+        "OTLP/HTTP (protobuf) to URL/v1/traces (default empty: no tracing)",
+    )
+    otel.add_argument(
+        "--otel-transport-ca-cert",
+        default="",
+        metavar="FILE",
+        help="CA certificate for a TLS connection to the collector; without it gRPC is plain text "
+        "(default empty)",
+    )
+    otel.add_argument(
+        "--otel-service-name", default="descheduler", help="service.name of the traces (default descheduler)"
+    )
+    otel.add_argument(
+        "--otel-trace-namespace", default="", help="service.namespace of the traces (default empty)"
+    )
+    otel.add_argument(
+        "--otel-sample-rate",
+        type=_sample_rate,
+        default=1.0,
+        metavar="RATE",
+        help="fraction of cycles traced, parent-based trace-ID ratio (default 1)",
+    )
+    otel.add_argument(
+        "--otel-fallback-no-op-on-error",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="BOOL",
+        help="if tracing cannot be set up, run without it instead of failing (default false)",
+    )
+    tls = run.add_argument_group("serving (as upstream's secure serving)")
+    tls.add_argument(
+        "--tls-min-version",
+        default="",
+        choices=["", "VersionTLS10", "VersionTLS11", "VersionTLS12", "VersionTLS13"],
+        metavar="VERSION",
+        help="minimum TLS version served: VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13 "
+        "(default empty: TLS 1.2, Go's default)",
+    )
+    tls.add_argument(
+        "--tls-cipher-suites",
+        type=_string_list,
+        default=[],
+        metavar="SUITE,...",
+        help="comma-separated cipher suites by their IANA names (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, "
+        "...); TLS 1.3 suites are always on (default empty: the TLS library's defaults)",
+    )
+    tls.add_argument(
+        "--tls-sni-cert-key",
+        action="append",
+        default=[],
+        metavar="CERT,KEY[:NAME,...]",
+        help="an extra certificate and key served to clients asking for NAME (SNI); without names, "
+        "the certificate's own names; repeatable (default none)",
+    )
+    tls.add_argument(
+        "--permit-port-sharing",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="BOOL",
+        help="bind the port with SO_REUSEPORT, so several processes can share it (default false)",
+    )
+    tls.add_argument(
+        "--permit-address-sharing",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="BOOL",
+        help="bind with SO_REUSEADDR (desched always does: Python's HTTP server sets it) (default false)",
+    )
+    for flag, what in (
+        ("--enable-http2", "serve HTTP/2"),
+        ("--disable-http2-serving", "never serve HTTP/2"),
+    ):
+        tls.add_argument(
+            flag,
+            type=_go_bool,
+            nargs="?",
+            const=True,
+            default=False,
+            metavar="BOOL",
+            help=f"accepted for compatibility ({what}); desched serves HTTP/1.1 only (default false)",
+        )
+    tls.add_argument(
+        "--http2-max-streams-per-connection",
+        type=int,
+        default=0,
+        metavar="N",
+        help="accepted for compatibility; desched serves HTTP/1.1 only (default 0)",
+    )
+
+
 def _add_run_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="deschedule a live cluster (upstream-compatible flags)")
-    run.add_argument("--policy-config-file", required=True, help="DeschedulerPolicy file")
+    run.add_argument(
+        "--policy-config-file", required=True, help="DeschedulerPolicy file (required; no default)"
+    )
     run.add_argument(
         "--descheduling-interval",
         type=_duration,
@@ -112,7 +379,8 @@ def _add_run_parser(sub: Any) -> None:
         nargs="?",
         const=True,
         default=False,
-        help="evict nothing; report what would be evicted",
+        metavar="BOOL",
+        help="evict nothing; report what would be evicted (default false)",
     )
     run.add_argument(
         "--kubeconfig",
@@ -122,33 +390,82 @@ def _add_run_parser(sub: Any) -> None:
     )
     run.add_argument("--context", help="kubeconfig context (default: the current one)")
     run.add_argument(
-        "--client-connection-qps", type=float, default=0.0, help="API requests per second (0: no limit)"
+        "--client-connection-qps",
+        type=float,
+        default=0.0,
+        help="API requests per second (0: no limit) (default 0)",
     )
-    run.add_argument("--client-connection-burst", type=int, default=0)
-    run.add_argument("--leader-elect", type=_go_bool, nargs="?", const=True, default=False)
-    run.add_argument("--leader-elect-lease-duration", type=_duration, default=137.0)
-    run.add_argument("--leader-elect-renew-deadline", type=_duration, default=107.0)
-    run.add_argument("--leader-elect-retry-period", type=_duration, default=26.0)
-    run.add_argument("--leader-elect-resource-lock", default="leases", choices=["leases"])
-    run.add_argument("--leader-elect-resource-name", default="descheduler")
-    run.add_argument("--leader-elect-resource-namespace", default="kube-system")
-    run.add_argument("--leader-elect-identity", default="", help="default: hostname_pid")
+    run.add_argument("--client-connection-burst", type=int, default=0, help="API request burst (default 0)")
     run.add_argument(
-        "--secure-port", type=int, default=10258, help="port for /metrics, /healthz, /readyz (0: off)"
+        "--leader-elect",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="BOOL",
+        help="take a Lease before running cycles, for several replicas (default false)",
     )
-    run.add_argument("--bind-address", default="0.0.0.0")
-    run.add_argument("--tls-cert-file", default="")
-    run.add_argument("--tls-private-key-file", default="")
+    for flag, seconds, text, what in (
+        ("--leader-elect-lease-duration", 137.0, "2m17s", "how long a lost leader keeps the Lease"),
+        ("--leader-elect-renew-deadline", 107.0, "1m47s", "how long the leader tries to renew"),
+        ("--leader-elect-retry-period", 26.0, "26s", "time between attempts"),
+    ):
+        run.add_argument(
+            flag, type=_duration, default=seconds, metavar="DURATION", help=f"{what} (default {text})"
+        )
     run.add_argument(
-        "--cert-dir", default="", help="where a self-signed certificate is written if none is given"
+        "--leader-elect-resource-lock",
+        default="leases",
+        choices=["leases"],
+        help="the lock's kind (default leases)",
     )
-    run.add_argument("--http", action="store_true", help="serve plain HTTP instead of HTTPS (local use only)")
-    run.add_argument("--disable-metrics", type=_go_bool, nargs="?", const=True, default=False)
+    run.add_argument(
+        "--leader-elect-resource-name", default="descheduler", help="the Lease's name (default descheduler)"
+    )
+    run.add_argument(
+        "--leader-elect-resource-namespace",
+        default="kube-system",
+        help="the Lease's namespace (default kube-system)",
+    )
+    run.add_argument(
+        "--leader-elect-identity", default="", help="this replica's name in the Lease (default: hostname_pid)"
+    )
+    run.add_argument(
+        "--secure-port",
+        type=int,
+        default=10258,
+        help="port for /metrics, /healthz, /readyz; 0: serve nothing (default 10258)",
+    )
+    run.add_argument("--bind-address", default="0.0.0.0", help="address to serve on (default 0.0.0.0)")
+    run.add_argument("--tls-cert-file", default="", help="serving certificate (default: a self-signed one)")
+    run.add_argument(
+        "--tls-private-key-file", default="", help="its private key (default: the self-signed one's)"
+    )
+    run.add_argument(
+        "--cert-dir",
+        default="",
+        help="where the self-signed certificate is written if none is given (default: a new "
+        "temporary directory)",
+    )
+    run.add_argument(
+        "--http",
+        action="store_true",
+        help="serve plain HTTP instead of HTTPS, for local use (default off)",
+    )
+    run.add_argument(
+        "--disable-metrics",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="BOOL",
+        help="do not serve /metrics (default false)",
+    )
     run.add_argument(
         "--event-driven",
         action="store_true",
         help="also run a cycle soon after relevant cluster changes (nodes added, tainted, "
-        "relabelled; pods failing)",
+        "relabelled; pods failing) (default off)",
     )
     run.add_argument(
         "--event-debounce",
@@ -156,6 +473,7 @@ def _add_run_parser(sub: Any) -> None:
         default=5.0,
         help="how long to let a burst of changes settle before the early cycle (default 5s)",
     )
+    _add_upstream_serving_and_tracing(run)
 
 
 def _add_extender_parser(sub: Any) -> None:
@@ -439,6 +757,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from desched.runtime.loop import RunOptions, default_identity, run
     from desched.runtime.tls import serving_certificate
 
+    gates = args.feature_gates
+    if gates.get("EvictionsInBackground", gates.get("AllAlpha", False)):
+        raise UserError(
+            "--feature-gates",
+            "EvictionsInBackground=true is not implemented in desched yet; remove it "
+            "(or set EvictionsInBackground=false)",
+        )
     tls = None
     if args.secure_port and not args.http:
         tls = serving_certificate(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
