@@ -18,5 +18,8 @@ export DESCHED_E2E_BIN
 # helm, to render deploy/helm in the e2e tests (also built once, then cached)
 DESCHED_HELM=$(bash hack/e2e/build-helm.sh | tail -n 1)
 export DESCHED_HELM
+# kustomize, to build deploy/kubernetes in the as-shipped e2e tests (also built once, then cached)
+DESCHED_KUSTOMIZE=$(bash hack/e2e/build-kustomize.sh | tail -n 1)
+export DESCHED_KUSTOMIZE
 
 .venv/bin/python -m pytest "$@"
