@@ -61,8 +61,26 @@ def render(helm: str, *values: str) -> list[dict[str, Any]]:
             "deschedulerPolicy.metricsProviders[1].prometheus.authToken.secretReference.namespace=kube-system",
             "deschedulerPolicy.metricsProviders[1].prometheus.authToken.secretReference.name=prom-token",
         ),
+        ("kind=Job", "ttlSecondsAfterFinished=600", "activeDeadlineSeconds=300", "podLabels.a=b"),
+        (
+            "timeZone=Etc/UTC",
+            "successfulJobsHistoryLimit=0",
+            "startingDeadlineSeconds=200",
+            "jobLabels.a=b",
+            "podSecurityContext.runAsNonRoot=true",
+            "tolerations[0].operator=Exists",
+            "nodeSelector.kubernetes\\.io/os=linux",
+            "cmdOptions.dry-run=null",
+        ),
     ],
-    ids=["cronjob-defaults", "deployment-ha", "deployment-anomaly", "deployment-metrics"],
+    ids=[
+        "cronjob-defaults",
+        "deployment-ha",
+        "deployment-anomaly",
+        "deployment-metrics",
+        "job",
+        "cronjob-options",
+    ],
 )
 def test_chart_objects_pass_server_side_validation(
     control_plane: Any, helm: str, values: tuple[str, ...]
@@ -73,7 +91,8 @@ def test_chart_objects_pass_server_side_validation(
     docs = render(helm, *values)
     kinds = {d["kind"] for d in docs}
     assert {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "ConfigMap"} <= kinds
-    assert ("Deployment" if "kind=Deployment" in values else "CronJob") in kinds
+    kind = next((v.split("=", 1)[1] for v in values if v.startswith("kind=")), "CronJob")
+    assert kind in kinds
     for doc in docs:
         try:
             apply_manifest(cp, doc, dry_run=True)
