@@ -821,10 +821,10 @@ _COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.WARNING if args.verbosity <= 0 else logging.INFO if args.verbosity < 4 else logging.DEBUG
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    from desched import logs
+
+    split = args.log_json_split_stream if args.logging_format == "json" else args.log_text_split_stream
+    logs.configure(args.verbosity, args.logging_format, args.vmodule, split_stream=split)
     try:
         return _COMMANDS[args.command](args)
     except UserError as e:

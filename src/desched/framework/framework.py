@@ -26,6 +26,8 @@ from desched.framework.evictor import (
     PodEvictor,
     ProfileEvictor,
 )
+from desched.framework.findings import Findings, PluginFindings, log_sink
+from desched.framework.findings import log as findings_log
 from desched.framework.nodeactions import (
     NodeActionBackend,
     NodeActionRecord,
@@ -67,6 +69,8 @@ class CycleContext:
         self.snapshot = ClusterSnapshot()
         self.evictor = PodEvictor(_NoBackend())
         self.node_actions: NodeActionBackend = SimulatedNodeActions(clock)
+        #: decision findings (what each plugin decided about a pod, and why): off until a sink listens
+        self.findings = Findings()
 
 
 class _NoBackend:
@@ -85,6 +89,12 @@ class PluginHandle:
         self._evictor_for: PodEvictor | None = None
         self._node_actions: PluginNodeActions | None = None
         self._node_actions_for: NodeActionBackend | None = None
+        self._findings = PluginFindings(ctx.findings, profile.name, plugin_name)
+
+    @property
+    def findings(self) -> PluginFindings:
+        """Where the plugin reports the candidates it considered and left, and why."""
+        return self._findings
 
     @property
     def snapshot(self) -> ClusterSnapshot:
@@ -100,6 +110,7 @@ class PluginHandle:
                 self._plugin_name,
                 self._profile.filters,
                 self._profile.pre_eviction_filters,
+                self._findings,
             )
             self._evictor_for = shared
         return self._evictor
@@ -262,6 +273,11 @@ class Framework:
         self.policy = policy
         self.ctx = CycleContext(clock)
         self.profiles = [Profile(cfg, registry, self.ctx) for cfg in policy.profiles]
+        self.findings = self.ctx.findings
+        from desched.logs import v_enabled
+
+        if v_enabled(findings_log, 4):  # --v=4: every candidate left, and why
+            self.findings.attach(log_sink)
 
     def begin_cycle(
         self,

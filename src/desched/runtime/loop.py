@@ -31,6 +31,7 @@ from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, Pod
+from desched.logs import V0, cycle_fields, eviction_fields
 from desched.runtime.backend import ApiEvictionBackend, EventRecorder
 from desched.runtime.informer import DEFAULT_KINDS, LiveCache
 from desched.runtime.kube import RateLimiter, make_api_client
@@ -273,16 +274,7 @@ class Descheduler:
             if downgrades is not None:
                 self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
         for r in result.evictions:
-            log.info(
-                "%s pod %s/%s from node %s (%s/%s): %s",
-                "would evict" if opts.dry_run else "evicted",
-                r.namespace,
-                r.name,
-                r.node,
-                r.profile,
-                r.plugin,
-                r.reason,
-            )
+            log.log(V0, "would evict" if opts.dry_run else "evicted", extra=eviction_fields(r))
         for run in result.plugin_runs:
             if run.error is not None and not run.crashed:  # a crash is logged where it happens
                 log.error("plugin %s of profile %s: %s", run.plugin, run.profile, run.error)
@@ -295,15 +287,10 @@ class Descheduler:
                 r.plugin,
                 r.error or r.result.value,
             )
-        log.info(
-            "cycle %d: %d pods on %d ready nodes, %d evicted%s, %d refused, %.2fs",
-            self.cycles,
-            len(snapshot.pods),
-            result.nodes,
-            len(result.evictions),
-            " (dry run)" if opts.dry_run else "",
-            len(result.failures),
-            result.seconds,
+        log.log(
+            V0,
+            "cycle done",
+            extra=cycle_fields(self.cycles, len(snapshot.pods), result, dry_run=opts.dry_run),
         )
 
 
