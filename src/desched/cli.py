@@ -809,6 +809,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "EvictionsInBackground=true is not implemented in desched yet; remove it "
             "(or set EvictionsInBackground=false)",
         )
+    tracing = None
+    if args.otel_collector_endpoint:
+        from desched.tracing import TracingOptions, setup
+
+        tracing = setup(
+            TracingOptions(
+                endpoint=args.otel_collector_endpoint,
+                ca_cert=args.otel_transport_ca_cert,
+                service_name=args.otel_service_name,
+                service_namespace=args.otel_trace_namespace,
+                sample_rate=args.otel_sample_rate,
+                fallback_no_op_on_error=args.otel_fallback_no_op_on_error,
+            )
+        )
     tls = None
     if args.secure_port and not args.http:
         tls = serving_certificate(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
@@ -836,11 +850,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         disable_serving=args.secure_port == 0,
         event_driven=args.event_driven,
         debounce=args.event_debounce,
+        tracing=tracing,
     )
     try:
         return run(options)
     except ValueError as e:  # leader-election timing rules
         raise UserError("--leader-elect", str(e)) from None
+    finally:
+        if tracing is not None:
+            tracing.shutdown()
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ one (KEP-753), on one snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import logging
@@ -274,6 +275,8 @@ class Framework:
         self.ctx = CycleContext(clock)
         self.profiles = [Profile(cfg, registry, self.ctx) for cfg in policy.profiles]
         self.findings = self.ctx.findings
+        #: set while a traced cycle runs: opens a span around each plugin run (profile, plugin, point)
+        self.plugin_span: Callable[[str, str, str], contextlib.AbstractContextManager[None]] | None = None
         from desched.logs import v_enabled
 
         if v_enabled(findings_log, 4):  # --v=4: every candidate left, and why
@@ -376,11 +379,13 @@ class Framework:
         t0 = time.perf_counter()
         error: str | None = None
         crashed = False
+        span = self.plugin_span
         try:
-            if point is ExtensionPoint.DESCHEDULE:
-                status = plugin.deschedule(nodes)  # type: ignore[union-attr]
-            else:
-                status = plugin.balance(nodes)  # type: ignore[union-attr]
+            with span(profile.name, plugin.name, point.value) if span else contextlib.nullcontext():
+                if point is ExtensionPoint.DESCHEDULE:
+                    status = plugin.deschedule(nodes)  # type: ignore[union-attr]
+                else:
+                    status = plugin.balance(nodes)  # type: ignore[union-attr]
             if status is not None:
                 error = status.error
         except Exception as e:  # one broken plugin must not end the cycle for the others

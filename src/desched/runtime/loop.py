@@ -64,6 +64,8 @@ class RunOptions:
     debounce: float = 5.0
     sync_timeout: float = 300.0
     max_cycles: int = 0
+    #: a desched.tracing.Tracing when --otel-collector-endpoint is set: cycles are traced
+    tracing: Any = None
 
 
 def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
@@ -259,8 +261,9 @@ class Descheduler:
             observers.append(self.metrics.observe_eviction)
         if not opts.dry_run:
             observers.append(events.observe)
+        run_cycle = framework.run_cycle if opts.tracing is None else opts.tracing.run_cycle(framework)
         result = await asyncio.to_thread(
-            framework.run_cycle,
+            run_cycle,
             snapshot,
             backend,
             observers=observers,
