@@ -800,7 +800,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from desched.runtime.leader import LeaderConfig
     from desched.runtime.loop import RunOptions, default_identity, run
-    from desched.runtime.tls import serving_certificate
+    from desched.runtime.tls import server_context, serving_certificate
 
     gates = args.feature_gates
     if gates.get("EvictionsInBackground", gates.get("AllAlpha", False)):
@@ -825,7 +825,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
     tls = None
     if args.secure_port and not args.http:
-        tls = serving_certificate(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
+        cert, key = serving_certificate(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
+        tls = server_context(
+            cert,
+            key,
+            min_version=args.tls_min_version,
+            cipher_suites=args.tls_cipher_suites,
+            sni_cert_keys=args.tls_sni_cert_key,
+        )
     options = RunOptions(
         policy_file=args.policy_config_file,
         interval=args.descheduling_interval,
@@ -846,6 +853,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bind_address=args.bind_address,
         port=args.secure_port,
         tls=tls,
+        reuse_port=args.permit_port_sharing,
         disable_metrics=args.disable_metrics,
         disable_serving=args.secure_port == 0,
         event_driven=args.event_driven,

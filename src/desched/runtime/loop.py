@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,7 +58,9 @@ class RunOptions:
     leader: LeaderConfig = field(default_factory=LeaderConfig)
     bind_address: str = "0.0.0.0"
     port: int = 10258
-    tls: tuple[str, str] | None = None
+    tls: tuple[str, str] | ssl.SSLContext | None = None
+    #: --permit-port-sharing: bind the serving port with SO_REUSEPORT
+    reuse_port: bool = False
     disable_metrics: bool = False
     disable_serving: bool = False
     event_driven: bool = False
@@ -136,6 +139,7 @@ class Descheduler:
                 registry=self.metrics.registry if self.metrics else None,
                 ready=lambda: self.ready,
                 tls=opts.tls,
+                reuse_port=opts.reuse_port,
             )
             server.start()
             log.info(
