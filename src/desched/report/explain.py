@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import PluginRun
 
-NOT_A_CANDIDATE = "no decision reported: the pod was not among this plugin's candidates"
+NOT_A_CANDIDATE = "nothing reported: not among the candidates this plugin reports on"
 
 
 class Explainer:

@@ -137,7 +137,7 @@ def test_explain_tells_what_each_plugin_decided() -> None:
     assert "filtered" in row["sandbox-lifetime/PodLifeTime"]
     assert "DefaultEvictor: pod does not have any ownerRefs" in row["sandbox-lifetime/PodLifeTime"]
     assert "0 restarts < threshold 100" in row["default/RemovePodsHavingTooManyRestarts"]
-    assert "not among this plugin's candidates" in row["default/RemoveFailedPods"]
+    assert "nothing reported: not among the candidates" in row["default/RemoveFailedPods"]
     assert "node under-utilised" in row["default/LowNodeUtilization"]
 
 
