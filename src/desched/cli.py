@@ -61,6 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--now", help="the clock for age-based decisions, RFC 3339 (default: the current time)")
     sim.add_argument("--output", "-o", choices=["table", "json"], default="table")
+    sim.add_argument(
+        "--explain",
+        action="append",
+        default=[],
+        metavar="NS/NAME",
+        help="tell what each profile and plugin decided about this pod, and why; repeatable "
+        "(-o json: under the key 'explain')",
+    )
+    sim.add_argument(
+        "--explain-all",
+        action="store_true",
+        help="with -o json, list under each plugin of summary.plugins every candidate it "
+        "considered, with its verdict and reason; with the table, print them (default off)",
+    )
     _add_placement_arguments(sim)
 
     val = sub.add_parser("validate", help="check a policy file and print it normalised (defaults filled in)")
@@ -647,6 +661,22 @@ def _placement_options(args: argparse.Namespace) -> Any:
     return PlacementOptions(score=score, generic=generic)
 
 
+def _explainer(args: argparse.Namespace, snapshot: Any) -> Any:
+    """The listener for --explain / --explain-all, or None; every asked pod must exist."""
+    if not args.explain and not args.explain_all:
+        return None
+    from desched.report.explain import Explainer
+
+    explainer = Explainer(args.explain, everything=args.explain_all)
+    for key in args.explain:
+        namespace, _, name = key.partition("/")
+        pod = snapshot.pod(namespace, name) if namespace and name else None
+        if pod is None:
+            raise UserError("--explain", f"no pod {key!r} in the snapshot (write it as namespace/name)")
+        explainer.nodes[key] = pod.spec.node_name
+    return explainer
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     import os
 
@@ -692,20 +722,31 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             framework = Framework(policy, registry, clock=lambda: now)
         except FrameworkError as e:
             raise UserError("policy", str(e)) from None
+        explainer = _explainer(args, snapshot)
+        on_plugin_run = None
+        amend = None
+        if explainer is not None:
+            framework.findings.attach(explainer.sink)
+            on_plugin_run = explainer.on_plugin_run
+            amend = explainer.amend
         if not args.placement and not args.report:
             # node downgrades are recorded, never applied; expired ones a live run would remove come first
             node_actions = SimulatedNodeActions(lambda: now)
             node_actions.restore_expired(snapshot.nodes)
             progress("descheduling", 0, 1)
-            result = framework.run_cycle(snapshot, SimulatedBackend(snapshot), node_actions=node_actions)
+            result = framework.run_cycle(
+                snapshot, SimulatedBackend(snapshot), node_actions=node_actions, on_plugin_run=on_plugin_run
+            )
             progress.stop()
             anomalies = anomaly_findings(framework.profiles)
             if args.output == "json":
-                write_json(result, sys.stdout, now=_format_now(now), anomalies=anomalies)
+                write_json(result, sys.stdout, now=_format_now(now), anomalies=anomalies, amend=amend)
             else:
                 write_table(
                     result, sys.stdout, now=_format_now(now), pods_total=pods_total, anomalies=anomalies
                 )
+                if explainer is not None:
+                    explainer.write_text(sys.stdout)
             return 0
 
         from desched.scheduling.placement import PlacementOptions, simulate
@@ -714,7 +755,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             actions = SimulatedNodeActions(lambda: now)
             if cycle == 1:
                 actions.restore_expired(snap.nodes)
-            return framework.run_cycle(snap, backend, node_actions=actions)
+            if explainer is not None:
+                explainer.cycle = cycle
+            return framework.run_cycle(snap, backend, node_actions=actions, on_plugin_run=on_plugin_run)
 
         sim = simulate(
             snapshot,
@@ -729,11 +772,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         progress.stop()
     anomalies = anomaly_findings(framework.profiles)
     if args.output == "json":
-        write_simulation_json(sim, sys.stdout, now=_format_now(now), anomalies=anomalies)
+        write_simulation_json(sim, sys.stdout, now=_format_now(now), anomalies=anomalies, amend=amend)
     else:
         write_simulation_table(
             sim, sys.stdout, now=_format_now(now), pods_total=pods_total, anomalies=anomalies
         )
+        if explainer is not None:
+            explainer.write_text(sys.stdout)
     if args.report:
         from desched.report.html import write_report
 
@@ -755,7 +800,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from desched.runtime.leader import LeaderConfig
     from desched.runtime.loop import RunOptions, default_identity, run
-    from desched.runtime.tls import serving_certificate
+    from desched.runtime.tls import server_context, serving_certificate
 
     gates = args.feature_gates
     if gates.get("EvictionsInBackground", gates.get("AllAlpha", False)):
@@ -764,9 +809,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "EvictionsInBackground=true is not implemented in desched yet; remove it "
             "(or set EvictionsInBackground=false)",
         )
+    tracing = None
+    if args.otel_collector_endpoint:
+        from desched.tracing import TracingOptions, setup
+
+        tracing = setup(
+            TracingOptions(
+                endpoint=args.otel_collector_endpoint,
+                ca_cert=args.otel_transport_ca_cert,
+                service_name=args.otel_service_name,
+                service_namespace=args.otel_trace_namespace,
+                sample_rate=args.otel_sample_rate,
+                fallback_no_op_on_error=args.otel_fallback_no_op_on_error,
+            )
+        )
     tls = None
     if args.secure_port and not args.http:
-        tls = serving_certificate(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
+        cert, key = serving_certificate(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
+        tls = server_context(
+            cert,
+            key,
+            min_version=args.tls_min_version,
+            cipher_suites=args.tls_cipher_suites,
+            sni_cert_keys=args.tls_sni_cert_key,
+        )
     options = RunOptions(
         policy_file=args.policy_config_file,
         interval=args.descheduling_interval,
@@ -787,15 +853,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bind_address=args.bind_address,
         port=args.secure_port,
         tls=tls,
+        reuse_port=args.permit_port_sharing,
         disable_metrics=args.disable_metrics,
         disable_serving=args.secure_port == 0,
         event_driven=args.event_driven,
         debounce=args.event_debounce,
+        tracing=tracing,
     )
     try:
         return run(options)
     except ValueError as e:  # leader-election timing rules
         raise UserError("--leader-elect", str(e)) from None
+    finally:
+        if tracing is not None:
+            tracing.shutdown()
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
@@ -821,10 +892,10 @@ _COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.WARNING if args.verbosity <= 0 else logging.INFO if args.verbosity < 4 else logging.DEBUG
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    from desched import logs
+
+    split = args.log_json_split_stream if args.logging_format == "json" else args.log_text_split_stream
+    logs.configure(args.verbosity, args.logging_format, args.vmodule, split_stream=split)
     try:
         return _COMMANDS[args.command](args)
     except UserError as e:

@@ -540,7 +540,7 @@ def test_dry_run_writes_nothing(cluster: Cluster, tmp_path: Path) -> None:
     stuck = w.pod("stuck", bad_node)
     w.sandbox_failure(stuck, times=5)
     proc = desched_once(cluster, w.policy(tmp_path, method="taint", ttl="1m", min_startup=0), "--dry-run")
-    assert "would evict pod" in proc.stderr and "(dry run)" in proc.stderr, proc.stderr
+    assert "would evict pod=" in proc.stderr and "dryRun=true" in proc.stderr, proc.stderr
     time.sleep(1)
     assert not w.evicted("stuck")
     node = w.cluster.node(bad_node)

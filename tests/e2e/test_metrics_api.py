@@ -345,4 +345,4 @@ def test_lnu_evicts_from_the_node_hot_by_metrics(aggregated: Aggregated, tmp_pat
     # 3400m -> 2500m (62.5%) -> 1600m (40%, under the 50% target): two pods leave the hot node
     evicted = [line for line in proc.stderr.splitlines() if "evicted pod" in line]
     assert len(evicted) == 2, proc.stderr
-    assert all(f"from node {hot}" in line for line in evicted), proc.stderr
+    assert all(f" node={hot} " in line for line in evicted), proc.stderr

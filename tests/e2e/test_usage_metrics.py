@@ -72,4 +72,4 @@ def test_lnu_without_metrics_api_errors_and_the_cycle_goes_on(control_plane: Any
     assert time.monotonic() - started < 30
     assert "metrics.k8s.io is not served" in proc.stderr
     assert "plugin LowNodeUtilization of profile p: error getting node usage" in proc.stderr
-    assert "cycle 1: " in proc.stderr and "2 ready nodes" in proc.stderr
+    assert "cycle done cycle=1 " in proc.stderr and " nodes=2 " in proc.stderr

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from desched.api.policy import EvictionLimits
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.findings import PluginFindings, Verdict
 from desched.framework.types import EvictResult, FilterPlugin, PreEvictionFilterPlugin
 from desched.k8s.objects import Pod
 
@@ -173,34 +174,60 @@ class ProfileEvictor:
         plugin: str,
         filters: Sequence[FilterPlugin],
         pre_eviction_filters: Sequence[PreEvictionFilterPlugin],
+        findings: PluginFindings | None = None,
     ) -> None:
         self._evictor = pod_evictor
         self._profile = profile
         self._plugin = plugin
         self._filters = filters
         self._pre_filters = pre_eviction_filters
+        self._findings = findings
 
     def filter(self, pod: Pod) -> bool:
-        for f in self._filters:  # noqa: SIM110 -- hot path: a loop costs less than all(genexpr)
+        for f in self._filters:
             if not f.filter(pod):
+                findings = self._findings
+                if findings is not None and findings.enabled:
+                    findings.report(pod, Verdict.FILTERED, _refusal(f, pod, "filter_reasons"))
                 return False
         return True
 
     def pre_eviction_filter(self, pod: Pod) -> bool:
-        for f in self._pre_filters:  # noqa: SIM110 -- hot path
+        for f in self._pre_filters:
             if not f.pre_eviction_filter(pod):
+                findings = self._findings
+                if findings is not None and findings.enabled:
+                    findings.report(pod, Verdict.FILTERED, _refusal(f, pod, "pre_eviction_filter_reasons"))
                 return False
         return True
 
     def evict(self, pod: Pod, reason: str = "") -> EvictResult:
         if self._evictor.was_evicted(pod):
-            return EvictResult.ALREADY_EVICTED
-        if not self.filter(pod) or not self.pre_eviction_filter(pod):
-            return EvictResult.FILTERED
-        return self._evictor.evict(pod, self._profile, self._plugin, reason)
+            result = EvictResult.ALREADY_EVICTED
+        elif not self.filter(pod) or not self.pre_eviction_filter(pod):
+            return EvictResult.FILTERED  # reported by the filter that refused it
+        else:
+            result = self._evictor.evict(pod, self._profile, self._plugin, reason)
+        findings = self._findings
+        if findings is not None and findings.enabled:
+            if result is EvictResult.EVICTED:
+                findings.report(pod, Verdict.EVICTED, reason)
+            else:
+                records = self._evictor.records
+                error = records[-1].error if result is EvictResult.FAILED and records else ""
+                findings.report(pod, Verdict.NOT_EVICTED, error or result.value)
+        return result
 
     def node_limit_reached(self, node_name: str) -> bool:
         return self._evictor.node_limit_reached(node_name)
 
     def total_limit_reached(self) -> bool:
         return self._evictor.total_limit_reached()
+
+
+def _refusal(plugin: object, pod: Pod, reasons_method: str) -> str:
+    """Why a filter plugin refused a pod: its own reasons when it can tell them."""
+    name = getattr(plugin, "name", type(plugin).__name__)
+    explain = getattr(plugin, reasons_method, None)
+    reasons = explain(pod) if callable(explain) else []
+    return f"{name}: {'; '.join(reasons)}" if reasons else f"refused by {name}"

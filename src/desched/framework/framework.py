@@ -8,6 +8,7 @@ one (KEP-753), on one snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import logging
@@ -26,6 +27,8 @@ from desched.framework.evictor import (
     PodEvictor,
     ProfileEvictor,
 )
+from desched.framework.findings import Findings, PluginFindings, log_sink
+from desched.framework.findings import log as findings_log
 from desched.framework.nodeactions import (
     NodeActionBackend,
     NodeActionRecord,
@@ -67,6 +70,8 @@ class CycleContext:
         self.snapshot = ClusterSnapshot()
         self.evictor = PodEvictor(_NoBackend())
         self.node_actions: NodeActionBackend = SimulatedNodeActions(clock)
+        #: decision findings (what each plugin decided about a pod, and why): off until a sink listens
+        self.findings = Findings()
 
 
 class _NoBackend:
@@ -85,6 +90,12 @@ class PluginHandle:
         self._evictor_for: PodEvictor | None = None
         self._node_actions: PluginNodeActions | None = None
         self._node_actions_for: NodeActionBackend | None = None
+        self._findings = PluginFindings(ctx.findings, profile.name, plugin_name)
+
+    @property
+    def findings(self) -> PluginFindings:
+        """Where the plugin reports the candidates it considered and left, and why."""
+        return self._findings
 
     @property
     def snapshot(self) -> ClusterSnapshot:
@@ -100,6 +111,7 @@ class PluginHandle:
                 self._plugin_name,
                 self._profile.filters,
                 self._profile.pre_eviction_filters,
+                self._findings,
             )
             self._evictor_for = shared
         return self._evictor
@@ -262,6 +274,13 @@ class Framework:
         self.policy = policy
         self.ctx = CycleContext(clock)
         self.profiles = [Profile(cfg, registry, self.ctx) for cfg in policy.profiles]
+        self.findings = self.ctx.findings
+        #: set while a traced cycle runs: opens a span around each plugin run (profile, plugin, point)
+        self.plugin_span: Callable[[str, str, str], contextlib.AbstractContextManager[None]] | None = None
+        from desched.logs import v_enabled
+
+        if v_enabled(findings_log, 4):  # --v=4: every candidate left, and why
+            self.findings.attach(log_sink)
 
     def begin_cycle(
         self,
@@ -360,11 +379,13 @@ class Framework:
         t0 = time.perf_counter()
         error: str | None = None
         crashed = False
+        span = self.plugin_span
         try:
-            if point is ExtensionPoint.DESCHEDULE:
-                status = plugin.deschedule(nodes)  # type: ignore[union-attr]
-            else:
-                status = plugin.balance(nodes)  # type: ignore[union-attr]
+            with span(profile.name, plugin.name, point.value) if span else contextlib.nullcontext():
+                if point is ExtensionPoint.DESCHEDULE:
+                    status = plugin.deschedule(nodes)  # type: ignore[union-attr]
+                else:
+                    status = plugin.balance(nodes)  # type: ignore[union-attr]
             if status is not None:
                 error = status.error
         except Exception as e:  # one broken plugin must not end the cycle for the others

@@ -16,6 +16,7 @@ from desched.k8s.objects import Node, Pod
 
 if TYPE_CHECKING:
     from desched.cluster.snapshot import ClusterSnapshot
+    from desched.framework.findings import PluginFindings
     from desched.framework.nodeactions import NodeActions
 
 
@@ -166,6 +167,11 @@ class Handle(Protocol):
     @property
     def node_actions(self) -> NodeActions:
         """Timed node downgrades (label or taint), carried out by the cycle's node-action backend."""
+        ...
+
+    @property
+    def findings(self) -> PluginFindings:
+        """Report candidates considered and left, with the reason (test ``findings.enabled`` first)."""
         ...
 
     def now(self) -> datetime: ...

@@ -564,3 +564,25 @@ class DefaultEvictor:
                 log.debug("namespace of pod %s does not match namespaceLabelSelector", pod.key)
                 return False
         return True
+
+    def pre_eviction_filter_reasons(self, pod: Pod) -> list[str]:
+        """Why ``pre_eviction_filter`` refuses the pod, with each other node's first misfit."""
+        self._current()
+        if self._broken is not None:
+            return [self._broken]
+        out: list[str] = []
+        snapshot = self.handle.snapshot
+        if self.args.node_fit and not nodefit.pod_fits_any_other_node(snapshot, pod, self.nodes_for_fit()):
+            others = [n for n in self.nodes_for_fit() if n.metadata.name != pod.spec.node_name]
+            misfits = [
+                f"{n.metadata.name}: {'; '.join(nodefit.node_fit_failures(snapshot, pod, n)) or 'no fit'}"
+                for n in others[:3]
+            ]
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            out.append(f"nodeFit: fits no other node ({', '.join(misfits) or 'no other ready node'}{more})")
+        match = self._namespace_match
+        if match is not None:
+            ns = snapshot.namespace(pod.namespace)
+            if ns is None or not match(ns.metadata.labels or {}):
+                out.append(f"namespace {pod.namespace} does not match namespaceLabelSelector")
+        return out

@@ -212,6 +212,8 @@ class RemovePodsViolatingNodeAffinity:
         shapes: dict[tuple[bytes, bytes], _RequiredShape] = {}
         content = ContentKeys()
 
+        findings = self.handle.findings
+
         def violations(node: Node) -> list[tuple[Pod, str]]:
             out: list[tuple[Pod, str]] = []
             for pod in affine.on(node.metadata.name):
@@ -228,11 +230,15 @@ class RemovePodsViolatingNodeAffinity:
                 if shape is None:
                     shape = shapes[key] = _RequiredShape(pod)
                 if shape.matches_node(node):
+                    if findings.enabled:
+                        findings.left(pod, f"node {node.metadata.name} matches the required node affinity")
                     continue
                 if not ev.filter(pod):
                     continue
                 # The pod's own node does not match, so "any node" and "any other node" agree.
                 if not nodefit.pod_fits_any_other_node(snapshot, pod, nodes):
+                    if findings.enabled:
+                        findings.left(pod, "violates its required node affinity, but fits no other node")
                     continue
                 out.append(
                     (pod, f"node {node.metadata.name} no longer matches the pod's required node affinity")
@@ -248,6 +254,8 @@ class RemovePodsViolatingNodeAffinity:
         selected = None if self._selected is select_all else self._selected
         shapes: dict[bytes, _PreferredShape] = {}
         content = ContentKeys()
+
+        findings = self.handle.findings
 
         def violations(node: Node) -> list[tuple[Pod, str]]:
             out: list[tuple[Pod, str]] = []
@@ -265,9 +273,13 @@ class RemovePodsViolatingNodeAffinity:
                     shape = shapes[key] = _PreferredShape(pod, terms)
                 current = shape.score(node)
                 if current >= shape.max_score:
+                    if findings.enabled:
+                        findings.left(pod, f"node {node.metadata.name} has the top preferred score {current}")
                     continue
                 best = shape.best_score(nodes)
                 if best <= current:
+                    if findings.enabled:
+                        findings.left(pod, f"no node scores above {current} on the preferred node affinity")
                     continue
                 if not ev.filter(pod):
                     continue

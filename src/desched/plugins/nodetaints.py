@@ -85,9 +85,12 @@ class RemovePodsViolatingNodeTaints:
         ev = self.handle.evictor
         snapshot = self.handle.snapshot
         selected = self._selected
+        findings = self.handle.findings
         for node in nodes:
             taints = self.counted_taints(node)
             if not taints:
+                if findings.enabled:
+                    findings.node_left(node.metadata.name, "node has no taint this plugin enforces")
                 continue
             violators: list[tuple[Pod, Taint]] = []
             for pod in snapshot.pods_on_node(node.metadata.name):
@@ -96,6 +99,8 @@ class RemovePodsViolatingNodeTaints:
                 taint = k8s_taints.untolerated_taint(taints, pod.spec.tolerations, self._effects)
                 if taint is not None:
                     violators.append((pod, taint))
+                elif findings.enabled:
+                    findings.left(pod, f"tolerates every enforced taint of node {node.metadata.name}")
             if not violators:
                 continue
             why = {pod.key: taint for pod, taint in violators}

@@ -263,6 +263,12 @@ class NodeInfo:
         return self.node.metadata.name
 
 
+def _percents(percentages: dict[str, float], only: ResourceThresholds | None = None) -> str:
+    """``cpu 62%, memory 40%`` (the threshold resources only, when given): for explanations."""
+    keys = sorted(only) if only is not None else sorted(percentages)
+    return ", ".join(f"{k} {percentages.get(k, 0.0):.0f}%" for k in keys)
+
+
 def is_below(percentages: dict[str, float], thresholds: ResourceThresholds) -> bool:
     """Every threshold resource at or below its threshold (a missing percentage reads 0)."""
     return all(percentages.get(name, 0.0) <= limit for name, limit in thresholds.items())
@@ -567,14 +573,23 @@ class LowNodeUtilization(_NodeUtilization):
 
         under: list[NodeInfo] = []
         over: list[NodeInfo] = []
+        findings = self.handle.findings
         for node in nodes:
             name = node.metadata.name
             pct = percentages[name]
             if not k8s_nodes.is_node_unschedulable(node) and is_below(pct, low):
                 group = under
+                if findings.enabled:
+                    findings.node_left(
+                        name, f"node under-utilised ({_percents(pct, low)} <= thresholds {_percents(low)})"
+                    )
             elif is_above(pct, high):
                 group = over
             else:
+                if findings.enabled:
+                    findings.node_left(
+                        name, f"node not over target ({_percents(pct, high)}, targets {_percents(high)})"
+                    )
                 continue
             group.append(
                 NodeInfo(node, usages[name], capped_capacity(capacities[name], high, self._resource_names))
@@ -586,17 +601,19 @@ class LowNodeUtilization(_NodeUtilization):
             len(over),
             high,
         )
+        idle = ""
         if not under:
-            log.debug("LowNodeUtilization: no node is under-utilised; you might tune the thresholds")
-            return None
-        if len(under) <= args.number_of_nodes:
-            log.debug("LowNodeUtilization: %d under-utilised nodes <= numberOfNodes", len(under))
-            return None
-        if len(under) == len(nodes):
-            log.debug("LowNodeUtilization: all nodes are under-utilised")
-            return None
-        if not over:
-            log.debug("LowNodeUtilization: no node is above its target utilisation")
+            idle = "no node is under-utilised; you might tune the thresholds"
+        elif len(under) <= args.number_of_nodes:
+            idle = f"{len(under)} under-utilised nodes <= numberOfNodes {args.number_of_nodes}"
+        elif len(under) == len(nodes):
+            idle = "all nodes are under-utilised"
+        elif not over:
+            idle = "no node is above its target utilisation"
+        if idle:
+            log.debug("LowNodeUtilization: %s", idle)
+            if findings.enabled:
+                findings.node_left("", f"nothing to do: {idle}")
             return None
 
         over.sort(key=lambda i: (-usage_rank(i.usage), i.name))

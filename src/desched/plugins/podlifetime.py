@@ -205,6 +205,18 @@ class LifetimeCriteria:
             including_ephemeral=args.including_ephemeral_containers,
         )
 
+    def why_not(self, pod: Pod, now: datetime) -> str:
+        """Why ``matches`` refuses the pod, with the numbers (for explanations, off the hot path)."""
+        if self.failed_only and pod.status.phase != "Failed":
+            return f"phase {pod.status.phase or 'unknown'}, not Failed"
+        if self.max_age_seconds is not None:
+            age = _go_seconds_since(now, k8s_pods.pod_creation_time(pod))
+            if age < 0 or int(age) <= self.max_age_seconds:
+                return f"age {int(age)}s, not above {self.max_age_seconds}s"
+        if self.states and not self._matches_states(pod):
+            return f"not in states {sorted(self.states)}"
+        return "does not match the plugin's conditions, exitCodes or ownerKinds"
+
     def matches(self, pod: Pod, now: datetime) -> bool:
         status = pod.status
         if self.failed_only and status.phase != "Failed":
@@ -312,10 +324,20 @@ def evict_oldest_first(
         ]
     else:
         pods = (p for node in nodes for p in snapshot.pods_on_node(node.metadata.name))
+    findings = handle.findings
+    left = findings.left if findings.enabled else None  # reasons only when someone listens
     for pod in pods:
         if failed_only and pod.status.phase != "Failed":
             continue
-        if (check is None or check(pod)) and criteria.matches(pod, now) and ev.filter(pod):
+        if check is not None and not check(pod):
+            if left is not None:
+                left(pod, "not selected by the plugin's namespaces/labelSelector")
+            continue
+        if not criteria.matches(pod, now):
+            if left is not None:
+                left(pod, criteria.why_not(pod, now))
+            continue
+        if ev.filter(pod):
             candidates.append(pod)
     full_nodes: set[str] = set()
     for pod in handle.sort_pods(candidates, key=criteria.oldest_first_key):

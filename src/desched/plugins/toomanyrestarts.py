@@ -78,6 +78,8 @@ class RemovePodsHavingTooManyRestarts:
         init = self.args.including_init_containers
         selected = None if self._selected is select_all else self._selected
         states = self._states
+        findings = self.handle.findings
+        left = findings.left if findings.enabled else None  # reasons only when someone listens
         for node in nodes:
             candidates: list[tuple[Pod, int]] = []
             for pod in snapshot.pods_on_node(node.metadata.name):
@@ -90,10 +92,16 @@ class RemovePodsHavingTooManyRestarts:
                     for cs in status.init_container_statuses or ():
                         restarts += cs.restart_count
                 if restarts < threshold:
+                    if left is not None:
+                        left(pod, f"{restarts} restarts < threshold {threshold}")
                     continue
                 if selected is not None and not selected(pod):
+                    if left is not None:
+                        left(pod, "not selected by the plugin's namespaces/labelSelector")
                     continue
                 if states and not self._in_states(pod):
+                    if left is not None:
+                        left(pod, f"{restarts} restarts, but not in states {sorted(states)}")
                     continue
                 if ev.filter(pod):
                     candidates.append((pod, restarts))

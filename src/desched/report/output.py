@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import json
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
@@ -81,11 +81,18 @@ def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
 
 @_no_cyclic_gc()
 def write_json(
-    result: CycleResult, out: TextIO, *, now: str, anomalies: list[dict[str, Any]] | None = None
+    result: CycleResult,
+    out: TextIO,
+    *,
+    now: str,
+    anomalies: list[dict[str, Any]] | None = None,
+    amend: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     doc = result_to_json(result, now=now)
     if anomalies:
         doc["anomalies"] = anomalies
+    if amend is not None:  # e.g. simulate --explain adds what each plugin decided
+        amend(doc)
     _write_json_doc(doc, out)
 
 
@@ -380,11 +387,18 @@ def simulation_to_json(sim: Any, *, now: str) -> dict[str, Any]:
 
 @_no_cyclic_gc()
 def write_simulation_json(
-    sim: Any, out: TextIO, *, now: str, anomalies: list[dict[str, Any]] | None = None
+    sim: Any,
+    out: TextIO,
+    *,
+    now: str,
+    anomalies: list[dict[str, Any]] | None = None,
+    amend: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     doc = simulation_to_json(sim, now=now)
     if anomalies:
         doc["anomalies"] = anomalies
+    if amend is not None:
+        amend(doc)
     _write_json_doc(doc, out)
 
 

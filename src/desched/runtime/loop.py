@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, Pod
+from desched.logs import V0, cycle_fields, eviction_fields
 from desched.runtime.backend import ApiEvictionBackend, EventRecorder
 from desched.runtime.informer import DEFAULT_KINDS, LiveCache
 from desched.runtime.kube import RateLimiter, make_api_client
@@ -56,13 +58,17 @@ class RunOptions:
     leader: LeaderConfig = field(default_factory=LeaderConfig)
     bind_address: str = "0.0.0.0"
     port: int = 10258
-    tls: tuple[str, str] | None = None
+    tls: tuple[str, str] | ssl.SSLContext | None = None
+    #: --permit-port-sharing: bind the serving port with SO_REUSEPORT
+    reuse_port: bool = False
     disable_metrics: bool = False
     disable_serving: bool = False
     event_driven: bool = False
     debounce: float = 5.0
     sync_timeout: float = 300.0
     max_cycles: int = 0
+    #: a desched.tracing.Tracing when --otel-collector-endpoint is set: cycles are traced
+    tracing: Any = None
 
 
 def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
@@ -133,6 +139,7 @@ class Descheduler:
                 registry=self.metrics.registry if self.metrics else None,
                 ready=lambda: self.ready,
                 tls=opts.tls,
+                reuse_port=opts.reuse_port,
             )
             server.start()
             log.info(
@@ -258,8 +265,9 @@ class Descheduler:
             observers.append(self.metrics.observe_eviction)
         if not opts.dry_run:
             observers.append(events.observe)
+        run_cycle = framework.run_cycle if opts.tracing is None else opts.tracing.run_cycle(framework)
         result = await asyncio.to_thread(
-            framework.run_cycle,
+            run_cycle,
             snapshot,
             backend,
             observers=observers,
@@ -273,16 +281,7 @@ class Descheduler:
             if downgrades is not None:
                 self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
         for r in result.evictions:
-            log.info(
-                "%s pod %s/%s from node %s (%s/%s): %s",
-                "would evict" if opts.dry_run else "evicted",
-                r.namespace,
-                r.name,
-                r.node,
-                r.profile,
-                r.plugin,
-                r.reason,
-            )
+            log.log(V0, "would evict" if opts.dry_run else "evicted", extra=eviction_fields(r))
         for run in result.plugin_runs:
             if run.error is not None and not run.crashed:  # a crash is logged where it happens
                 log.error("plugin %s of profile %s: %s", run.plugin, run.profile, run.error)
@@ -295,15 +294,10 @@ class Descheduler:
                 r.plugin,
                 r.error or r.result.value,
             )
-        log.info(
-            "cycle %d: %d pods on %d ready nodes, %d evicted%s, %d refused, %.2fs",
-            self.cycles,
-            len(snapshot.pods),
-            result.nodes,
-            len(result.evictions),
-            " (dry run)" if opts.dry_run else "",
-            len(result.failures),
-            result.seconds,
+        log.log(
+            V0,
+            "cycle done",
+            extra=cycle_fields(self.cycles, len(snapshot.pods), result, dry_run=opts.dry_run),
         )
 
 

@@ -16,6 +16,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 log = logging.getLogger(__name__)
 
 
+class _PortSharingServer(ThreadingHTTPServer):
+    """--permit-port-sharing: SO_REUSEPORT, so several processes may bind the same address and port.
+    (SO_REUSEADDR, --permit-address-sharing, is always on: Python's HTTP server sets it.)"""
+
+    allow_reuse_port = True
+
+
 class HealthServer:
     def __init__(
         self,
@@ -24,7 +31,8 @@ class HealthServer:
         *,
         registry: CollectorRegistry | None,
         ready: Callable[[], bool],
-        tls: tuple[str, str] | None = None,
+        tls: tuple[str, str] | ssl.SSLContext | None = None,
+        reuse_port: bool = False,
     ) -> None:
         outer = self
 
@@ -53,11 +61,15 @@ class HealthServer:
 
         self.registry = registry
         self.ready = ready
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        server_class = _PortSharingServer if reuse_port else ThreadingHTTPServer
+        self.httpd = server_class((host, port), Handler)
         self.httpd.daemon_threads = True
         if tls is not None:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(tls[0], tls[1])
+            if isinstance(tls, ssl.SSLContext):
+                ctx = tls
+            else:
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                ctx.load_cert_chain(tls[0], tls[1])
             self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="http", daemon=True)
 

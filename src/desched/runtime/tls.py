@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime
 import socket
+import ssl
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from desched.api.errors import UserError
@@ -60,3 +62,150 @@ def _self_signed(cert_path: Path, key_path: Path) -> None:
     )
     key_path.chmod(0o600)
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+#: Go's TLS version names (--tls-min-version) and what they mean here.
+TLS_VERSIONS = {
+    "VersionTLS10": ssl.TLSVersion.TLSv1,
+    "VersionTLS11": ssl.TLSVersion.TLSv1_1,
+    "VersionTLS12": ssl.TLSVersion.TLSv1_2,
+    "VersionTLS13": ssl.TLSVersion.TLSv1_3,
+}
+
+#: --tls-cipher-suites takes IANA names, as Go; OpenSSL knows the TLS 1.2 ones by other names.
+#: TLS 1.3 suites cannot be chosen (not in Go either): they are accepted and always on.
+_TLS12_SUITES = {
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256": "ECDHE-ECDSA-AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256": "ECDHE-RSA-AES128-SHA256",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256": "AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA": "ECDHE-RSA-DES-CBC3-SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA": "DES-CBC3-SHA",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA": "ECDHE-ECDSA-RC4-SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA": "ECDHE-RSA-RC4-SHA",
+    "TLS_RSA_WITH_RC4_128_SHA": "RC4-SHA",
+}
+_TLS13_SUITES = frozenset(
+    {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
+)
+
+
+def _base_context(cert: str, key: str, min_version: str, cipher_suites: Sequence[str]) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = TLS_VERSIONS.get(min_version or "VersionTLS12", ssl.TLSVersion.TLSv1_2)
+    if cipher_suites:
+        unknown = [s for s in cipher_suites if s not in _TLS12_SUITES and s not in _TLS13_SUITES]
+        if unknown:
+            raise UserError("--tls-cipher-suites", f"unknown cipher suite {unknown[0]!r}")
+        names = [_TLS12_SUITES[s] for s in cipher_suites if s in _TLS12_SUITES]
+        if names:
+            try:
+                ctx.set_ciphers(":".join(names))
+            except ssl.SSLError:
+                raise UserError(
+                    "--tls-cipher-suites", "none of these suites is supported by this TLS library"
+                ) from None
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise UserError("--tls-cert-file", f"cannot load {cert} / {key}: {e}") from None
+    return ctx
+
+
+def _names_in_certificate(path: str) -> list[str]:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    try:
+        cert = x509.load_pem_x509_certificate(Path(path).read_bytes())
+    except (OSError, ValueError) as e:
+        raise UserError("--tls-sni-cert-key", f"cannot read certificate {path}: {e}") from None
+    names = [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        names += san.get_values_for_type(x509.DNSName)
+        names += [str(ip) for ip in san.get_values_for_type(x509.IPAddress)]
+    except x509.ExtensionNotFound:
+        pass
+    return names
+
+
+def _matches(pattern: str, name: str) -> bool:
+    if pattern.startswith("*."):
+        head, _, rest = name.partition(".")
+        return bool(head) and rest == pattern[2:]
+    return pattern == name
+
+
+def server_context(
+    cert: str,
+    key: str,
+    *,
+    min_version: str = "",
+    cipher_suites: Sequence[str] = (),
+    sni_cert_keys: Sequence[str] = (),
+) -> ssl.SSLContext:
+    """The serving TLS context, as apiserver's secure serving options set it up.
+
+    ``sni_cert_keys`` are ``cert,key[:name,...]`` (--tls-sni-cert-key): a client asking for a
+    name (SNI) gets that certificate; explicit names win over names read from the certificate,
+    exact names over wildcards; anything else gets the default certificate.
+    """
+    default = _base_context(cert, key, min_version, cipher_suites)
+    exact: dict[str, ssl.SSLContext] = {}
+    wildcard: list[tuple[str, ssl.SSLContext]] = []
+    extracted: list[tuple[str, ssl.SSLContext]] = []
+    for spec in sni_cert_keys:
+        pair, _, names_text = spec.partition(":")
+        files = [p.strip() for p in pair.split(",")]
+        if len(files) != 2 or not all(files):
+            raise UserError("--tls-sni-cert-key", f"expected cert,key[:name,...], got {spec!r}")
+        ctx = _base_context(files[0], files[1], min_version, cipher_suites)
+        explicit = [n.strip() for n in names_text.split(",") if n.strip()]
+        if explicit:
+            for name in explicit:
+                if name.startswith("*."):
+                    wildcard.append((name, ctx))
+                else:
+                    exact.setdefault(name, ctx)
+        else:
+            extracted.extend((name, ctx) for name in _names_in_certificate(files[0]))
+
+    def pick(name: str) -> ssl.SSLContext | None:
+        if name in exact:
+            return exact[name]
+        for pattern, ctx in wildcard:
+            if _matches(pattern, name):
+                return ctx
+        for pattern, ctx in extracted:
+            if pattern == name:
+                return ctx
+        for pattern, ctx in extracted:
+            if _matches(pattern, name):
+                return ctx
+        return None
+
+    if sni_cert_keys:
+
+        def on_sni(sock: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
+            chosen = pick(name.lower()) if name else None
+            if chosen is not None:
+                sock.context = chosen
+
+        default.sni_callback = on_sni
+    return default
