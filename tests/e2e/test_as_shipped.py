@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -416,6 +417,11 @@ def run_as_shipped(cp: ControlPlane, form: Shipped, tmp: Path, scenario: Scenari
             ]
             assert len(evicted) == 1 and 'strategy="RemovePodsViolatingNodeTaints"' in evicted[0], bodies
             facts["metrics_line"] = evicted[0]
+            facts["rss_mib"] = [
+                round(float(m.group(1)) / 2**20)
+                for body in bodies
+                if (m := re.search(r"^process_resident_memory_bytes (\S+)$", body, re.M))
+            ]
             lease = leader_lease(form)
             if lease:
                 facts["lease_holder"] = lease_holder(cp, *lease)
