@@ -5,7 +5,7 @@
 # The last line of stdout is the binary's path.
 set -euo pipefail
 
-# v5.7.1: the newest whose go.mod the machine's Go 1.26 satisfies (v5.8.x needs go 1.27)
+# v5.7.1, not the newest (v5.8.3), which needs go >= 1.27 (the machine has Go 1.26, GOTOOLCHAIN=local)
 KUSTOMIZE_VERSION="${DESCHED_E2E_KUSTOMIZE_VERSION:-v5.7.1}"
 CACHE_ROOT="${DESCHED_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/desched/e2e}"
 CACHE_ROOT="$(mkdir -p "${CACHE_ROOT}" && cd "${CACHE_ROOT}" && pwd)"
