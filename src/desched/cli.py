@@ -73,7 +73,20 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--kubeconfig", "--client-connection-kubeconfig", dest="kubeconfig")
     snap.add_argument("--context")
     snap.add_argument("--events", action="store_true", help="include core/v1 Events")
+    _add_connection_timeout(snap)
     return parser
+
+
+def _add_connection_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--client-connection-timeout",
+        type=_positive_duration,
+        default=30.0,
+        metavar="DURATION",
+        help="give up starting (exit 2, one line naming the cause) when the API server has not "
+        "answered usefully for this long, e.g. 10s; 401/403 end at once (default 30s; not an "
+        "upstream flag)",
+    )
 
 
 def _go_bool(text: str) -> bool:
@@ -94,6 +107,13 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
     if seconds < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return seconds
+
+
+def _positive_duration(text: str) -> float:
+    seconds = _duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text!r}")
     return seconds
 
 
@@ -122,9 +142,15 @@ def _add_run_parser(sub: Any) -> None:
     )
     run.add_argument("--context", help="kubeconfig context (default: the current one)")
     run.add_argument(
-        "--client-connection-qps", type=float, default=0.0, help="API requests per second (0: no limit)"
+        "--client-connection-qps",
+        type=float,
+        default=0.0,
+        help="API requests per second; 0 is client-go's default, 5 (negative: no limit)",
     )
-    run.add_argument("--client-connection-burst", type=int, default=0)
+    run.add_argument(
+        "--client-connection-burst", type=int, default=0, help="request burst; 0 is client-go's default, 10"
+    )
+    _add_connection_timeout(run)
     run.add_argument("--leader-elect", type=_go_bool, nargs="?", const=True, default=False)
     run.add_argument("--leader-elect-lease-duration", type=_duration, default=137.0)
     run.add_argument("--leader-elect-renew-deadline", type=_duration, default=107.0)
@@ -178,6 +204,7 @@ def _add_extender_parser(sub: Any) -> None:
     )
     ext.add_argument("--context", help="kubeconfig context (default: the current one)")
     ext.add_argument("--snapshot", help="serve from a cluster snapshot file instead of a live cluster")
+    _add_connection_timeout(ext)
     ext.add_argument("--tls-cert-file", default="", help="serve HTTPS with this certificate (and key)")
     ext.add_argument("--tls-private-key-file", default="")
     ext.add_argument(
@@ -212,6 +239,7 @@ def _cmd_extender(args: argparse.Namespace) -> int:
             snapshot=args.snapshot,
             tls=tls,
             budget=args.timeout_budget,
+            connect_timeout=args.client_connection_timeout,
         )
     )
 
@@ -466,6 +494,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         disable_serving=args.secure_port == 0,
         event_driven=args.event_driven,
         debounce=args.event_debounce,
+        connect_timeout=args.client_connection_timeout,
     )
     try:
         return run(options)
@@ -478,7 +507,15 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
     from desched.runtime.snapshot import save_snapshot
 
-    count = asyncio.run(save_snapshot(args.output, args.kubeconfig, args.context, events=args.events))
+    count = asyncio.run(
+        save_snapshot(
+            args.output,
+            args.kubeconfig,
+            args.context,
+            events=args.events,
+            connect_timeout=args.client_connection_timeout,
+        )
+    )
     print(f"wrote {count} objects to {args.output}", file=sys.stderr)
     return 0
 
