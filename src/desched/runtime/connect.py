@@ -176,7 +176,9 @@ def describe(exc: BaseException, source: ClientSource, what: str = "") -> Failur
         return Failure(
             "disconnected", f"the API server at {server} closed the connection without an answer", False
         )
-    if isinstance(exc, (aiohttp.ClientResponseError, aiohttp.ClientPayloadError)):
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return Failure("cut", f"the connection to the API server at {server} was cut mid-answer", False)
+    if isinstance(exc, aiohttp.ClientResponseError):
         text = str(getattr(exc, "message", "") or exc or type(exc).__name__).splitlines()[0][:200]
         return Failure(
             "garbage",
@@ -235,6 +237,7 @@ class ConnectionMonitor:
         self.last: Failure | None = None
         self.permanent: Failure | None = None
         self._changed = asyncio.Event()
+        self._answered = asyncio.Event()
         self._logged: dict[str, float] = {}  # failure class -> when last logged
         self._suppressed: dict[str, int] = {}
 
@@ -243,6 +246,12 @@ class ConnectionMonitor:
     def progress(self) -> None:
         self.last_progress = self.clock()
         self._changed.set()
+        self._answered.set()  # wakes whoever waits on the current event
+        self._answered = asyncio.Event()
+
+    def answered(self) -> asyncio.Event:
+        """An event set at the next good answer from the server (informers end a backoff on it)."""
+        return self._answered
 
     def failure(self, what: str, exc: BaseException) -> Failure:
         f = describe(exc, self.source, what)

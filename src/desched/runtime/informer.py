@@ -15,7 +15,6 @@ models), and the cache keeps only those. Each cycle takes a consistent snapshot 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import random
@@ -299,8 +298,20 @@ class Informer:
                 else:
                     self._failed(f"{type(e).__name__}: {e}")
                     log.warning("%s failed: %s; retrying in %.1fs", what, e, backoff)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=backoff * (1 + random.random() / 4))
+                # back off, but retry at once when another request got an answer: the server is back
+                # (after an apiserver restart, every informer recovers with the first one)
+                waiters = [asyncio.ensure_future(stop.wait())]
+                if self.monitor is not None:
+                    waiters.append(asyncio.ensure_future(self.monitor.answered().wait()))
+                try:
+                    await asyncio.wait(
+                        waiters,
+                        timeout=backoff * (1 + random.random() / 4),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                finally:
+                    for w in waiters:
+                        w.cancel()
                 backoff = min(backoff * 2, 30.0)
 
 
@@ -337,14 +348,19 @@ class LiveCache:
         gc.freeze()  # the initial cache is long-lived: keep it out of every future collection
 
     def unsynced(self) -> list[str]:
-        """Why the cache may not reflect the server now: one entry per failing informer."""
+        """Why the cache may not reflect the server now: one entry per cause, naming its kinds."""
         now = time.monotonic()
-        out = []
+        causes: dict[str, tuple[list[str], float]] = {}
         for inf in self.informers.values():
             if not inf.healthy:
-                since = f" for {now - inf.failing_since:.0f}s" if inf.failing_since is not None else ""
-                out.append(f"{inf.resource.kind}: {inf.last_failure or 'not listed yet'}{since}")
-        return out
+                cause = inf.last_failure or "not listed yet"
+                kinds, since = causes.get(cause, ([], now))
+                kinds.append(inf.resource.kind)
+                causes[cause] = (kinds, min(since, inf.failing_since or now))
+        return [
+            f"{', '.join(kinds)}: {cause} (for {now - since:.0f}s)"
+            for cause, (kinds, since) in causes.items()
+        ]
 
     async def stop(self) -> None:
         self._stop.set()
