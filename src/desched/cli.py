@@ -94,7 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
     for subparser in sub.choices.values():
         # upstream's users write the logging flags after the command too (--v=3 after run)
         _add_logging_options(subparser, top=False)
+    _add_connection_timeout(snap)
     return parser
+
+
+def _add_connection_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--client-connection-timeout",
+        type=_positive_duration,
+        default=30.0,
+        metavar="DURATION",
+        help="give up starting (exit 2, one line naming the cause) when the API server has not "
+        "answered usefully for this long, e.g. 10s; 401/403 end at once (default 30s; not an "
+        "upstream flag)",
+    )
 
 
 def _go_bool(text: str) -> bool:
@@ -376,6 +389,13 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _positive_duration(text: str) -> float:
+    seconds = _duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text!r}")
+    return seconds
+
+
 def _add_run_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="deschedule a live cluster (upstream-compatible flags)")
     run.add_argument(
@@ -407,9 +427,15 @@ def _add_run_parser(sub: Any) -> None:
         "--client-connection-qps",
         type=float,
         default=0.0,
-        help="API requests per second (0: no limit) (default 0)",
+        help="API requests per second; 0 is client-go's default, 5 (negative: no limit) (default 0)",
     )
-    run.add_argument("--client-connection-burst", type=int, default=0, help="API request burst (default 0)")
+    run.add_argument(
+        "--client-connection-burst",
+        type=int,
+        default=0,
+        help="API request burst; 0 is client-go's default, 10 (default 0)",
+    )
+    _add_connection_timeout(run)
     run.add_argument(
         "--leader-elect",
         type=_go_bool,
@@ -510,6 +536,7 @@ def _add_extender_parser(sub: Any) -> None:
     )
     ext.add_argument("--context", help="kubeconfig context (default: the current one)")
     ext.add_argument("--snapshot", help="serve from a cluster snapshot file instead of a live cluster")
+    _add_connection_timeout(ext)
     ext.add_argument("--tls-cert-file", default="", help="serve HTTPS with this certificate (and key)")
     ext.add_argument("--tls-private-key-file", default="")
     ext.add_argument(
@@ -544,6 +571,7 @@ def _cmd_extender(args: argparse.Namespace) -> int:
             snapshot=args.snapshot,
             tls=tls,
             budget=args.timeout_budget,
+            connect_timeout=args.client_connection_timeout,
         )
     )
 
@@ -859,6 +887,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         event_driven=args.event_driven,
         debounce=args.event_debounce,
         tracing=tracing,
+        connect_timeout=args.client_connection_timeout,
     )
     try:
         return run(options)
@@ -874,7 +903,15 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
     from desched.runtime.snapshot import save_snapshot
 
-    count = asyncio.run(save_snapshot(args.output, args.kubeconfig, args.context, events=args.events))
+    count = asyncio.run(
+        save_snapshot(
+            args.output,
+            args.kubeconfig,
+            args.context,
+            events=args.events,
+            connect_timeout=args.client_connection_timeout,
+        )
+    )
     print(f"wrote {count} objects to {args.output}", file=sys.stderr)
     return 0
 

@@ -725,7 +725,7 @@ class ExtenderOptions:
     snapshot: str | None = None
     tls: tuple[str, str] | None = None
     budget: float = DEFAULT_TIMEOUT_BUDGET
-    sync_timeout: float = 300.0
+    connect_timeout: float = 30.0
 
 
 def ssl_context(cert_file: str, key_file: str) -> ssl.SSLContext:
@@ -747,6 +747,18 @@ async def _serve(options: ExtenderOptions) -> int:
     metrics = ExtenderMetrics()
     cache: Any = None
     api: Any = None
+    monitor: Any = None
+    stop = asyncio.Event()
+    signals: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        signals.append(sig.name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal, sig)
     if options.snapshot:
         from desched.cluster.file_source import load_snapshot_file
 
@@ -756,12 +768,21 @@ async def _serve(options: ExtenderOptions) -> int:
         def ready() -> bool:
             return True
     else:
+        from desched.runtime.connect import ConnectionMonitor
         from desched.runtime.informer import LiveCache
-        from desched.runtime.kube import make_api_client
+        from desched.runtime.kube import ClientSource, api_client, load_client_config
 
-        api = await make_api_client(options.kubeconfig, options.context)
+        probe = ConnectionMonitor(
+            ClientSource("the API server", options.kubeconfig or "the kubeconfig"),
+            bound=options.connect_timeout,
+        )
+        cfg, source = await probe.start(
+            load_client_config(options.kubeconfig, options.context), stop, signals
+        )
+        monitor = ConnectionMonitor(source, bound=options.connect_timeout)
+        api = api_client(cfg)
         state = ClusterState()
-        cache = LiveCache(api, ("Node", "Pod"), on_change=state.on_change)
+        cache = LiveCache(api, ("Node", "Pod"), on_change=state.on_change, monitor=monitor)
 
         def ready() -> bool:
             return all(inf.synced.is_set() for inf in cache.informers.values())
@@ -772,30 +793,20 @@ async def _serve(options: ExtenderOptions) -> int:
     server = ExtenderServer(
         extender, host=options.host, port=options.port, ssl_context=ctx, metrics=metrics, ready=ready
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
     try:
-        if cache is not None:
-            cache.start()
         await server.start()
         scheme = "https" if ctx else "http"
         print(f"desched extender serving {scheme}://{options.host}:{server.port} ({scorer})", file=sys.stderr)
         if cache is not None:
-            waiter = asyncio.ensure_future(cache.wait_synced(options.sync_timeout))
-            stopper = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if waiter.done() and waiter.exception() is None:
-                print(
-                    f"cache synced: {len(state.nodes)} nodes, {state.pod_count} pods on them", file=sys.stderr
-                )
-            elif waiter.done():
-                log.error("the node and pod cache did not sync: %s", waiter.exception())
-            else:
-                waiter.cancel()
-            stopper.cancel()
+            from desched.runtime.connect import discover
+
+            async def connect() -> None:
+                await discover(api, monitor, need_eviction=False)
+                cache.start()
+                await cache.wait_synced()
+
+            await monitor.start(connect(), stop, signals)
+            print(f"cache synced: {len(state.nodes)} nodes, {state.pod_count} pods on them", file=sys.stderr)
         await stop.wait()
     finally:
         await server.stop()

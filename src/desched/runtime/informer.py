@@ -2,21 +2,26 @@
 
 For each kind: LIST (paginated) then WATCH from the list's resourceVersion with bookmarks; a
 ``410 Gone`` (or an ERROR event) re-lists; a dropped connection re-watches from the last seen
-resourceVersion; API errors back off exponentially. Objects are decoded from raw bytes straight
-into the slim records (never the client library's models), and the cache keeps only those.
-Each cycle takes a consistent snapshot of the cache (:meth:`LiveCache.snapshot`).
+resourceVersion; API errors back off exponentially (0.5 s doubling to 30 s, like client-go's
+reflector). With a :class:`~desched.runtime.connect.ConnectionMonitor`, every good answer is
+reported as progress (it bounds the start) and every failure is classified and logged at most
+once per failure class per interval. An informer whose list or watch is failing, or that must
+re-list after ``410 Gone``, is not :attr:`Informer.healthy`: a cycle does not decide on it.
+Objects are decoded from raw bytes straight into the slim records (never the client library's
+models), and the cache keeps only those. Each cycle takes a consistent snapshot of the cache
+(:meth:`LiveCache.snapshot`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from kubernetes_asyncio import client
@@ -32,7 +37,10 @@ from desched.k8s.objects import (
     PodDisruptionBudget,
     PriorityClass,
 )
-from desched.runtime.kube import RateLimiter, request
+from desched.runtime.kube import RateLimiter, request, status_message
+
+if TYPE_CHECKING:
+    from desched.runtime.connect import ConnectionMonitor
 
 log = logging.getLogger(__name__)
 
@@ -115,15 +123,24 @@ class Informer:
         *,
         limiter: RateLimiter | None = None,
         on_change: ChangeCallback | None = None,
+        monitor: ConnectionMonitor | None = None,
+        list_timeout: float = 120,
     ) -> None:
         self.api = api
         self.resource = resource
         self.limiter = limiter
         self.on_change = on_change
+        self.monitor = monitor
+        self.list_timeout = list_timeout
         self.objects: dict[str, Any] = {}
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.relists = 0
+        #: the cache reflects the server: listed, and the watch is connected (or being re-opened
+        #: after a clean end); False from a failure or a 410 until the next good list/watch
+        self.healthy = False
+        self.failing_since: float | None = None
+        self.last_failure = ""
         # pods share the sub-structures they repeat (containers, affinity, labels, ...)
         self._decode: Callable[[bytes], Any] = (
             CompactDecoder(max_bytes=SHARING_MAX_BYTES).decode_pod
@@ -156,7 +173,11 @@ class Informer:
                 params.append(("continue", cont))
             if self.limiter is not None:
                 await self.limiter.acquire()
-            data = await request(self.api, "GET", self.resource.path, params=params, timeout=120)
+            data = await request(
+                self.api, "GET", self.resource.path, params=params, timeout=self.list_timeout
+            )
+            if self.monitor is not None:
+                self.monitor.progress()
             gc.disable()
             try:
                 head = msgspec.json.decode(data, type=_ListHead)
@@ -173,6 +194,7 @@ class Informer:
         old = self.objects
         self.objects = objects
         self.resource_version = rv
+        self._healthy()
         if self.on_change is not None and old is not objects:
             for key, obj in objects.items():
                 prev = old.get(key)
@@ -198,7 +220,10 @@ class Informer:
                 raise GoneError()
             if resp.status >= 400:
                 body = await resp.read()
-                raise client.ApiException(status=resp.status, reason=body[:200].decode(errors="replace"))
+                raise client.ApiException(status=resp.status, reason=status_message(body))
+            self._healthy()
+            if self.monitor is not None:
+                self.monitor.progress()
             buf = b""
             async for chunk in resp.content.iter_any():
                 buf += chunk
@@ -211,6 +236,17 @@ class Informer:
                         self._apply(line)
         finally:
             resp.release()
+
+    def _healthy(self) -> None:
+        self.healthy = True
+        self.failing_since = None
+        self.last_failure = ""
+
+    def _failed(self, why: str) -> None:
+        self.healthy = False
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+        self.last_failure = why
 
     def _apply(self, line: bytes) -> None:
         event = msgspec.json.decode(line, type=_WatchEvent)
@@ -251,13 +287,31 @@ class Informer:
                 backoff = 0.5
             except GoneError:
                 log.info("%s watch expired (410 Gone): re-listing", self.resource.kind)
+                self._failed("watch expired (410 Gone), re-listing")
                 need_list = True
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.warning("%s list/watch failed: %s; retrying in %.1fs", self.resource.kind, e, backoff)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=backoff * (1 + random.random() / 4))
+                what = f"{self.resource.kind} {'list' if need_list else 'watch'}"
+                if self.monitor is not None:
+                    self._failed(self.monitor.failure(what, e).message)
+                else:
+                    self._failed(f"{type(e).__name__}: {e}")
+                    log.warning("%s failed: %s; retrying in %.1fs", what, e, backoff)
+                # back off, but retry at once when another request got an answer: the server is back
+                # (after an apiserver restart, every informer recovers with the first one)
+                waiters = [asyncio.ensure_future(stop.wait())]
+                if self.monitor is not None:
+                    waiters.append(asyncio.ensure_future(self.monitor.answered().wait()))
+                try:
+                    await asyncio.wait(
+                        waiters,
+                        timeout=backoff * (1 + random.random() / 4),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                finally:
+                    for w in waiters:
+                        w.cancel()
                 backoff = min(backoff * 2, 30.0)
 
 
@@ -276,8 +330,12 @@ class LiveCache:
         *,
         limiter: RateLimiter | None = None,
         on_change: ChangeCallback | None = None,
+        monitor: ConnectionMonitor | None = None,
     ) -> None:
-        self.informers = {k: Informer(api, RESOURCES[k], limiter=limiter, on_change=on_change) for k in kinds}
+        self.informers = {
+            k: Informer(api, RESOURCES[k], limiter=limiter, on_change=on_change, monitor=monitor)
+            for k in kinds
+        }
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
 
@@ -288,6 +346,21 @@ class LiveCache:
     async def wait_synced(self, timeout: float | None = None) -> None:
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers.values())), timeout)
         gc.freeze()  # the initial cache is long-lived: keep it out of every future collection
+
+    def unsynced(self) -> list[str]:
+        """Why the cache may not reflect the server now: one entry per cause, naming its kinds."""
+        now = time.monotonic()
+        causes: dict[str, tuple[list[str], float]] = {}
+        for inf in self.informers.values():
+            if not inf.healthy:
+                cause = inf.last_failure or "not listed yet"
+                kinds, since = causes.get(cause, ([], now))
+                kinds.append(inf.resource.kind)
+                causes[cause] = (kinds, min(since, inf.failing_since or now))
+        return [
+            f"{', '.join(kinds)}: {cause} (for {now - since:.0f}s)"
+            for cause, (kinds, since) in causes.items()
+        ]
 
     async def stop(self) -> None:
         self._stop.set()

@@ -2,41 +2,183 @@
 
 kubernetes_asyncio does the transport and auth; desched never uses its models for pods or nodes
 (they cost ~20x the memory of the slim records): lists and watches are read as raw bytes.
+
+Where the kubeconfig comes from, as kubectl decides (client-go's ``clientcmd`` loading rules):
+``--kubeconfig FILE`` is that one file; otherwise ``$KUBECONFIG`` is a list of files separated by
+``os.pathsep`` (``:``), merged: for clusters, users and contexts the first file that names an
+entry wins, ``current-context`` comes from the first file that sets it, and files that do not exist
+are skipped; otherwise in-cluster config; otherwise ``~/.kube/config``. kubernetes_asyncio merges
+lists too, but lets the *last* file's ``current-context`` win and writes refreshed tokens back into
+the files, so the merge rule is applied here on top of its merger (and nothing is written back).
+
+Every request carries the User-Agent ``desched/<version> (<os>/<arch>) <git sha>`` (client-go's
+shape), so audit logs and API Priority and Fairness can tell desched's requests apart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import platform
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
 
+from desched import __version__
 from desched.api.errors import UserError
+from desched.buildinfo import git_sha
+
+#: client-go's rest.Config defaults when QPS / Burst are 0 (k8s.io/client-go/rest: DefaultQPS, DefaultBurst).
+DEFAULT_QPS = 5.0
+DEFAULT_BURST = 10
+
+
+@dataclass(frozen=True)
+class ClientSource:
+    """Where the connection settings came from, for messages: the server URL, the file(s), the user."""
+
+    server: str
+    origin: str
+    user: str = ""
+
+
+def user_agent() -> str:
+    """``desched/<version> (<os>/<arch>) <sha>``; client-go's is ``<command>/<version> (<os>/<arch>)
+    kubernetes/<sha>``."""
+    system = platform.system().lower() or "unknown"
+    machine = platform.machine().lower()
+    arches = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "i686": "386"}
+    arch = arches.get(machine, machine or "unknown")
+    sha = git_sha()
+    return f"desched/{__version__} ({system}/{arch})" + (f" {sha[:7]}" if sha else "")
+
+
+def kubeconfig_paths(kubeconfig: str | None) -> list[str] | None:
+    """The kubeconfig files to read, in order, or None for in-cluster / ~/.kube/config."""
+    if kubeconfig:
+        if not Path(kubeconfig).is_file():
+            raise UserError("--kubeconfig", f"file {kubeconfig} does not exist")
+        return [kubeconfig]
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        listed = [p for p in env.split(os.pathsep) if p]
+        seen: list[str] = []
+        for p in listed:
+            full = os.path.expanduser(p)
+            if full not in seen and Path(full).is_file():
+                seen.append(full)
+        if not seen:
+            raise UserError("$KUBECONFIG", f"none of the files in {env!r} exists")
+        return seen
+    return None
+
+
+def _merged_loader(paths: list[str], context: str | None) -> tuple[KubeConfigLoader, str]:
+    origin = paths[0] if len(paths) == 1 else "$KUBECONFIG (" + os.pathsep.join(paths) + ")"
+    for p in paths:
+        try:
+            doc = yaml.safe_load(Path(p).read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            raise UserError("kubeconfig", f"cannot read {p}: {str(e).splitlines()[0]}") from None
+        if not isinstance(doc, dict):
+            raise UserError("kubeconfig", f"{p} is not a kubeconfig (expected a mapping)")
+    logging.getLogger("kubernetes_asyncio").setLevel(logging.CRITICAL)  # we say what went wrong
+    try:
+        merger = KubeConfigMerger(os.pathsep.join(paths))
+        merged = merger.config
+        assert merged is not None
+        current = ""
+        for p in merger.paths:  # kubectl: the first file that sets current-context wins
+            current = str(merger.config_files[p].get("current-context") or "")
+            if current:
+                break
+        merged.value["current-context"] = current
+        if not (context or current):
+            raise UserError("kubeconfig", f"no current-context in {origin} and no --context given")
+        loader = KubeConfigLoader(config_dict=merged, active_context=context, config_base_path=None)
+    except config.ConfigException as e:
+        raise UserError("kubeconfig", f"cannot use {origin}: {e}") from None
+    except (AssertionError, KeyError, TypeError, AttributeError):
+        name = context or current
+        raise UserError(
+            "kubeconfig", f"cannot use {origin}: context {name!r} or its cluster is not defined"
+        ) from None
+    return loader, origin
+
+
+async def load_client_config(
+    kubeconfig: str | None = None, context: str | None = None
+) -> tuple[client.Configuration, ClientSource]:
+    """Connection settings and where they came from; one-line :class:`UserError` when unusable.
+
+    An exec credential plugin runs here: one that is missing or fails is a :class:`UserError`.
+    """
+    cfg = client.Configuration()
+    paths = kubeconfig_paths(kubeconfig)
+    if paths is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        try:
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except config.ConfigException as e:
+            raise UserError("in-cluster config", str(e)) from None
+        return cfg, ClientSource(str(cfg.host), "the in-cluster ServiceAccount token")
+    if paths is None:
+        default = Path("~/.kube/config").expanduser()
+        if not default.is_file():
+            raise UserError(
+                "--kubeconfig",
+                "no kubeconfig given, $KUBECONFIG unset, not running in a cluster, no ~/.kube/config",
+            )
+        paths = [str(default)]
+    loader, origin = _merged_loader(paths, context)
+    user = ""
+    try:
+        ctx = loader.current_context
+        user = str(ctx["context"].get("user", "")) if ctx else ""
+    except (TypeError, KeyError, AttributeError):
+        pass
+    try:
+        await loader.load_and_set(cfg)
+    except FileNotFoundError as e:
+        raise UserError(
+            "kubeconfig",
+            f"the exec credential plugin {e.filename!r} of user {user!r} in {origin} was not found "
+            "(is it installed and on $PATH?)",
+        ) from None
+    except PermissionError as e:
+        raise UserError(
+            "kubeconfig",
+            f"the exec credential plugin {e.filename!r} of user {user!r} in {origin} cannot be run",
+        ) from None
+    except config.ConfigException as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError("kubeconfig", f"credentials of user {user!r} in {origin}: {first}") from None
+    except (OSError, ValueError) as e:
+        raise UserError("kubeconfig", f"cannot use {origin}: {e}") from None
+    return cfg, ClientSource(str(cfg.host), origin, user)
+
+
+def api_client(cfg: client.Configuration) -> client.ApiClient:
+    api = client.ApiClient(configuration=cfg)
+    api.user_agent = user_agent()
+    return api
 
 
 async def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
-    """An API client from ``kubeconfig`` (or $KUBECONFIG / ~/.kube/config), else in-cluster config."""
-    cfg = client.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG")
-    if path:
-        if not Path(path).exists():
-            raise UserError("--kubeconfig", f"file {path} does not exist")
-        try:
-            await config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
-        except config.ConfigException as e:
-            raise UserError("--kubeconfig", f"cannot use {path}: {e}") from None
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    elif Path("~/.kube/config").expanduser().exists():
-        await config.load_kube_config(context=context, client_configuration=cfg)
-    else:
-        raise UserError(
-            "--kubeconfig",
-            "no kubeconfig given, $KUBECONFIG unset, not running in a cluster, no ~/.kube/config",
-        )
-    return client.ApiClient(configuration=cfg)
+    """An API client from ``kubeconfig`` (or $KUBECONFIG / in-cluster / ~/.kube/config)."""
+    cfg, _ = await load_client_config(kubeconfig, context)
+    return api_client(cfg)
+
+
+def rate_limiter(qps: float, burst: int) -> RateLimiter | None:
+    """client-go's rule: QPS 0 is 5 and Burst 0 is 10 (its defaults); a negative QPS is no limit."""
+    if qps < 0:
+        return None
+    return RateLimiter(qps or DEFAULT_QPS, burst if burst > 0 else DEFAULT_BURST)
 
 
 class RateLimiter:

@@ -1,9 +1,15 @@
 """``desched run``: the live loop.
 
-Startup: load the policy, connect, fill the cache (list+watch), serve health and metrics, and (with
-``--leader-elect``) wait for the lease. Every cycle takes one consistent snapshot of the cache and
-runs the framework in a worker thread while the event loop keeps the watches, the lease and the
-evictions going. ``--descheduling-interval 0`` runs one cycle and exits (Job/CronJob). With
+Startup: load the policy, connect, check the server (version skew, ``pods/eviction``), fill the
+cache (list+watch), serve health and metrics, and (with ``--leader-elect``) wait for the lease.
+Connecting and filling the cache are bounded by ``--client-connection-timeout`` and end at once
+on SIGTERM/SIGINT, with one line naming the cause (:mod:`desched.runtime.connect`). A cycle whose
+cache is not in sync with the server (a watch failing, a re-list after 410 Gone) waits for it up to
+the same bound, else is skipped and reported: it never decides on stale data.
+
+Every cycle takes one consistent snapshot of the cache and runs the framework in a worker thread
+while the event loop keeps the watches, the lease and the evictions going.
+``--descheduling-interval 0`` runs one cycle and exits (Job/CronJob). With
 ``--event-driven`` a relevant change in the cluster (a node added or removed, relabelled, tainted or
 cordoned; a pod failing or crash-looping; with RemoveAnomalyPods, a new Warning Event about a pod
 or its claim) also starts a cycle, after a debounce window so a burst
@@ -34,8 +40,9 @@ from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, Pod
 from desched.logs import V0, cycle_fields, eviction_fields
 from desched.runtime.backend import ApiEvictionBackend, EventRecorder
+from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover
 from desched.runtime.informer import DEFAULT_KINDS, LiveCache
-from desched.runtime.kube import RateLimiter, make_api_client
+from desched.runtime.kube import RateLimiter, api_client, load_client_config, rate_limiter
 from desched.runtime.leader import LeaderConfig, LeaderElector
 from desched.runtime.metrics import Metrics
 from desched.runtime.nodeactions import NodeDowngrades
@@ -65,7 +72,7 @@ class RunOptions:
     disable_serving: bool = False
     event_driven: bool = False
     debounce: float = 5.0
-    sync_timeout: float = 300.0
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     max_cycles: int = 0
     #: a desched.tracing.Tracing when --otel-collector-endpoint is set: cycles are traced
     tracing: Any = None
@@ -117,6 +124,8 @@ class Descheduler:
         self.metrics = None if options.disable_metrics else Metrics()
         self.ready = False
         self.cycles = 0
+        self.skipped_cycles = 0
+        self.signals: list[str] = []
 
     def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
         if self.ready and self.options.event_driven and relevant_change(kind, event, old, new):
@@ -127,10 +136,16 @@ class Descheduler:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._shutdown, sig)
-        api = await make_api_client(opts.kubeconfig, opts.context)
-        limiter = RateLimiter(opts.qps, opts.burst) if opts.qps > 0 else None
+        # the kubeconfig (and an exec credential plugin) may hang too: bound it with the rest
+        probe = ConnectionMonitor(_source_unknown(opts), bound=opts.connect_timeout)
+        cfg, source = await probe.start(
+            load_client_config(opts.kubeconfig, opts.context), self.stop, self.signals
+        )
+        monitor = ConnectionMonitor(source, bound=opts.connect_timeout)
+        api = api_client(cfg)
+        limiter = rate_limiter(opts.qps, opts.burst)
         kinds = DEFAULT_KINDS + (("Event",) if self._needs_events() else ())
-        cache = LiveCache(api, kinds, limiter=limiter, on_change=self._on_change)
+        cache = LiveCache(api, kinds, limiter=limiter, on_change=self._on_change, monitor=monitor)
         server = None
         if not opts.disable_serving:
             server = HealthServer(
@@ -154,13 +169,13 @@ class Descheduler:
         try:
             framework = Framework(self.policy, self.registry)
             usage = UsageMetrics.for_policy(self.policy, framework.profiles, api, loop, limiter=limiter)
-            cache.start()
-            try:
-                await cache.wait_synced(opts.sync_timeout)
-            except TimeoutError:
-                raise UserError(
-                    "", f"the cluster cache did not sync within {opts.sync_timeout:.0f}s"
-                ) from None
+
+            async def connect() -> None:
+                await discover(api, monitor, need_eviction=True)
+                cache.start()
+                await cache.wait_synced()
+
+            await monitor.start(connect(), self.stop, self.signals)
             if usage is not None:
                 await usage.start(self.stop)
             self.ready = True
@@ -185,7 +200,12 @@ class Descheduler:
                     await self._wait_any(elector.became_leader.wait(), None)
                     if self.stop.is_set():
                         break
-                await self._cycle(framework, cache, api, loop, limiter, elector, events, downgrades, usage)
+                if await self._cache_in_sync(cache):
+                    await self._cycle(
+                        framework, cache, api, loop, limiter, elector, events, downgrades, usage
+                    )
+                elif opts.interval <= 0:
+                    return 1  # a one-shot run that could not run its cycle failed
                 if opts.interval <= 0 or (opts.max_cycles and self.cycles >= opts.max_cycles):
                     break
                 await self._wait_next()
@@ -207,7 +227,27 @@ class Descheduler:
     def _needs_events(self) -> bool:
         return any("RemoveAnomalyPods" in p.args for p in self.policy.profiles)
 
+    async def _cache_in_sync(self, cache: LiveCache) -> bool:
+        """Wait (up to --client-connection-timeout) for every informer to reflect the server."""
+        deadline = time.monotonic() + self.options.connect_timeout
+        while not self.stop.is_set():
+            problems = cache.unsynced()
+            if not problems:
+                return True
+            if time.monotonic() >= deadline:
+                self.skipped_cycles += 1
+                log.error(
+                    "cycle skipped: the cache is not in sync with the API server (%s); "
+                    "nothing is decided on stale data (%d cycles skipped so far)",
+                    "; ".join(problems),
+                    self.skipped_cycles,
+                )
+                return False
+            await self._wait_any(asyncio.sleep(0.2), None)
+        return False
+
     def _shutdown(self, sig: int) -> None:
+        self.signals.append(signal.Signals(sig).name)
         log.info("received %s: stopping new evictions and shutting down", signal.Signals(sig).name)
         self.stop.set()
 
@@ -312,6 +352,12 @@ def run(options: RunOptions) -> int:
     except FrameworkError as e:
         raise UserError("policy", str(e)) from None
     return asyncio.run(Descheduler(options, policy).run())
+
+
+def _source_unknown(opts: RunOptions) -> Any:
+    from desched.runtime.kube import ClientSource
+
+    return ClientSource("the API server", opts.kubeconfig or "the kubeconfig")
 
 
 def _cached_nodes(cache: LiveCache) -> list[Node]:

@@ -1,31 +1,75 @@
-"""``desched snapshot``: save a live cluster in the format ``desched simulate`` reads."""
+"""``desched snapshot``: save a live cluster in the format ``desched simulate`` reads.
+
+Connecting and listing are bounded and stop-aware like ``desched run``'s start
+(:mod:`desched.runtime.connect`): a dead server, rejected credentials or missing RBAC end in one
+line and exit code 2; SIGTERM/SIGINT end it at once; no partial file is left behind.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 from pathlib import Path
 
 import msgspec
 
+from desched.api.errors import UserError
+from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover
 from desched.runtime.informer import DEFAULT_KINDS, RESOURCES, Informer
-from desched.runtime.kube import make_api_client
+from desched.runtime.kube import ClientSource, api_client, load_client_config
 
 
 async def save_snapshot(
-    path: str, kubeconfig: str | None, context: str | None, *, events: bool = False
+    path: str,
+    kubeconfig: str | None,
+    context: str | None,
+    *,
+    events: bool = False,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
 ) -> int:
     """List every kind desched uses once and write them as one JSON v1 List (slim records)."""
-    api = await make_api_client(kubeconfig, context)
-    try:
-        items: list[msgspec.Struct] = []
+    stop = asyncio.Event()
+    signals: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        signals.append(sig.name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal, sig)
+    probe = ConnectionMonitor(
+        ClientSource("the API server", kubeconfig or "the kubeconfig"), bound=connect_timeout
+    )
+    cfg, source = await probe.start(load_client_config(kubeconfig, context), stop, signals)
+    monitor = ConnectionMonitor(source, bound=connect_timeout)
+    api = api_client(cfg)
+    items: list[msgspec.Struct] = []
+
+    async def list_all() -> None:
+        await discover(api, monitor, need_eviction=False)
         for kind in DEFAULT_KINDS + (("Event",) if events else ()):
-            informer = Informer(api, RESOURCES[kind])
-            await informer.list()
+            informer = Informer(api, RESOURCES[kind], monitor=monitor, list_timeout=connect_timeout)
+
+            async def list_kind(timeout: float, informer: Informer = informer) -> None:
+                await informer.list()
+
+            await monitor.retry(f"list {RESOURCES[kind].path}", list_kind)
             items.extend(informer.objects.values())
+
+    try:
+        await monitor.start(list_all(), stop, signals)
     finally:
         await api.close()
     data = msgspec.json.encode({"apiVersion": "v1", "kind": "List", "items": items})
     tmp = Path(f"{path}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    tmp.replace(path)  # never leave a half-written snapshot behind
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)  # never leave a half-written snapshot behind
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError("--output", f"cannot write {path}: {e.strerror or e}") from None
     return len(items)
