@@ -133,8 +133,10 @@ __all__ = [
     "Simulation",
     "Stats",
     "Thrash",
+    "balanced_allocation_score",
     "cluster_picture",
     "fit_error_message",
+    "heap_winner",
     "num_feasible_nodes_to_find",
     "simulate",
 ]
@@ -608,10 +610,6 @@ class _Cluster:
         self.n = len(self.nodes)
         self.names: list[str] = [n.metadata.name for n in self.nodes]
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
-        #: per node, the position of its name in name order (kube-scheduler's tie-break here)
-        self.rank: list[int] = [0] * self.n
-        for r, i in enumerate(sorted(range(self.n), key=self.names.__getitem__)):
-            self.rank[i] = r
         self.labels: list[Mapping[str, str]] = [n.metadata.labels or {} for n in self.nodes]
         self.unschedulable: list[bool] = [n.spec.unschedulable for n in self.nodes]
         sigs: dict[bytes, int] = {}
@@ -1799,7 +1797,7 @@ class PlacementSimulator:
             for j, x in exceptions.items():
                 others[j] = x
             totals = [wg * s + x for s, x in zip(self._generic_scores(pod, feasible), others, strict=True)]
-            return _best(feasible, totals, self.cluster.rank)
+            return _best(feasible, totals)
         w = self._weights
         w_fit = w["NodeResourcesFit"]
         w_bal = w["NodeResourcesBalancedAllocation"] if not pre.best_effort else 0
@@ -1839,7 +1837,7 @@ class PlacementSimulator:
                 scores[k] = score
         # a candidate's other scores: what its bound holds beyond its resource bound
         beyond = map(sub, map(bounds.__getitem__, at), map(bound_of, nodes))
-        best, total = _best(nodes, list(map(add, beyond, scores)), self.cluster.rank)
+        best, total = _best(nodes, list(map(add, beyond, scores)), at)
         return best, total + constant
 
     def _resource_scores(
@@ -1863,10 +1861,9 @@ class PlacementSimulator:
                 s_mem = (a_mem - used) * 100 // a_mem if used <= a_mem else 0
                 score = w_fit * ((s_cpu + s_mem) // 2)
                 if w_balanced:
-                    f_cpu = (req_cpu[i] + p_cpu) / a_cpu
-                    f_mem = (req_mem[i] + p_mem) / a_mem
-                    diff = (f_cpu if f_cpu < 1.0 else 1.0) - (f_mem if f_mem < 1.0 else 1.0)
-                    score += w_balanced * int((1 - (diff if diff > 0 else -diff) / 2) * MAX_NODE_SCORE)
+                    score += w_balanced * balanced_allocation_score(
+                        req_cpu[i] + p_cpu, req_mem[i] + p_mem, req_cpu[i], req_mem[i], a_cpu, a_mem
+                    )
             else:
                 # a node without cpu or memory allocatable: that resource is left out
                 fit = weight = 0
@@ -1876,8 +1873,8 @@ class PlacementSimulator:
                         fit += (a - u) * MAX_NODE_SCORE // a if u <= a else 0
                 score = w_fit * (fit // weight if weight else 0)
                 if w_balanced:
-                    # one fraction (or none): standard deviation 0
-                    score += w_balanced * MAX_NODE_SCORE
+                    # one fraction (or none): standard deviation 0 with and without the pod
+                    score += w_balanced * _balanced_change(MAX_NODE_SCORE, MAX_NODE_SCORE)
             out.append(score)
             cache[i] = score
             cached_at[i].append(cache)
@@ -1978,12 +1975,71 @@ class PlacementSimulator:
         return keys, dict(zip(sigs, totals, strict=False)), exceptions
 
 
-def _best(feasible: list[int], totals: list[int], rank: list[int]) -> tuple[int, int]:
-    """The node with the highest total (ties: the first name) and its total."""
+def _balance(f_cpu: float, f_mem: float) -> int:
+    """kube-scheduler's ``balancedResourceScore`` for two requested fractions: (1 - std) * 100,
+    the fractions capped at 1, std = |f1 - f2| / 2, truncated as Go's int64() truncates."""
+    diff = (f_cpu if f_cpu < 1.0 else 1.0) - (f_mem if f_mem < 1.0 else 1.0)
+    return int((1 - abs(diff / 2)) * MAX_NODE_SCORE)
+
+
+def _balanced_change(with_pod: int, without_pod: int) -> int:
+    """kube-scheduler 1.36's ``balancedResourceScorer``: the change in balance the pod causes,
+    brought back into [50, 100] (75: no change; 100: the pod makes the node as balanced as it
+    can be; 50: the other way round)."""
+    return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without_pod) // 2
+
+
+def balanced_allocation_score(
+    cpu_with: int, mem_with: int, cpu_without: int, mem_without: int, alloc_cpu: int, alloc_mem: int
+) -> int:
+    """NodeResourcesBalancedAllocation as kube-scheduler 1.36 scores a node (kubernetes#135573):
+    ``50 + (50 + balance(with the pod) - balance(without it)) / 2`` over the raw (not non-zero)
+    cpu and memory requests; a resource the node has no allocatable of is left out (one fraction
+    or none: balance 100). Best-effort pods are not scored at all (the caller skips them)."""
+    if alloc_cpu > 0 and alloc_mem > 0:
+        return _balanced_change(
+            _balance(cpu_with / alloc_cpu, mem_with / alloc_mem),
+            _balance(cpu_without / alloc_cpu, mem_without / alloc_mem),
+        )
+    return _balanced_change(MAX_NODE_SCORE, MAX_NODE_SCORE)
+
+
+def _heap_order_key(position: int) -> str:
+    """Where a position of kube-scheduler's score list sits in a pre-order walk of the binary
+    heap laid over that list (root, left subtree, right subtree): the path from the root, ``0``
+    left and ``1`` right; a prefix (an ancestor) sorts before its descendants."""
+    return bin(position + 1)[3:]
+
+
+def heap_winner(totals: Sequence[int]) -> int:
+    """The position kube-scheduler 1.36 picks among its feasible nodes' ``totals`` (in the order
+    of its feasible list), without extenders.
+
+    ``schedulePod`` builds a ``container/heap`` over the scores (``heap.Init``; the order:
+    higher total first, then a higher ``Randomizer``, which only extenders set, so it is 0 for
+    every node) and pops its root. ``heap.Init`` sifts each inner position down, from the last
+    one to the root, swapping a parent with its larger child only when the child is strictly
+    greater (the left child on a tie). So the root of every subtree is its own root when that
+    holds the subtree's maximum, else the root of the left subtree when the left one holds the
+    maximum, else of the right one: the winner is the first node with the highest total in a
+    pre-order walk of the heap (positions 0, 1, 3, 7, ..., 4, 9, 10, 2, 5, ...), not the
+    first one in the list (the two differ only from four nodes on).
+    """
+    top = max(totals)
+    at = [j for j, t in enumerate(totals) if t == top]
+    return at[0] if len(at) == 1 else min(at, key=_heap_order_key)
+
+
+def _best(feasible: list[int], totals: list[int], positions: Sequence[int] | None = None) -> tuple[int, int]:
+    """The node kube-scheduler picks (the highest total; ties: :func:`heap_winner`) and its
+    total. ``positions``: each candidate's position in the feasible list (default: its index)."""
     top = max(totals)
     if totals.count(top) == 1:
         return feasible[totals.index(top)], top
-    return min(compress(feasible, map(top.__eq__, totals)), key=rank.__getitem__), top
+    tied = [j for j, t in enumerate(totals) if t == top]
+    if positions is None:
+        return feasible[min(tied, key=_heap_order_key)], top
+    return feasible[min(tied, key=lambda j: _heap_order_key(positions[j]))], top
 
 
 def _default_normalize(scores: Sequence[int], *, reverse: bool, top: int) -> list[int]:

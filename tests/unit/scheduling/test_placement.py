@@ -22,8 +22,10 @@ from desched.scheduling.placement import (
     EvictionRecorder,
     PlacementOptions,
     PlacementSimulator,
+    balanced_allocation_score,
     cluster_picture,
     fit_error_message,
+    heap_winner,
     num_feasible_nodes_to_find,
     scheduler_node_order,
     simulate,
@@ -339,20 +341,116 @@ def test_least_allocated_prefers_the_emptier_node() -> None:
     assert d.score is not None and d.score > 300
 
 
-def test_balanced_allocation_breaks_a_least_allocated_tie() -> None:
-    # both nodes leave the same average free share, n2 more evenly
+@pytest.mark.parametrize(
+    ("with_pod", "without_pod", "alloc", "expected"),
+    [
+        # 50 + (50 + balance(with) - balance(without)) // 2, balance = int((1 - |f_cpu - f_mem| / 2) * 100)
+        # the pod unbalances a balanced node: with .5/.25 -> 87, without .25/.25 -> 100: 50 + 37 // 2
+        ((2000, 1024), (1000, 1024), (4000, 4096), 68),
+        # the pod balances an unbalanced node: with .5/.25 -> 87, without .5/0 -> 75: 50 + 62 // 2
+        ((2000, 1024), (2000, 0), (4000, 4096), 81),
+        # an empty node, a balanced pod: 100 and 100: no change, 75
+        ((1000, 1024), (0, 0), (4000, 4096), 75),
+        # fractions capped at 1: with 1/.5 -> 75, without 1/0 -> 50: 50 + 75 // 2
+        ((5000, 2048), (5000, 0), (4000, 4096), 87),
+        # Go's int64() truncates: with .2525/.25244 -> 99.997 -> 99, without 100: 50 + 49 // 2
+        ((1010, 1034), (1000, 1024), (4000, 4096), 74),
+        # a node without memory allocatable: one fraction, std 0 with and without: 75
+        ((1000, 1024), (0, 0), (4000, 0), 75),
+    ],
+)
+def test_balanced_allocation_is_the_change_in_balance_as_in_1_36(
+    with_pod: tuple[int, int], without_pod: tuple[int, int], alloc: tuple[int, int], expected: int
+) -> None:
+    assert balanced_allocation_score(*with_pod, *without_pod, *alloc) == expected
+
+
+def test_balanced_allocation_favours_the_node_the_pod_balances() -> None:
+    # LeastAllocated ties at 62 (n1: cpu 75, memory 50; n2: cpu 50, memory 75). After the pod
+    # both nodes are equally (un)balanced (.25/.5 and .5/.25: 87), which the pre-1.36 score could
+    # not tell apart; 1.36 scores the change: n1 was balanced (100 -> 87: 68), n2 was not (75 ->
+    # 87: 81), so n2 wins.
     s = snap(
         [node("n1", cpu="4", memory="4Gi"), node("n2", cpu="4", memory="4Gi")],
-        [pod("x", "n1", cpu="2", memory="0"), pod("y", "n2", cpu="1", memory="1Gi")],
+        [pod("x", "n1", cpu="1", memory="1Gi"), pod("y", "n2", cpu="2", memory="0")],
     )
-    assert decide(s, pod("p", cpu="10m", memory="10Mi")).node == "n2"
-    # a best-effort pod skips BalancedAllocation: the tie goes to the first name
-    assert decide(s, pod("p", cpu="0", memory="0")).node == "n1"
+    d = decide(s, pod("p", cpu="0", memory="1Gi", owner=None))
+    # 62 + 81 + TaintToleration 3 x 100 (no taints anywhere)
+    assert (d.node, d.score) == ("n2", 62 + 81 + 300)
+    # a best-effort pod skips BalancedAllocation (it scores 0): LeastAllocated ties at 75 and the
+    # first node of the feasible list wins
+    d = decide(s, pod("p", cpu="0", memory="0", owner=None))
+    assert (d.node, d.score) == ("n1", 75 + 300)
 
 
 def test_ties_go_to_the_first_name() -> None:
     s = snap([node("b"), node("a"), node("c")])
     assert decide(s, pod("p")).node == "a"
+
+
+@pytest.mark.parametrize(
+    ("totals", "winner"),
+    [
+        ([7], 0),
+        ([5, 5], 0),
+        ([5, 5, 5], 0),
+        # pre-order walk of the heap: 0, 1, 3, 7, 8, 4, 9, 10, 2, 5, 11, 12, 6, 13, 14
+        ([1, 1, 5, 5], 3),
+        ([1, 5, 1, 5, 5], 1),
+        ([1, 1, 5, 1, 5], 4),
+        ([1, 1, 1, 1, 1, 1, 5, 5], 7),
+        ([1, 1, 5, 1, 1, 5, 1, 1, 1, 1, 5], 10),
+        ([2, 1, 9, 3, 9], 4),
+    ],
+)
+def test_heap_winner_is_the_root_of_go_container_heap(totals: list[int], winner: int) -> None:
+    assert heap_winner(totals) == winner
+    assert heap_winner(totals) == _go_heap_root(totals)
+
+
+def _go_heap_root(totals: list[int]) -> int:
+    """Go's container/heap Init over (position, total) with kube-scheduler's Less (higher total
+    first, Randomizer 0), written from the algorithm: sift down each inner position, last first."""
+    h = list(enumerate(totals))
+    n = len(h)
+    for i0 in range(n // 2 - 1, -1, -1):
+        i = i0
+        while True:
+            j = 2 * i + 1
+            if j >= n:
+                break
+            if j + 1 < n and h[j + 1][1] > h[j][1]:
+                j += 1
+            if not h[j][1] > h[i][1]:
+                break
+            h[i], h[j] = h[j], h[i]
+            i = j
+    return h[0][0]
+
+
+def test_heap_winner_agrees_with_go_heap_on_random_lists() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        totals = [rng.randint(0, 3) for _ in range(rng.randint(1, 40))]
+        assert heap_winner(totals) == _go_heap_root(totals)
+
+
+def test_ties_between_later_nodes_follow_the_heap_not_the_list() -> None:
+    # feasible list a, b, c, d (one zone, by name); a and b are busier, c and d tie: the heap's
+    # root is d (position 3 comes before position 2 in its pre-order), not c
+    s = snap(
+        [node("a"), node("b"), node("c"), node("d")],
+        [pod("x", "a", cpu="1", memory="2Gi"), pod("y", "b", cpu="1", memory="2Gi")],
+    )
+    assert decide(s, pod("p", owner=None)).node == "d"
+    # over zones the list is round-robin (a1, b1, a2, b2): a2 and b2 tie at positions 2 and 3
+    s = snap(
+        [node("a1", zone="a"), node("a2", zone="a"), node("b1", zone="b"), node("b2", zone="b")],
+        [pod("x", "a1", cpu="1", memory="2Gi"), pod("y", "b1", cpu="1", memory="2Gi")],
+    )
+    assert decide(s, pod("p", owner=None)).node == "b2"
 
 
 def test_prefer_no_schedule_taint_is_avoided() -> None:
