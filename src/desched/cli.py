@@ -259,6 +259,21 @@ def _add_placement_arguments(sim: argparse.ArgumentParser) -> None:
         "implies --score generic",
     )
     sim.add_argument(
+        "--placement-order",
+        choices=["interleaved", "after-cycle"],
+        default="interleaved",
+        help="place each replacement as its pod is evicted, as kube-scheduler does while the "
+        "cycle is still evicting, or all after the cycle, higher priority first "
+        "(default: interleaved)",
+    )
+    sim.add_argument(
+        "--terminating-pods",
+        choices=["hold", "gone"],
+        default="hold",
+        help="an evicted pod keeps its node's resources while its replacements are placed "
+        "(a kubelet's graceful termination), or is gone at once (kwok) (default: hold)",
+    )
+    sim.add_argument(
         "--cycles",
         type=int,
         default=1,
@@ -326,7 +341,9 @@ def _placement_options(args: argparse.Namespace) -> Any:
     if score == SCORE_GENERIC and not args.scorer_config:
         raise UserError("--score", "generic needs --scorer-config FILE (the generic scorer's args)")
     generic = load_scorer_args(args.scorer_config) if args.scorer_config else None
-    return PlacementOptions(score=score, generic=generic)
+    return PlacementOptions(
+        score=score, generic=generic, order=args.placement_order, terminating=args.terminating_pods
+    )
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:

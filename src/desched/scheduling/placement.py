@@ -114,10 +114,14 @@ from desched.scheduling.scorer import GenericScorer, GenericScorerArgs, requesti
 __all__ = [
     "DEFAULT_WEIGHTS",
     "GONE",
+    "ORDER_AFTER_CYCLE",
+    "ORDER_INTERLEAVED",
     "PENDING",
     "PLACED",
     "SCORE_DEFAULT",
     "SCORE_GENERIC",
+    "TERMINATING_GONE",
+    "TERMINATING_HOLD",
     "THRASH_RE_EVICTED",
     "THRASH_SAME_NODE",
     "ClusterPicture",
@@ -208,6 +212,16 @@ ProgressFn = Callable[[str, int, int], None]
 
 # =============================================================================== options
 
+#: Replacements are placed as each pod is evicted (the ReplicaSet controller re-creates a pod
+#: within milliseconds and kube-scheduler places it while the cycle is still evicting).
+ORDER_INTERLEAVED: Final = "interleaved"
+#: Replacements are placed after the cycle's last eviction, higher priority first.
+ORDER_AFTER_CYCLE: Final = "after-cycle"
+#: An evicted pod holds its node's resources (and its anti-affinity) while it terminates.
+TERMINATING_HOLD: Final = "hold"
+#: An evicted pod is gone at once.
+TERMINATING_GONE: Final = "gone"
+
 
 @dataclass(frozen=True)
 class PlacementOptions:
@@ -221,8 +235,23 @@ class PlacementOptions:
     generic_weight: int = 2
     #: kube-scheduler's ``percentageOfNodesToScore``; None is its adaptive default, 100 all nodes.
     percentage_of_nodes_to_score: int | None = None
+    #: When replacements are placed: :data:`ORDER_INTERLEAVED` (each as its pod is evicted, the
+    #: rest of the cycle's evictions not made yet) or :data:`ORDER_AFTER_CYCLE` (all after the
+    #: cycle, higher priority first).
+    order: str = ORDER_INTERLEAVED
+    #: What an evicted pod does while replacements are placed: :data:`TERMINATING_HOLD` (it stays
+    #: on its node, terminating, holding its requests, until the cycle's placements are done, as
+    #: during a kubelet's graceful termination) or :data:`TERMINATING_GONE` (it is gone at once,
+    #: as kwok deletes it).
+    terminating: str = TERMINATING_HOLD
 
     def __post_init__(self) -> None:
+        if self.order not in (ORDER_INTERLEAVED, ORDER_AFTER_CYCLE):
+            raise ValueError(f"order must be {ORDER_INTERLEAVED} or {ORDER_AFTER_CYCLE}, got {self.order!r}")
+        if self.terminating not in (TERMINATING_HOLD, TERMINATING_GONE):
+            raise ValueError(
+                f"terminating must be {TERMINATING_HOLD} or {TERMINATING_GONE}, got {self.terminating!r}"
+            )
         if self.score not in (SCORE_DEFAULT, SCORE_GENERIC):
             raise ValueError(f"score must be {SCORE_DEFAULT} or {SCORE_GENERIC}, got {self.score!r}")
         if self.score == SCORE_GENERIC and self.generic is None:
@@ -1090,6 +1119,22 @@ class _Cluster:
                     else:
                         ti.remove(pod, i, node_labels)
 
+    def pod_terminating(self, pod: Pod, i: int) -> None:
+        """``pod`` on node ``i`` is now terminating: spread constraints no longer count it
+        (kube-scheduler skips pods with a deletionTimestamp there, and only there). The caches
+        of pods by namespace and label must be dropped first (:meth:`forget_pods`)."""
+        if not k8s_pods.occupies_node(pod) or pod.metadata.deletion_timestamp is not None:
+            return
+        ns = pod.metadata.namespace
+        owners = {("owner", ns, r.kind, r.name) for r in pod.metadata.owner_references or ()}
+        value_of = self.labels[i].get
+        for bucket in chain(self._buckets(ns, pod.metadata.labels or {}), owners):
+            for counter in self._counter_buckets.get(bucket, ()):
+                if counter.eligible[i] and counter.match(pod):
+                    value = value_of(counter.key)
+                    if value is not None:
+                        counter.decrement(value)
+
     def forget_pods(self) -> None:
         """Drop the pods by namespace and label (made again from the snapshot on demand)."""
         self._ns_pods = {}
@@ -1171,6 +1216,12 @@ class _AntiGroup:
         if not self.values[value]:
             self.nodes.update(self.nodes_of.get(value, ()))
         self.values[value] += 1
+
+    def remove(self, value: str) -> None:
+        self.values[value] -= 1
+        if not self.values[value]:
+            del self.values[value]
+            self.nodes.difference_update(self.nodes_of.get(value, ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1449,17 +1500,17 @@ class PlacementSimulator:
 
     # ---------------------------------------------------------------- state
 
-    def _add_requests(self, i: int, pod: Pod, req: Mapping[str, int]) -> None:
-        self.req_cpu[i] += req.get(CPU, 0)
-        self.req_mem[i] += req.get(MEMORY, 0)
-        self.req_eph[i] += req.get(EPHEMERAL_STORAGE, 0)
+    def _add_requests(self, i: int, pod: Pod, req: Mapping[str, int], sign: int = 1) -> None:
+        self.req_cpu[i] += sign * req.get(CPU, 0)
+        self.req_mem[i] += sign * req.get(MEMORY, 0)
+        self.req_eph[i] += sign * req.get(EPHEMERAL_STORAGE, 0)
         for name, amount in req.items():
             if name not in _BASIC_RESOURCES:
                 scalar = self.req_scalar[i]
-                scalar[name] = scalar.get(name, 0) + amount
+                scalar[name] = scalar.get(name, 0) + sign * amount
         pc, pm = _non_zero_cpu_memory(pod, req)
-        self.nz_cpu[i] += pc
-        self.nz_mem[i] += pm
+        self.nz_cpu[i] += sign * pc
+        self.nz_mem[i] += sign * pm
 
     def _existing_anti_terms(self, pod: Pod) -> list[tuple[str, _AntiGroup]]:
         """The pod's required anti-affinity terms as (topology key, group), memoised per set of
@@ -1542,6 +1593,54 @@ class PlacementSimulator:
             if aff is not None and aff.pod_anti_affinity is not None:
                 self._add_existing_anti(pod, i)
         self.cluster.pod_added(pod, i)
+
+    def terminate(self, pod: Pod, terminating: Pod) -> None:
+        """``pod`` (bound) is being deleted and is now ``terminating`` (the same pod with a
+        deletionTimestamp): it keeps its requests, its place in the pod count and its
+        anti-affinity, as kube-scheduler's cache keeps a pod until it is gone; only spread
+        constraints stop counting it."""
+        i = self.cluster.index.get(pod.spec.node_name)
+        self.snapshot.add_pod(terminating)  # replaces ``pod``
+        if i is None:
+            return
+        c = self.cluster
+        c.forget_pods()
+        c.pod_terminating(pod, i)
+
+    def unbind(self, pod: Pod) -> None:
+        """``pod`` (bound, as the snapshot has it) is gone: the snapshot and every index follow.
+        The request classes' fit lists are made again on demand (a node with more room may fit
+        classes it did not)."""
+        c = self.cluster
+        i = c.index.get(pod.spec.node_name)
+        req = self.snapshot.requests(pod)
+        if not self.snapshot.remove_pod(pod):
+            return
+        if i is None:
+            return
+        if k8s_pods.occupies_node(pod):
+            self.pod_count[i] -= 1
+            self._add_requests(i, pod, req, -1)
+            self.free_cpu[i] = self.alloc_cpu[i] - self.req_cpu[i]
+            self.free_mem[i] = self.alloc_mem[i] - self.req_mem[i]
+            self.free_eph[i] = self.alloc_eph[i] - self.req_eph[i]
+            self.free_pods[i] = self.alloc_pods[i] - self.pod_count[i]
+            self._fit_classes = {}
+            self._fit_by = (([], []), ([], []), ([], []))
+            self._fit_scalar = []
+            self._bound[i] = self._least_allocated_bound(i)
+            for cache in self._cached_at[i]:
+                cache[i] = None
+            self._cached_at[i] = []
+            aff = pod.spec.affinity
+            if aff is not None and aff.pod_anti_affinity is not None:
+                node_labels = c.labels[i]
+                for key, group in self._existing_anti_terms(pod):
+                    value = node_labels.get(key)
+                    if value is not None:
+                        group.remove(value)
+        c.forget_pods()
+        c.pod_changed(pod, i, added=False)
 
     # ---------------------------------------------------------------- one pod
 
@@ -2913,6 +3012,166 @@ def _nodes_after_actions(snapshot: ClusterSnapshot, actions: Sequence[_NodeActio
     return list(by_name.values())
 
 
+def _terminating(pod: Pod, now: datetime) -> Pod:
+    """The evicted pod while it terminates: still bound, with a deletionTimestamp."""
+    meta = msgspec.structs.replace(pod.metadata, deletion_timestamp=now)
+    return msgspec.structs.replace(pod, metadata=meta)
+
+
+class _Placer:
+    """One cycle's placements: kube-scheduler's view of the cluster while the cycle evicts (see
+    :class:`PlacementOptions` ``order`` and ``terminating``) and the outcome of every replacement."""
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        options: PlacementOptions,
+        result: CycleLike,
+        now: datetime,
+        cycle: int,
+        run: CyclePlacement[Any],
+        replacement_of: dict[str, tuple[str, int]],
+    ) -> None:
+        self.snapshot = snapshot
+        self.options = options
+        self.nodes = _nodes_after_actions(snapshot, result.node_actions)
+        self.now = now
+        self.cycle = cycle
+        self.run = run
+        self.replacement_of = replacement_of
+        #: the replacements still Pending after the cycle (tried again after the next one)
+        self.carried: list[_Queued] = []
+        # each placed or pending replacement's outcome, in the order first tried
+        self._outcomes: list[PodPlacement] = []
+        self._at: dict[int, int] = {}
+        self._done = 0
+        self._progress: Callable[[], None] = lambda: None
+
+    def replay(
+        self,
+        retried: list[_Queued],
+        evicted: list[tuple[Pod, _Queued | None]],
+        progress: ProgressFn,
+    ) -> None:
+        """Place the Pending replacements of earlier cycles, then the replacements of this
+        cycle's ``evicted`` pods (in eviction order), as the options say."""
+        snapshot, options, k = self.snapshot, self.options, self.cycle
+        total = len(retried) + sum(q is not None for _, q in evicted)
+        self._progress = lambda: progress(f"cycle {k}: placing pods", self._done, total)
+        hold = options.terminating == TERMINATING_HOLD
+        if options.order == ORDER_AFTER_CYCLE and not hold:
+            # every evicted pod gone, then the scheduling queue: higher priority first, then
+            # first queued first
+            at_once = retried + [q for _, q in evicted if q is not None]
+            at_once.sort(key=lambda q: -q.priority)
+            sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
+            for q in at_once:
+                self._place(sim, q)
+            self._finish()
+            return
+        # kube-scheduler's view: the evicted pods are still there until deleted (or terminated)
+        for pod, _ in evicted:
+            snapshot.add_pod(pod)
+        sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
+        for q in sorted(retried, key=lambda q: -q.priority):
+            self._place(sim, q)
+        terminating: list[Pod] = []
+        # a StatefulSet re-creates its pod under the same name only once the old one is gone
+        later: list[_Queued] = []
+        queue: list[_Queued] = []
+        for pod, maybe in evicted:
+            if hold:
+                gone = _terminating(pod, self.now)
+                sim.terminate(pod, gone)
+                terminating.append(gone)
+            else:
+                sim.unbind(pod)
+            if maybe is None:
+                continue
+            if hold and maybe.pod.metadata.name == pod.metadata.name:
+                later.append(maybe)
+            elif options.order == ORDER_INTERLEAVED:
+                self._place(sim, maybe)
+            else:
+                queue.append(maybe)
+        queue.sort(key=lambda q: -q.priority)
+        for q in queue:
+            self._place(sim, q)
+        # the terminating pods are gone; kube-scheduler tries the Pending replacements again
+        # (a deleted pod is a cluster event that requeues them), higher priority first
+        for gone in terminating:
+            snapshot.remove_pod(gone)
+        again = self.carried + later
+        self.carried = []
+        if again:
+            sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
+            for q in sorted(again, key=lambda q: -q.priority):
+                self._place(sim, q)
+        self._finish()
+
+    def _place(self, sim: PlacementSimulator, q: _Queued) -> None:
+        k, now, run = self.cycle, self.now, self.run
+        if not self._done % _PROGRESS_EVERY:
+            self._progress()
+        self._done += 1
+        pod = q.pod
+        decision = sim.decide(pod)
+        ns, rname = pod.metadata.namespace, pod.metadata.name
+        if decision.node:
+            sim.bind(_bound(pod, decision.node, now))
+            outcome = PodPlacement(
+                k,
+                ns,
+                q.original,
+                q.evicted_from,
+                PLACED,
+                rname,
+                decision.node,
+                priority=q.priority,
+                score=decision.score,
+                evicted_by=q.evicted_by,
+                retried=q.retried,
+            )
+            if outcome.same_node:
+                run.thrashing.append(
+                    Thrash(
+                        k,
+                        THRASH_SAME_NODE,
+                        ns,
+                        q.original,
+                        decision.node,
+                        f"replacement {rname} lands back on {decision.node}, where {q.original} was "
+                        "evicted from",
+                    )
+                )
+        else:
+            self.snapshot.add_pod(_unschedulable(pod, decision.reason, now))
+            self.carried.append(q)
+            outcome = PodPlacement(
+                k,
+                ns,
+                q.original,
+                q.evicted_from,
+                PENDING,
+                rname,
+                reason=decision.reason,
+                priority=q.priority,
+                evicted_by=q.evicted_by,
+                retried=q.retried,
+            )
+        at = self._at.get(id(q))
+        if at is None:
+            self._at[id(q)] = len(self._outcomes)
+            self._outcomes.append(outcome)
+        else:
+            self._outcomes[at] = outcome  # tried again: the last attempt is the outcome
+        self.replacement_of[f"{ns}/{rname}"] = (f"{ns}/{q.original}", k)
+
+    def _finish(self) -> None:
+        self.run.placements.extend(self._outcomes)
+        self._progress()
+
+
 @dataclass
 class _Queued:
     pod: Pod  # the replacement, unbound
@@ -3005,19 +3264,29 @@ def _simulate(
         if not placement:
             continue
         t0 = time.perf_counter()
-        queue: list[_Queued] = []
+        retried: list[_Queued] = []
         for q in carried:
             current = snapshot.pod(q.pod.metadata.namespace, q.pod.metadata.name)
             if current is not None and not current.spec.node_name and k8s_pods.occupies_node(current):
-                queue.append(_Queued(current, q.original, q.evicted_from, "", q.priority, True))
+                retried.append(_Queued(current, q.original, q.evicted_from, "", q.priority, True))
         carried = []
+        # the evicted pods in eviction order, each with its replacement (None: gone)
+        evicted: list[tuple[Pod, _Queued | None]] = []
         for e in evictions:
             pod = recorder.pods.get(f"{e.namespace}/{e.name}")
             by = f"{e.profile}/{e.plugin}"
             if pod is None:
                 continue
             priority = k8s_priority.resolve_pod_priority(pod, classes, default_class)
+            gone_reason = ""
             if k8s_pods.is_bare_pod(pod):
+                gone_reason = "bare pod: nothing re-creates it"
+            elif not k8s_pods.occupies_node(pod):
+                gone_reason = (
+                    f"{pod.status.phase} pod: its controller already counted it as finished "
+                    "and does not re-create it"
+                )
+            if gone_reason:
                 run.placements.append(
                     PodPlacement(
                         k,
@@ -3025,83 +3294,19 @@ def _simulate(
                         e.name,
                         e.node,
                         GONE,
-                        reason="bare pod: nothing re-creates it",
+                        reason=gone_reason,
                         priority=priority,
                         evicted_by=by,
                     )
                 )
-                continue
-            if not k8s_pods.occupies_node(pod):
-                run.placements.append(
-                    PodPlacement(
-                        k,
-                        e.namespace,
-                        e.name,
-                        e.node,
-                        GONE,
-                        reason=f"{pod.status.phase} pod: its controller already counted it as finished "
-                        "and does not re-create it",
-                        priority=priority,
-                        evicted_by=by,
-                    )
-                )
+                evicted.append((pod, None))
                 continue
             name = _replacement_name(snapshot, pod, k)
-            queue.append(_Queued(_replacement(pod, name, now, k), e.name, e.node, by, priority, False))
-        # the scheduling queue: higher priority first, then first queued first
-        queue.sort(key=lambda q: -q.priority)
-        sim = PlacementSimulator(snapshot, options, nodes=_nodes_after_actions(snapshot, result.node_actions))
-        for done, q in enumerate(queue):
-            if not done % _PROGRESS_EVERY:
-                progress(f"cycle {k}: placing pods", done, len(queue))
-            pod = q.pod
-            decision = sim.decide(pod)
-            ns, rname = pod.metadata.namespace, pod.metadata.name
-            if decision.node:
-                sim.bind(_bound(pod, decision.node, now))
-                outcome = PodPlacement(
-                    k,
-                    ns,
-                    q.original,
-                    q.evicted_from,
-                    PLACED,
-                    rname,
-                    decision.node,
-                    priority=q.priority,
-                    score=decision.score,
-                    evicted_by=q.evicted_by,
-                    retried=q.retried,
-                )
-                if outcome.same_node:
-                    run.thrashing.append(
-                        Thrash(
-                            k,
-                            THRASH_SAME_NODE,
-                            ns,
-                            q.original,
-                            decision.node,
-                            f"replacement {rname} lands back on {decision.node}, where {q.original} was "
-                            "evicted from",
-                        )
-                    )
-            else:
-                snapshot.add_pod(_unschedulable(pod, decision.reason, now))
-                carried.append(q)
-                outcome = PodPlacement(
-                    k,
-                    ns,
-                    q.original,
-                    q.evicted_from,
-                    PENDING,
-                    rname,
-                    reason=decision.reason,
-                    priority=q.priority,
-                    evicted_by=q.evicted_by,
-                    retried=q.retried,
-                )
-            run.placements.append(outcome)
-            replacement_of[f"{ns}/{rname}"] = (f"{ns}/{q.original}", k)
-        progress(f"cycle {k}: placing pods", len(queue), len(queue))
+            queued = _Queued(_replacement(pod, name, now, k), e.name, e.node, by, priority, False)
+            evicted.append((pod, queued))
+        placer = _Placer(snapshot, options, result, now, k, run, replacement_of)
+        placer.replay(retried, evicted, progress)
+        carried = placer.carried
         run.seconds = time.perf_counter() - t0
     progress("measuring the cluster", 0, 1)
     after = cluster_picture(snapshot, before.specs, since=before)

@@ -14,9 +14,12 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.k8s.objects import Node, Pod
 from desched.scheduling.placement import (
     GONE,
+    ORDER_AFTER_CYCLE,
+    ORDER_INTERLEAVED,
     PENDING,
     PLACED,
     SCORE_GENERIC,
+    TERMINATING_GONE,
     THRASH_RE_EVICTED,
     THRASH_SAME_NODE,
     EvictionRecorder,
@@ -651,8 +654,8 @@ def test_higher_priority_is_placed_first() -> None:
             pod("filler", "n1", cpu="100m", owner=None),
         ],
     )
-    # both evicted and both fit again: the higher priority is scheduled first
-    sim = simulate(s, evicting({1: ["low", "high"]}), now=NOW)
+    # both evicted and both fit again: after the cycle, the higher priority is scheduled first
+    sim = simulate(s, evicting({1: ["low", "high"]}), now=NOW, options=AFTER_CYCLE)
     assert [p.name for p in sim.placements] == ["high", "low"]
     s2 = snap(
         [node("n1", cpu="1")],
@@ -661,13 +664,107 @@ def test_higher_priority_is_placed_first() -> None:
             pod("high", "n1", cpu="800m", priority=1000, owner=("ReplicaSet", "h")),
         ],
     )
-    sim2 = simulate(s2, evicting({1: ["low", "high"]}), now=NOW)
+    sim2 = simulate(s2, evicting({1: ["low", "high"]}), now=NOW, options=AFTER_CYCLE)
     by = {p.name: p for p in sim2.placements}
     assert by["high"].outcome == PLACED and by["low"].outcome == PENDING
     assert by["low"].reason == "0/1 nodes are available: 1 Insufficient cpu."
     pending = s2.pod("default", by["low"].replacement)
     assert pending is not None and pending.spec.node_name == "" and pending.status.phase == "Pending"
     assert pending.status.conditions and pending.status.conditions[0].reason == "Unschedulable"
+
+
+AFTER_CYCLE = PlacementOptions(order=ORDER_AFTER_CYCLE, terminating=TERMINATING_GONE)
+
+
+def test_interleaved_places_each_replacement_as_its_pod_is_evicted() -> None:
+    s = snap(
+        [node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1")],
+        [
+            pod("low", "n1", cpu="800m", priority=1),
+            pod("high", "n2", cpu="800m", priority=1000),
+            pod("x", "n3", cpu="300m", owner=None),
+        ],
+    )
+    # after the cycle: both nodes are free, high goes first and takes n1 (the first of the tie)
+    after = simulate(s.copy(), evicting({1: ["low", "high"]}), now=NOW, options=AFTER_CYCLE)
+    assert [(p.name, p.node) for p in after.placements] == [("high", "n1"), ("low", "n2")]
+    # interleaved: low's replacement is placed while high still runs on n2: only n1 has room
+    gone = PlacementOptions(order=ORDER_INTERLEAVED, terminating=TERMINATING_GONE)
+    inter = simulate(s.copy(), evicting({1: ["low", "high"]}), now=NOW, options=gone)
+    assert [(p.name, p.node) for p in inter.placements] == [("low", "n1"), ("high", "n2")]
+
+
+def test_terminating_pods_hold_their_room_and_pending_pods_are_tried_again() -> None:
+    s = snap(
+        [node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1")],
+        [pod("a", "n1", cpu="800m"), pod("b", "n2", cpu="800m")],
+    )
+    sim = simulate(s, evicting({1: ["a", "b"]}), now=NOW)  # the default: interleaved, hold
+    by = {p.name: p for p in sim.placements}
+    # a terminates on n1 holding 800m: its replacement takes n3; b's finds no room (a and b
+    # terminating, a's replacement on n3) until the terminating pods are gone, then n1
+    assert by["a"].node == "n3"
+    assert (by["b"].outcome, by["b"].node) == (PLACED, "n1")
+    assert {p.metadata.name for p in s.pods} == {by["a"].replacement, by["b"].replacement}
+    # gone at once: each replacement takes its pod's room back
+    s = snap(
+        [node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1")],
+        [pod("a", "n1", cpu="800m"), pod("b", "n2", cpu="800m")],
+    )
+    gone = PlacementOptions(terminating=TERMINATING_GONE)
+    assert [p.node for p in simulate(s, evicting({1: ["a", "b"]}), now=NOW, options=gone).placements] == [
+        "n1",
+        "n2",
+    ]
+
+
+def test_a_terminating_pod_keeps_its_anti_affinity_but_not_its_spread_count() -> None:
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "s"}},
+            }
+        ]
+    }
+    s = snap(
+        [node("n1"), node("n2")],
+        [
+            pod("a", "n1", labels={"app": "x"}, spec=anti("x")),
+            pod("s1", "n1", labels={"app": "s"}, spec=spread),
+            pod("s2", "n2", labels={"app": "s"}, spec=spread),
+            pod("s3", "n2", labels={"app": "s"}, spec=spread),
+        ],
+    )
+    sim = PlacementSimulator(s)
+    new_s = pod("p", labels={"app": "s"}, spec=spread)
+    new_a = pod("a2", labels={"app": "x"}, spec=anti("x"))
+    assert sim.decide(new_s).feasible == 1  # n2 has 2 of app=s, n1 1: only n1
+    assert sim.decide(new_a).node == "n2"
+    for name in ("a", "s2"):
+        old = s.pod("default", name)
+        assert old is not None
+        sim.terminate(
+            old,
+            msgspec.structs.replace(
+                old, metadata=msgspec.structs.replace(old.metadata, deletion_timestamp=NOW)
+            ),
+        )
+    # s2 terminating no longer counts on n2 (1 and 1): both nodes take the new pod
+    assert sim.decide(new_s).feasible == 2
+    # a terminating still repels its like from n1, and still holds its requests
+    assert sim.decide(new_a).node == "n2"
+    assert sim.free_cpu[sim.cluster.index["n1"]] == 4000 - 200
+    # once gone (unbound), n1 takes it again and its room is back
+    for name in ("a", "s1"):
+        gone = s.pod("default", name)
+        assert gone is not None
+        sim.unbind(gone)
+    assert sim.decide(new_a).node == "n1"
+    assert sim.free_cpu[sim.cluster.index["n1"]] == 4000
+    assert s.pod("default", "a") is None
 
 
 def test_a_replacement_landing_where_it_was_is_thrashing() -> None:
