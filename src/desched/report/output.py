@@ -372,6 +372,8 @@ def simulation_to_json(sim: Any, *, now: str) -> dict[str, Any]:
         "mode": opts.score,
         "weights": opts.weights(),
         "percentageOfNodesToScore": opts.percentage_of_nodes_to_score,
+        "placementOrder": opts.order,
+        "terminatingPods": opts.terminating,
     }
     doc["before"] = picture_to_json(sim.before)
     doc["after"] = picture_to_json(sim.after)

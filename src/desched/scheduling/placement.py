@@ -1,12 +1,16 @@
-"""Placement simulation: where kube-scheduler would put the pods a descheduling cycle evicts.
+"""Placement simulation: where kube-scheduler 1.36 would put the pods a descheduling cycle evicts.
 
 Upstream descheduler's dry run says what it would evict, never where the pods would go (its
-issue #1584). ``desched simulate`` answers it: after the cycle, every evicted pod that a
-controller re-creates (a ReplicaSet's, StatefulSet's, Job's, DaemonSet's replacement; a bare pod
-is gone, and so is a finished one, which its controller already counted as done) is scheduled
-again the way kube-scheduler's default profile would, one pod at a time, in its scheduling
-queue's order (higher priority first, then the order the pods were evicted in), each placement
-changing what the next pod sees. Replacements that fit nowhere stay Pending, with the message
+issue #1584). ``desched simulate`` answers it: every evicted pod that a controller re-creates (a
+ReplicaSet's, StatefulSet's, Job's, DaemonSet's replacement; a bare pod is gone, and so is a
+finished one, which its controller already counted as done) is scheduled again the way
+kube-scheduler 1.36's default profile would, one pod at a time, each placement changing what the
+next pod sees. By default each replacement is placed right after its pod's eviction (the
+ReplicaSet controller and kube-scheduler act within milliseconds, while the cycle still evicts),
+with the evicted pods still terminating on their nodes (holding their requests and
+anti-affinity; spread constraints no longer count them); ``PlacementOptions.order`` and
+``terminating`` choose placement after the cycle (higher priority first) and evicted pods gone
+at once (kwok). Replacements that fit nowhere stay Pending, with the message
 kube-scheduler would put in their ``PodScheduled`` condition
 ("0/7 nodes are available: 3 Insufficient cpu, 4 node(s) had untolerated taint {dedicated: gpu}.").
 
@@ -39,8 +43,9 @@ over zones, by name within a zone).
 **Scores** (``--score default``, kube-scheduler's default profile): each plugin scores the feasible
 nodes 0..100, normalised as kube-scheduler normalises it, times its weight:
 NodeResourcesFit LeastAllocated (cpu and memory, weight 1; requests with kube-scheduler's 100m /
-200Mi stand-ins for containers that set none), NodeResourcesBalancedAllocation (1; skipped for
-best-effort pods), TaintToleration (3; ``PreferNoSchedule`` taints not tolerated, fewer is better),
+200Mi stand-ins for containers that set none), NodeResourcesBalancedAllocation (1; 1.36's change
+in balance the pod causes, kubernetes#135573; skipped for best-effort pods), TaintToleration
+(3; ``PreferNoSchedule`` taints not tolerated, fewer is better),
 NodeAffinity (2; the weights of the matching preferred terms), InterPodAffinity (2; the pod's
 preferred (anti-)affinity terms against the pods in each domain) and PodTopologySpread (2;
 ``ScheduleAnyway`` constraints, or, for a pod without constraints that a ReplicaSet,
@@ -48,7 +53,7 @@ StatefulSet or ReplicationController owns, kube-scheduler's system defaults: hos
 and zone maxSkew 5 over the pods of the same owner). ``--score generic`` replaces the two
 node-resources scores with the KEP-2143 generic scorer (:mod:`desched.scheduling.scorer`),
 weighted 2 (the weight of the two plugins it replaces). The highest total wins; ties go to the
-node whose name sorts first (kube-scheduler picks one at random).
+root of the Go heap kube-scheduler 1.36 builds over its feasible list (:func:`heap_winner`).
 
 Simplifications (documented in docs/simulation.md): ImageLocality and the volume plugins are not
 modelled (the snapshot has no node images, PersistentVolumes or CSI limits); InterPodAffinity's
