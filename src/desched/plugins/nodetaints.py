@@ -11,7 +11,9 @@ Which taints count (upstream ``node_taint.go``):
 - it is included: with ``includedTaints`` set, only taints matching one of its entries count
   (as upstream, a present but empty list includes nothing; leaving it out includes every taint).
 
-The pods of each node are taken in listing order (``namespace/name``, then the profile's Sort
+Pods that have finished (Succeeded or Failed) are not considered, as upstream lists a node's pods
+(``ListPodsOnANode``): a completed Job pod on a tainted node is left alone. The pods of each node
+are taken in listing order (``namespace/name``, then the profile's Sort
 plugins); a pod is evicted when some counted taint of its node is tolerated by none of its
 tolerations, and when the profile's evictor filters let it go. Reaching the per-node limit moves
 on to the next node; reaching the total limit ends the plugin.
@@ -29,6 +31,7 @@ from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
 from desched.framework.types import EvictResult, Handle, Status
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, Taint
+from desched.k8s.pods import occupies_node
 from desched.plugins.common import pod_selector
 
 log = logging.getLogger(__name__)
@@ -91,7 +94,7 @@ class RemovePodsViolatingNodeTaints:
                 continue
             violators: list[tuple[Pod, Taint]] = []
             for pod in snapshot.pods_on_node(node.metadata.name):
-                if not selected(pod):
+                if not occupies_node(pod) or not selected(pod):  # (upstream's ListPodsOnANode)
                     continue
                 taint = k8s_taints.untolerated_taint(taints, pod.spec.tolerations, self._effects)
                 if taint is not None:
