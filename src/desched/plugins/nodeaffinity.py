@@ -180,6 +180,8 @@ class _AffinePods:
 
 class RemovePodsViolatingNodeAffinity:
     name: ClassVar[str] = "RemovePodsViolatingNodeAffinity"
+    #: The profile's PreSort plugins order the pods it considers on each node.
+    presorts: ClassVar[bool] = True
     Args: ClassVar[type[RemovePodsViolatingNodeAffinityArgs]] = RemovePodsViolatingNodeAffinityArgs
 
     def __init__(self, args: RemovePodsViolatingNodeAffinityArgs, handle: Handle) -> None:
@@ -304,7 +306,9 @@ class RemovePodsViolatingNodeAffinity:
             if not found:
                 continue
             reasons = {id(pod): reason for pod, reason in found}
-            for pod in self.handle.sort_pods([pod for pod, _ in found]):
+            # PreSort: the order the violators are considered in; Sort keeps it among its ties
+            considered = self.handle.presort_pods([pod for pod, _ in found])
+            for pod in self.handle.sort_pods(considered):
                 result = ev.evict(pod, reason=reasons[id(pod)])
                 if result is EvictResult.NODE_LIMIT:
                     break

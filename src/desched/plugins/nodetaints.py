@@ -13,10 +13,11 @@ Which taints count (upstream ``node_taint.go``):
 
 Pods that have finished (Succeeded or Failed) are not considered, as upstream lists a node's pods
 (``ListPodsOnANode``): a completed Job pod on a tainted node is left alone. The pods of each node
-are taken in listing order (``namespace/name``, then the profile's Sort
-plugins); a pod is evicted when some counted taint of its node is tolerated by none of its
-tolerations, and when the profile's evictor filters let it go. Reaching the per-node limit moves
-on to the next node; reaching the total limit ends the plugin.
+are considered in listing order (``namespace/name``), or in the order of the profile's PreSort
+plugins, and evicted in the order of its Sort plugins (which keep the considered order among the
+pods they find equal). A pod is evicted when some counted taint of its node is tolerated by none
+of its tolerations, and when the profile's evictor filters let it go. Reaching the per-node limit
+moves on to the next node; reaching the total limit ends the plugin.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def _taint_matches(entries: frozenset[str], taint: Taint) -> bool:
 
 class RemovePodsViolatingNodeTaints:
     name: ClassVar[str] = "RemovePodsViolatingNodeTaints"
+    #: The profile's PreSort plugins order the pods it considers (see the module docstring).
+    presorts: ClassVar[bool] = True
     Args: ClassVar[type[RemovePodsViolatingNodeTaintsArgs]] = RemovePodsViolatingNodeTaintsArgs
 
     def __init__(self, args: RemovePodsViolatingNodeTaintsArgs, handle: Handle) -> None:
@@ -102,7 +105,10 @@ class RemovePodsViolatingNodeTaints:
             if not violators:
                 continue
             why = {pod.key: taint for pod, taint in violators}
-            for pod in self.handle.sort_pods([pod for pod, _ in violators]):
+            # PreSort: the order the violators are considered in; Sort then decides the eviction
+            # order, its ties kept in that order (so PreSort decides what a node limit leaves)
+            considered = self.handle.presort_pods([pod for pod, _ in violators])
+            for pod in self.handle.sort_pods(considered):
                 taint = why[pod.key]
                 reason = (
                     f"pod does not tolerate taint {taint.key}"

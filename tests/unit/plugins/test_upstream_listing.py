@@ -8,6 +8,7 @@ pods, on the counts the cluster shows then, not again with a count that shrinks 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -190,3 +191,89 @@ def test_min_replicas_counts_the_cycle_start_across_profiles() -> None:
     doc = {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [first, second]}
     result = Framework(load_policy(doc, REGISTRY), REGISTRY).run_cycle(snapshot, SimulatedBackend(snapshot))
     assert [(r.profile, r.name) for r in result.evictions] == [("first", "web-1"), ("second", "web-2")]
+
+
+# ----------------------------------------------------------------------------- PreSort
+
+
+def _presort_policy(plugin: str, args: dict[str, Any], presort: list[dict[str, Any]]) -> dict[str, Any]:
+    configs: list[dict[str, Any]] = [{"name": "DefaultEvictor", "args": {}}, {"name": plugin, "args": args}]
+    configs += presort
+    plugins: dict[str, Any] = {"deschedule": {"enabled": [plugin]}}
+    if presort:
+        plugins["presort"] = {"enabled": [c["name"] for c in presort]}
+    return {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "maxNoOfPodsToEvictPerNode": 1,
+        "profiles": [{"name": "p", "pluginConfig": configs, "plugins": plugins}],
+    }
+
+
+def _aged(name: str, created: str) -> Pod:
+    base = pod(name, "n1")
+    return msgspec.structs.replace(
+        base,
+        metadata=msgspec.structs.replace(
+            base.metadata, creation_timestamp=msgspec.convert(created, datetime)
+        ),
+    )
+
+
+def test_presort_changes_which_pod_a_node_limit_leaves() -> None:
+    pods = [_aged("a-old", "2026-01-01T00:00:00Z"), _aged("b-new", "2026-03-01T00:00:00Z")]
+    pods.append(_aged("c-mid", "2026-02-01T00:00:00Z"))
+
+    def first_evicted(presort: list[dict[str, Any]]) -> list[str]:
+        snapshot = ClusterSnapshot(nodes=[node("n1", taint=True), node("n2")], pods=pods)
+        policy = load_policy(_presort_policy("RemovePodsViolatingNodeTaints", {}, presort), REGISTRY)
+        result = Framework(policy, REGISTRY).run_cycle(snapshot, SimulatedBackend(snapshot))
+        return [r.name for r in result.evictions]
+
+    assert first_evicted([]) == ["a-old"]  # listing order: by name
+    newest = [{"name": "PodAgeSort", "args": {"order": "NewestFirst"}}]
+    assert first_evicted(newest) == ["b-new"]
+    assert first_evicted([{"name": "PodAgeSort", "args": {}}]) == ["a-old"]
+
+
+def test_presort_orders_the_pods_node_affinity_considers() -> None:
+    required = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+                ]
+            }
+        }
+    }
+    pods = []
+    for name, created in (("a-old", "2026-01-01T00:00:00Z"), ("b-new", "2026-03-01T00:00:00Z")):
+        p = _aged(name, created)
+        pods.append(
+            msgspec.structs.replace(
+                p,
+                spec=msgspec.structs.replace(
+                    p.spec, affinity=pod("x", "n1", affinity=required).spec.affinity
+                ),
+            )
+        )
+    args = {"nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"]}
+    newest = [{"name": "PodAgeSort", "args": {"order": "NewestFirst"}}]
+    snapshot = ClusterSnapshot(nodes=[node("n1", zone="a"), node("n2", zone="b")], pods=pods)
+    policy = load_policy(_presort_policy("RemovePodsViolatingNodeAffinity", args, newest), REGISTRY)
+    result = Framework(policy, REGISTRY).run_cycle(snapshot, SimulatedBackend(snapshot))
+    assert [r.name for r in result.evictions] == ["b-new"]
+    assert policy.warnings == ()
+
+
+def test_policy_warns_when_a_strategy_has_no_presort_step() -> None:
+    doc = _presort_policy(
+        "RemovePodsHavingTooManyRestarts", {"podRestartThreshold": 3}, [{"name": "PodAgeSort", "args": {}}]
+    )
+    policy = load_policy(doc, REGISTRY)
+    assert policy.warnings == (
+        "profiles[0].plugins.presort: RemovePodsHavingTooManyRestarts has no pre-sort step, so "
+        "PodAgeSort does not change the order it considers pods in",
+    )
+    doc = _presort_policy("RemovePodsViolatingNodeTaints", {}, [{"name": "PodAgeSort", "args": {}}])
+    assert load_policy(doc, REGISTRY).warnings == ()
