@@ -351,10 +351,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     from desched.api.policy import load_policy_file
     from desched.cluster.file_source import load_snapshot_file
-    from desched.framework.evictor import EvictionBackend, SimulatedBackend
+    from desched.framework.evictor import EvictionBackend
     from desched.framework.framework import CycleResult, Framework, FrameworkError
     from desched.framework.nodeactions import SimulatedNodeActions
     from desched.framework.registry import default_registry
+    from desched.framework.simulated import SimulatedEvictionApi
     from desched.report.output import (
         anomaly_findings,
         write_json,
@@ -396,7 +397,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             node_actions = SimulatedNodeActions(lambda: now)
             node_actions.restore_expired(snapshot.nodes)
             progress("descheduling", 0, 1)
-            result = framework.run_cycle(snapshot, SimulatedBackend(snapshot), node_actions=node_actions)
+            result = framework.run_cycle(snapshot, SimulatedEvictionApi(snapshot), node_actions=node_actions)
             progress.stop()
             anomalies = anomaly_findings(framework.profiles)
             if args.output == "json":
@@ -413,7 +414,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             actions = SimulatedNodeActions(lambda: now)
             if cycle == 1:
                 actions.restore_expired(snap.nodes)
-            return framework.run_cycle(snap, backend, node_actions=actions)
+            # the eviction API's answers (PDBs) first; the placement simulator hears of what it allows
+            return framework.run_cycle(snap, SimulatedEvictionApi(snap, then=backend), node_actions=actions)
 
         sim = simulate(
             snapshot,

@@ -181,6 +181,10 @@ def test_table_keeps_long_names_whole_on_a_narrow_screen(
         f"1   preview/{name}   {node}   r [a]",
         "",
         "default / Broken (balance): 0 eviction(s): plugin failed: boom [x]: " + "y" * 80,
+        "Refused: 1",
+        "pod    node" + " " * (len(node) - 1) + "asked by              why",
+        f"ns/b   {node}   default/PodLifeTime   {EvictResult.NODE_LIMIT.value}",
+        "",
         f"Total: 1 pod(s) evicted of 5; refused: {{'{EvictResult.NODE_LIMIT.value}': 1}}",
     ]
 
