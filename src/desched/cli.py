@@ -619,6 +619,21 @@ def _add_placement_arguments(sim: argparse.ArgumentParser) -> None:
         "implies --score generic",
     )
     sim.add_argument(
+        "--placement-order",
+        choices=["interleaved", "after-cycle"],
+        default="interleaved",
+        help="place each replacement as its pod is evicted, as kube-scheduler does while the "
+        "cycle is still evicting, or all after the cycle, higher priority first "
+        "(default: interleaved)",
+    )
+    sim.add_argument(
+        "--terminating-pods",
+        choices=["hold", "gone"],
+        default="hold",
+        help="an evicted pod keeps its node's resources while its replacements are placed "
+        "(a kubelet's graceful termination), or is gone at once (kwok) (default: hold)",
+    )
+    sim.add_argument(
         "--cycles",
         type=int,
         default=1,
@@ -686,7 +701,9 @@ def _placement_options(args: argparse.Namespace) -> Any:
     if score == SCORE_GENERIC and not args.scorer_config:
         raise UserError("--score", "generic needs --scorer-config FILE (the generic scorer's args)")
     generic = load_scorer_args(args.scorer_config) if args.scorer_config else None
-    return PlacementOptions(score=score, generic=generic)
+    return PlacementOptions(
+        score=score, generic=generic, order=args.placement_order, terminating=args.terminating_pods
+    )
 
 
 def _explainer(args: argparse.Namespace, snapshot: Any) -> Any:
@@ -710,10 +727,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     from desched.api.policy import load_policy_file
     from desched.cluster.file_source import load_snapshot_file
-    from desched.framework.evictor import EvictionBackend, SimulatedBackend
+    from desched.framework.evictor import EvictionBackend
     from desched.framework.framework import CycleResult, Framework, FrameworkError
     from desched.framework.nodeactions import SimulatedNodeActions
     from desched.framework.registry import default_registry
+    from desched.framework.simulated import SimulatedEvictionApi
     from desched.report.output import (
         anomaly_findings,
         write_json,
@@ -763,7 +781,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             node_actions.restore_expired(snapshot.nodes)
             progress("descheduling", 0, 1)
             result = framework.run_cycle(
-                snapshot, SimulatedBackend(snapshot), node_actions=node_actions, on_plugin_run=on_plugin_run
+                snapshot,
+                SimulatedEvictionApi(snapshot),
+                node_actions=node_actions,
+                on_plugin_run=on_plugin_run,
             )
             progress.stop()
             anomalies = anomaly_findings(framework.profiles)
@@ -785,7 +806,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 actions.restore_expired(snap.nodes)
             if explainer is not None:
                 explainer.cycle = cycle
-            return framework.run_cycle(snap, backend, node_actions=actions, on_plugin_run=on_plugin_run)
+            # the eviction API's answers (PDBs) first; the placement simulator hears of what it allows
+            return framework.run_cycle(
+                snap,
+                SimulatedEvictionApi(snap, then=backend),
+                node_actions=actions,
+                on_plugin_run=on_plugin_run,
+            )
 
         sim = simulate(
             snapshot,

@@ -296,6 +296,7 @@ def _load_v1alpha2(doc: Mapping[str, Any], registry: Registry, warnings: tuple[s
         seen.add(prof.name)
         profiles.append(_resolve_profile(i, prof, registry))
     _check_metrics_sources(wire, profiles)
+    warnings = warnings + _presort_warnings(profiles, registry)
     return Policy(
         profiles=tuple(profiles),
         node_selector=wire.node_selector or None,
@@ -306,6 +307,28 @@ def _load_v1alpha2(doc: Mapping[str, Any], registry: Registry, warnings: tuple[s
         wire=wire,
         warnings=warnings,
     )
+
+
+def _presort_warnings(profiles: list[ProfileConfig], registry: Registry) -> tuple[str, ...]:
+    """PreSort plugins order the pods a strategy considers, but only strategies that have a
+    pre-sort step (their class says ``presorts = True``) ask for that order: say so for the others
+    rather than accept a ``presort`` that changes nothing."""
+    out: list[str] = []
+    for i, prof in enumerate(profiles):
+        presorters = prof.enabled(ExtensionPoint.PRESORT)
+        if not presorters:
+            continue
+        for point in (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE):
+            for name in prof.enabled(point):
+                spec = registry.get(name)
+                if spec is not None and not getattr(spec.factory, "presorts", False):
+                    msg = (
+                        f"profiles[{i}].plugins.presort: {name} has no pre-sort step, so "
+                        f"{', '.join(presorters)} does not change the order it considers pods in"
+                    )
+                    out.append(msg)
+                    log.warning(msg)
+    return tuple(out)
 
 
 def _check_metrics_sources(wire: PolicyWire, profiles: list[ProfileConfig]) -> None:

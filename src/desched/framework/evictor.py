@@ -51,13 +51,14 @@ class EvictionBackend(Protocol):
 
 
 class SimulatedBackend:
-    """Evicts nothing for real: the pod leaves the working snapshot, so later plugins see it gone."""
+    """Evicts nothing for real and lets every eviction through (no PodDisruptionBudgets: see
+    :class:`desched.framework.simulated.SimulatedEvictionApi` for the eviction API's answers).
+    The framework takes the pod out of the cycle's working snapshot, as for every backend."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
 
     def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
-        self.snapshot.remove_pod(pod)
         return None
 
 

@@ -24,6 +24,7 @@ from desched.framework.evictor import (
     EvictionBackend,
     EvictionObserver,
     EvictionRecord,
+    EvictionRequest,
     PodEvictor,
     ProfileEvictor,
 )
@@ -77,6 +78,30 @@ class CycleContext:
 class _NoBackend:
     def evict(self, pod: Pod, request: object) -> str | None:
         return "no eviction backend: no cycle is running"
+
+
+class _CycleBackend:
+    """The cycle's one rule for what it sees after an eviction, whichever backend carries it out.
+
+    A pod the backend evicted leaves the cycle's working snapshot at once, so every plugin after it
+    (and the rest of the plugin that evicted it) decides as if it were gone: the live API backend
+    and the simulated one make the same decisions on the same snapshot. In a live run the snapshot
+    is the cycle's own copy of the informer cache (``LiveCache.snapshot`` builds new indexes over
+    the cached records, which are never changed in place), so the cache is not touched.
+    See docs/design.md, "What a cycle sees after an eviction".
+    """
+
+    __slots__ = ("backend", "snapshot")
+
+    def __init__(self, backend: EvictionBackend, snapshot: ClusterSnapshot) -> None:
+        self.backend = backend
+        self.snapshot = snapshot
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+        failure = self.backend.evict(pod, request)
+        if failure is None:
+            self.snapshot.remove_pod(pod)
+        return failure
 
 
 class PluginHandle:
@@ -298,7 +323,7 @@ class Framework:
         ctx.snapshot = snapshot
         ctx.node_actions = node_actions if node_actions is not None else SimulatedNodeActions(ctx.clock)
         ctx.evictor = PodEvictor(
-            backend,
+            _CycleBackend(backend, snapshot),
             self.policy.limits,
             grace_period_seconds=self.policy.grace_period_seconds,
             observers=observers,

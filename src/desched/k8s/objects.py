@@ -322,10 +322,14 @@ class PodDisruptionBudgetSpec(_Base):
     selector: LabelSelector | None = None
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
+    #: ``IfHealthyBudget`` (the default when unset) or ``AlwaysAllow``.
+    unhealthy_pod_eviction_policy: str | None = None
 
 
 class PodDisruptionBudgetStatus(_Base):
-    disruptions_allowed: int = 0
+    #: ``None`` when the object has no status (a hand-written snapshot): the budget is then
+    #: computed from the pods, as the disruption controller would (:mod:`desched.k8s.disruption`).
+    disruptions_allowed: int | None = None
     current_healthy: int = 0
     desired_healthy: int = 0
     expected_pods: int = 0

@@ -26,15 +26,18 @@ Upstream's ``pkg/framework/plugins/defaultevictor`` (v0.36), rule for rule.
    Protections come from ``podProtections`` when its ``extraEnabled`` or ``defaultDisabled`` is
    non-empty, else from the deprecated booleans (``evictLocalStoragePods`` ...);
 5. ``labelSelector`` must match the pod's labels;
-6. ``minReplicas`` (> 1): a pod with exactly one owner reference is kept while fewer than
-   ``minReplicas`` pods of the snapshot name that owner (same uid); pods with no or several
-   owners pass;
+6. ``minReplicas`` (> 1): a pod with exactly one owner reference is kept when fewer than
+   ``minReplicas`` pods of the snapshot name that owner (same uid) at the start of the cycle;
+   pods with no or several owners pass. The count is the cycle's first one: upstream checks it
+   once, when a plugin lists a node's pods, and then evicts from that list (and a live cluster
+   still lists the pods evicted during the cycle, terminating), so two replicas on a tainted node
+   are both evicted;
 7. ``minPodAge``: a pod without ``status.startTime``, or started less than ``minPodAge`` ago, is
    kept.
 
 Within a cycle, what ``filter`` finds from the pod itself and the cycle's settings (steps 1-5)
-is remembered per pod; ``minReplicas`` (evictions change the counts) and ``minPodAge`` (the
-clock) are checked again at every call.
+is remembered per pod; ``minReplicas`` (from the counts taken at the cycle's start) and
+``minPodAge`` (the clock) are checked at every call.
 
 ``pre_eviction_filter(pod)``: with ``nodeFit``, the pod must fit (:mod:`desched.scheduling.nodefit`)
 some *other* ready node of the snapshot matching ``nodeSelector`` (all of them, not only the nodes
@@ -313,8 +316,8 @@ class DefaultEvictor:
         self._constraints: list[_Constraint] = []
         self._static_checks: tuple[Callable[[Pod], bool], ...] = ()
         self._ready_nodes: list[Node] | None = None
-        #: owner -> [snapshot.version, snapshot.additions, pods naming the owner key, replicas]
-        self._owner_counts: dict[_OwnerKey, list[int]] = {}
+        #: owner -> how many pods named it when the cycle started (minReplicas > 1 only)
+        self._owner_counts: dict[_OwnerKey, int] = {}
         #: id(pod) -> (pod, verdict, the owner minReplicas counts or None), for this cycle
         self._verdicts: dict[int, tuple[Pod, int, _OwnerKey | None]] = {}
 
@@ -327,7 +330,7 @@ class DefaultEvictor:
         self._broken = None
         self._threshold = None
         self._ready_nodes = None
-        self._owner_counts = {}
+        self._owner_counts = self._count_owners(snapshot) if self.args.min_replicas > 1 else {}
         self._verdicts = {}
         spec = self._threshold_spec
         if spec is not None:
@@ -437,35 +440,28 @@ class DefaultEvictor:
         return (pod.metadata.namespace, ref.kind, ref.name, ref.uid)
 
     def _owner_replicas(self, key: _OwnerKey) -> int:
-        """How many pods of the snapshot name this owner (same kind, name and uid)."""
-        snapshot = self.handle.snapshot
-        hit = self._owner_counts.get(key)
-        version = snapshot.version
-        if hit is not None:
-            if hit[0] == version:
-                return hit[3]
-            namespace, kind, name, _ = key
-            if hit[1] == snapshot.additions:
-                # No pod was added since the count: the owner's pods are some of those counted.
-                total = snapshot.owner_pod_count(namespace, kind, name)
-                if total == hit[2]:
-                    # none of them was removed (an eviction elsewhere bumps the version only)
-                    hit[0] = version
-                    return hit[3]
-                if hit[3] == hit[2]:
-                    # all of them named this uid, so all that are left do
-                    hit[0], hit[2], hit[3] = version, total, total
-                    return total
-        namespace, kind, name, uid = key
-        pods = snapshot.pods_of_owner(namespace, kind, name)
-        count = 0
-        for p in pods:
-            for r in p.metadata.owner_references or ():
-                if r.uid == uid and r.kind == kind and r.name == name:
-                    count += 1
-                    break
-        self._owner_counts[key] = [version, snapshot.additions, len(pods), count]
-        return count
+        """How many pods of the snapshot named this owner (same kind, name and uid) when the cycle
+        started: evictions during the cycle do not lower it (see the module docstring)."""
+        return self._owner_counts.get(key, 0)
+
+    @staticmethod
+    def _count_owners(snapshot: ClusterSnapshot) -> dict[_OwnerKey, int]:
+        """Pods per owner reference (each pod once per distinct reference), over the snapshot as
+        it is now: at the start of the cycle."""
+        counts: dict[_OwnerKey, int] = {}
+        for pod in snapshot.iter_pods():
+            refs = pod.metadata.owner_references
+            if not refs:
+                continue
+            namespace = pod.metadata.namespace
+            if len(refs) == 1:
+                ref = refs[0]
+                key = (namespace, ref.kind, ref.name, ref.uid)
+                counts[key] = counts.get(key, 0) + 1
+                continue
+            for key in {(namespace, ref.kind, ref.name, ref.uid) for ref in refs}:
+                counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def _too_young(self, pod: Pod) -> bool:
         started = pod.status.start_time
@@ -490,15 +486,8 @@ class DefaultEvictor:
             self._verdicts[id(pod)] = (pod, verdict, owner)
         if verdict != _CHECK:
             return verdict == _ACCEPT
-        if owner is not None:
-            counted = self._owner_counts.get(owner)
-            # (the snapshot unchanged since the owner was counted: the count holds)
-            if counted is not None and counted[0] == snapshot.version:
-                replicas = counted[3]
-            else:
-                replicas = self._owner_replicas(owner)
-            if replicas < self.args.min_replicas:
-                return False
+        if owner is not None and self._owner_counts.get(owner, 0) < self.args.min_replicas:
+            return False
         return self._min_pod_age is None or not self._too_young(pod)
 
     def _verdict(self, pod: Pod) -> int:

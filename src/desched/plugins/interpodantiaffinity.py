@@ -6,7 +6,8 @@ arrives later, or a node relabelled into the same domain, can break them. This p
 pods whose own terms are violated (upstream ``pod_antiaffinity.go``):
 
 - the pods considered, as candidates and as the pods that violate a term, are those on the nodes
-  given to the plugin that pass its ``namespaces`` and ``labelSelector`` args (not the evictor's
+  given to the plugin that have not finished (Succeeded and Failed pods are not listed, as
+  upstream's ``ListPodsOnANode``) and pass its ``namespaces`` and ``labelSelector`` args (not the evictor's
   filters: a pod that cannot be evicted still violates a term of its neighbours);
 - a candidate violates a term when another considered pod in the term's namespaces matches the
   term's label selector and runs on the candidate's node, or on a node whose ``topologyKey``
@@ -41,6 +42,7 @@ from desched.framework.types import EvictResult, Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
+from desched.k8s.pods import occupies_node
 from desched.plugins.common import (
     ContentKeys,
     PodPredicate,
@@ -116,7 +118,7 @@ class _ConsideredPods:
             pods = [
                 p
                 for p in self._snapshot.pods_in_namespace(namespace)
-                if p.spec.node_name in nodes and (selected is None or selected(p))
+                if p.spec.node_name in nodes and occupies_node(p) and (selected is None or selected(p))
             ]
             self._by_namespace[namespace] = pods
         return pods
@@ -128,7 +130,7 @@ class _ConsideredPods:
             p.metadata.namespace
             for name in self._nodes
             for p in self._snapshot.pods_on_node(name)
-            if selected is None or selected(p)
+            if occupies_node(p) and (selected is None or selected(p))
         }
 
     def _index(self, namespace: str, key: str) -> dict[str, list[Pod]]:
@@ -144,6 +146,7 @@ class _ConsideredPods:
                     if (
                         value is not None
                         and pod.spec.node_name in nodes
+                        and occupies_node(pod)
                         and (selected is None or selected(pod))
                     ):
                         same = idx.get(value)
@@ -213,6 +216,7 @@ class RemovePodsViolatingInterPodAntiAffinity:
                     affinity is not None
                     and affinity.pod_anti_affinity is not None
                     and affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+                    and occupies_node(pod)
                     and (selected is None or selected(pod))
                 ):
                     having.append(pod)

@@ -12,9 +12,11 @@ of ``nodeAffinityType``, in order, and each node given to the plugin (upstream `
   plugin, its own included. As upstream, the best-scoring node need not be one the pod fits;
   DefaultEvictor's ``nodeFit`` is the guard against evicting towards nowhere.
 
-Pods are also subject to the ``namespaces`` and ``labelSelector`` args and the profile's evictor
-filters. Unknown ``nodeAffinityType`` values are accepted, as upstream, and do nothing (a warning
-is logged). The per-node limit moves on to the next node; the total limit ends the plugin.
+Pods that have finished (Succeeded or Failed) are not considered, as upstream lists a node's pods
+(``ListPodsOnANode``). Pods are also subject to the ``namespaces`` and ``labelSelector`` args and
+the profile's evictor filters. Unknown ``nodeAffinityType`` values are accepted, as upstream, and
+do nothing (a warning is logged). The per-node limit moves on to the next node; the total limit
+ends the plugin.
 
 Cost: upstream spends most of a large cycle here, because it asks "does the pod fit any node?"
 for every pod before asking whether the pod violates anything. desched asks the cheap questions
@@ -41,6 +43,7 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.types import EvictResult, Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import Node, Pod, PreferredSchedulingTerm
+from desched.k8s.pods import occupies_node
 from desched.plugins.common import ContentKeys, pod_selector, select_all
 from desched.scheduling import nodefit
 
@@ -165,7 +168,11 @@ class _AffinePods:
         else:
             self._additions = self._snapshot.additions
             affine = [
-                p for p in pods if p.spec.affinity is not None and p.spec.affinity.node_affinity is not None
+                p
+                for p in pods
+                if p.spec.affinity is not None
+                and p.spec.affinity.node_affinity is not None
+                and occupies_node(p)  # finished pods are not listed (upstream's ListPodsOnANode)
             ]
         self._read[node_name] = (len(pods), affine)
         return affine
@@ -173,6 +180,8 @@ class _AffinePods:
 
 class RemovePodsViolatingNodeAffinity:
     name: ClassVar[str] = "RemovePodsViolatingNodeAffinity"
+    #: The profile's PreSort plugins order the pods it considers on each node.
+    presorts: ClassVar[bool] = True
     Args: ClassVar[type[RemovePodsViolatingNodeAffinityArgs]] = RemovePodsViolatingNodeAffinityArgs
 
     def __init__(self, args: RemovePodsViolatingNodeAffinityArgs, handle: Handle) -> None:
@@ -309,7 +318,9 @@ class RemovePodsViolatingNodeAffinity:
             if not found:
                 continue
             reasons = {id(pod): reason for pod, reason in found}
-            for pod in self.handle.sort_pods([pod for pod, _ in found]):
+            # PreSort: the order the violators are considered in; Sort keeps it among its ties
+            considered = self.handle.presort_pods([pod for pod, _ in found])
+            for pod in self.handle.sort_pods(considered):
                 result = ev.evict(pod, reason=reasons[id(pod)])
                 if result is EvictResult.NODE_LIMIT:
                     break

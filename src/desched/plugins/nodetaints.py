@@ -11,10 +11,13 @@ Which taints count (upstream ``node_taint.go``):
 - it is included: with ``includedTaints`` set, only taints matching one of its entries count
   (as upstream, a present but empty list includes nothing; leaving it out includes every taint).
 
-The pods of each node are taken in listing order (``namespace/name``, then the profile's Sort
-plugins); a pod is evicted when some counted taint of its node is tolerated by none of its
-tolerations, and when the profile's evictor filters let it go. Reaching the per-node limit moves
-on to the next node; reaching the total limit ends the plugin.
+Pods that have finished (Succeeded or Failed) are not considered, as upstream lists a node's pods
+(``ListPodsOnANode``): a completed Job pod on a tainted node is left alone. The pods of each node
+are considered in listing order (``namespace/name``), or in the order of the profile's PreSort
+plugins, and evicted in the order of its Sort plugins (which keep the considered order among the
+pods they find equal). A pod is evicted when some counted taint of its node is tolerated by none
+of its tolerations, and when the profile's evictor filters let it go. Reaching the per-node limit
+moves on to the next node; reaching the total limit ends the plugin.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
 from desched.framework.types import EvictResult, Handle, Status
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, Taint
+from desched.k8s.pods import occupies_node
 from desched.plugins.common import pod_selector
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,8 @@ def _taint_matches(entries: frozenset[str], taint: Taint) -> bool:
 
 class RemovePodsViolatingNodeTaints:
     name: ClassVar[str] = "RemovePodsViolatingNodeTaints"
+    #: The profile's PreSort plugins order the pods it considers (see the module docstring).
+    presorts: ClassVar[bool] = True
     Args: ClassVar[type[RemovePodsViolatingNodeTaintsArgs]] = RemovePodsViolatingNodeTaintsArgs
 
     def __init__(self, args: RemovePodsViolatingNodeTaintsArgs, handle: Handle) -> None:
@@ -94,7 +100,7 @@ class RemovePodsViolatingNodeTaints:
                 continue
             violators: list[tuple[Pod, Taint]] = []
             for pod in snapshot.pods_on_node(node.metadata.name):
-                if not selected(pod):
+                if not occupies_node(pod) or not selected(pod):  # (upstream's ListPodsOnANode)
                     continue
                 taint = k8s_taints.untolerated_taint(taints, pod.spec.tolerations, self._effects)
                 if taint is not None:
@@ -104,7 +110,10 @@ class RemovePodsViolatingNodeTaints:
             if not violators:
                 continue
             why = {pod.key: taint for pod, taint in violators}
-            for pod in self.handle.sort_pods([pod for pod, _ in violators]):
+            # PreSort: the order the violators are considered in; Sort then decides the eviction
+            # order, its ties kept in that order (so PreSort decides what a node limit leaves)
+            considered = self.handle.presort_pods([pod for pod, _ in violators])
+            for pod in self.handle.sort_pods(considered):
                 taint = why[pod.key]
                 reason = (
                     f"pod does not tolerate taint {taint.key}"

@@ -21,7 +21,10 @@ eligible node that carries the topology key, that match the selector, are not te
 not finished. Every eligible domain counts, also an empty one. ``minDomains`` (which upstream does
 not support) follows kube-scheduler's definition: with fewer eligible domains than ``minDomains``
 the global minimum is 0, which is modelled as ``minDomains - domains`` extra empty domains without
-nodes (pods "moved" there wait for new domains, e.g. from the cluster autoscaler).
+nodes. They lower the average the plan balances to, so that pods move to the existing domains
+below it; only with ``topologyBalanceNodeFit`` (no pod is evicted that no node would take):
+without it, ``minDomains`` is left out of the plan, as upstream leaves it out, since a pod
+"moved" to a domain without nodes would be evicted to stay Pending.
 
 Balancing (upstream's algorithm): with ``idealAvg = pods / domains`` and the domains sorted by size,
 a pointer ``i`` walks up from the smallest and ``j`` down from the largest; while the two differ
@@ -72,7 +75,7 @@ Differences from upstream, on purpose:
   except that a node without the topology key is refused, as kube-scheduler does);
 - constraints are planned together (above); upstream plans each on the original counts and can
   evict for one what breaks another;
-- ``minDomains`` is honoured.
+- ``minDomains`` is honoured when ``topologyBalanceNodeFit`` is on (see "Counting").
 """
 
 from __future__ import annotations
@@ -726,8 +729,13 @@ class _Run:
                 size, value, k = heapq.heappop(heap)
                 domains[k].size = size + 1
                 heapq.heappush(heap, (size + 1, value, k))
-        for k in range(c.min_domains - len(domains)):
-            domains.append(_Domain(f"<missing domain {k + 1}>", [], [], phantom=True))
+        # Missing domains (minDomains) only draw pods towards the existing domains below the
+        # average, which node fit checks. Without node fit nothing would stop a pod from being
+        # "moved" into a domain that has no node at all, where upstream (no minDomains) evicts
+        # nothing: then minDomains is left out of the plan, as upstream leaves it out.
+        if self.node_fit:
+            for k in range(c.min_domains - len(domains)):
+                domains.append(_Domain(f"<missing domain {k + 1}>", [], [], phantom=True))
         if len(domains) < 2:
             return
         sizes = [d.size for d in domains]

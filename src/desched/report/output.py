@@ -222,11 +222,25 @@ def write_table(
             f"suspected (abnormal observations): {suspected or 'none'}"
         )
     _write_node_actions(lines, result)
+    _write_refusals(lines, result)
     refused = Counter(r.result.value for r in result.failures)
     lines.line(
         f"Total: {len(result.evictions)} pod(s) evicted of {pods_total}"
         + (f"; refused: {dict(refused)}" if refused else "")
     )
+
+
+def _write_refusals(lines: _Lines, result: CycleResult) -> None:
+    """Evictions the API would refuse (a PodDisruptionBudget: 429, two of them: 500) or a limit
+    stopped, in the order they were asked for."""
+    failures = result.failures
+    if not failures:
+        return
+    rows = [
+        (f"{r.namespace}/{r.name}", r.node, f"{r.profile}/{r.plugin}", r.error or r.result.value)
+        for r in failures
+    ]
+    lines.table(f"Refused: {len(rows)}", ("pod", "node", "asked by", "why"), rows)
 
 
 def _write_node_actions(lines: _Lines, result: CycleResult) -> None:
@@ -379,6 +393,8 @@ def simulation_to_json(sim: Any, *, now: str) -> dict[str, Any]:
         "mode": opts.score,
         "weights": opts.weights(),
         "percentageOfNodesToScore": opts.percentage_of_nodes_to_score,
+        "placementOrder": opts.order,
+        "terminatingPods": opts.terminating,
     }
     doc["before"] = picture_to_json(sim.before)
     doc["after"] = picture_to_json(sim.after)

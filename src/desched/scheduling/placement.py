@@ -1,12 +1,16 @@
-"""Placement simulation: where kube-scheduler would put the pods a descheduling cycle evicts.
+"""Placement simulation: where kube-scheduler 1.36 would put the pods a descheduling cycle evicts.
 
 Upstream descheduler's dry run says what it would evict, never where the pods would go (its
-issue #1584). ``desched simulate`` answers it: after the cycle, every evicted pod that a
-controller re-creates (a ReplicaSet's, StatefulSet's, Job's, DaemonSet's replacement; a bare pod
-is gone, and so is a finished one, which its controller already counted as done) is scheduled
-again the way kube-scheduler's default profile would, one pod at a time, in its scheduling
-queue's order (higher priority first, then the order the pods were evicted in), each placement
-changing what the next pod sees. Replacements that fit nowhere stay Pending, with the message
+issue #1584). ``desched simulate`` answers it: every evicted pod that a controller re-creates (a
+ReplicaSet's, StatefulSet's, Job's, DaemonSet's replacement; a bare pod is gone, and so is a
+finished one, which its controller already counted as done) is scheduled again the way
+kube-scheduler 1.36's default profile would, one pod at a time, each placement changing what the
+next pod sees. By default each replacement is placed right after its pod's eviction (the
+ReplicaSet controller and kube-scheduler act within milliseconds, while the cycle still evicts),
+with the evicted pods still terminating on their nodes (holding their requests and
+anti-affinity; spread constraints no longer count them); ``PlacementOptions.order`` and
+``terminating`` choose placement after the cycle (higher priority first) and evicted pods gone
+at once (kwok). Replacements that fit nowhere stay Pending, with the message
 kube-scheduler would put in their ``PodScheduled`` condition
 ("0/7 nodes are available: 3 Insufficient cpu, 4 node(s) had untolerated taint {dedicated: gpu}.").
 
@@ -39,8 +43,9 @@ over zones, by name within a zone).
 **Scores** (``--score default``, kube-scheduler's default profile): each plugin scores the feasible
 nodes 0..100, normalised as kube-scheduler normalises it, times its weight:
 NodeResourcesFit LeastAllocated (cpu and memory, weight 1; requests with kube-scheduler's 100m /
-200Mi stand-ins for containers that set none), NodeResourcesBalancedAllocation (1; skipped for
-best-effort pods), TaintToleration (3; ``PreferNoSchedule`` taints not tolerated, fewer is better),
+200Mi stand-ins for containers that set none), NodeResourcesBalancedAllocation (1; 1.36's change
+in balance the pod causes, kubernetes#135573; skipped for best-effort pods), TaintToleration
+(3; ``PreferNoSchedule`` taints not tolerated, fewer is better),
 NodeAffinity (2; the weights of the matching preferred terms), InterPodAffinity (2; the pod's
 preferred (anti-)affinity terms against the pods in each domain) and PodTopologySpread (2;
 ``ScheduleAnyway`` constraints, or, for a pod without constraints that a ReplicaSet,
@@ -48,7 +53,7 @@ StatefulSet or ReplicationController owns, kube-scheduler's system defaults: hos
 and zone maxSkew 5 over the pods of the same owner). ``--score generic`` replaces the two
 node-resources scores with the KEP-2143 generic scorer (:mod:`desched.scheduling.scorer`),
 weighted 2 (the weight of the two plugins it replaces). The highest total wins; ties go to the
-node whose name sorts first (kube-scheduler picks one at random).
+root of the Go heap kube-scheduler 1.36 builds over its feasible list (:func:`heap_winner`).
 
 Simplifications (documented in docs/simulation.md): ImageLocality and the volume plugins are not
 modelled (the snapshot has no node images, PersistentVolumes or CSI limits); InterPodAffinity's
@@ -114,10 +119,14 @@ from desched.scheduling.scorer import GenericScorer, GenericScorerArgs, requesti
 __all__ = [
     "DEFAULT_WEIGHTS",
     "GONE",
+    "ORDER_AFTER_CYCLE",
+    "ORDER_INTERLEAVED",
     "PENDING",
     "PLACED",
     "SCORE_DEFAULT",
     "SCORE_GENERIC",
+    "TERMINATING_GONE",
+    "TERMINATING_HOLD",
     "THRASH_RE_EVICTED",
     "THRASH_SAME_NODE",
     "ClusterPicture",
@@ -133,8 +142,10 @@ __all__ = [
     "Simulation",
     "Stats",
     "Thrash",
+    "balanced_allocation_score",
     "cluster_picture",
     "fit_error_message",
+    "heap_winner",
     "num_feasible_nodes_to_find",
     "simulate",
 ]
@@ -206,6 +217,16 @@ ProgressFn = Callable[[str, int, int], None]
 
 # =============================================================================== options
 
+#: Replacements are placed as each pod is evicted (the ReplicaSet controller re-creates a pod
+#: within milliseconds and kube-scheduler places it while the cycle is still evicting).
+ORDER_INTERLEAVED: Final = "interleaved"
+#: Replacements are placed after the cycle's last eviction, higher priority first.
+ORDER_AFTER_CYCLE: Final = "after-cycle"
+#: An evicted pod holds its node's resources (and its anti-affinity) while it terminates.
+TERMINATING_HOLD: Final = "hold"
+#: An evicted pod is gone at once.
+TERMINATING_GONE: Final = "gone"
+
 
 @dataclass(frozen=True)
 class PlacementOptions:
@@ -219,8 +240,23 @@ class PlacementOptions:
     generic_weight: int = 2
     #: kube-scheduler's ``percentageOfNodesToScore``; None is its adaptive default, 100 all nodes.
     percentage_of_nodes_to_score: int | None = None
+    #: When replacements are placed: :data:`ORDER_INTERLEAVED` (each as its pod is evicted, the
+    #: rest of the cycle's evictions not made yet) or :data:`ORDER_AFTER_CYCLE` (all after the
+    #: cycle, higher priority first).
+    order: str = ORDER_INTERLEAVED
+    #: What an evicted pod does while replacements are placed: :data:`TERMINATING_HOLD` (it stays
+    #: on its node, terminating, holding its requests, until the cycle's placements are done, as
+    #: during a kubelet's graceful termination) or :data:`TERMINATING_GONE` (it is gone at once,
+    #: as kwok deletes it).
+    terminating: str = TERMINATING_HOLD
 
     def __post_init__(self) -> None:
+        if self.order not in (ORDER_INTERLEAVED, ORDER_AFTER_CYCLE):
+            raise ValueError(f"order must be {ORDER_INTERLEAVED} or {ORDER_AFTER_CYCLE}, got {self.order!r}")
+        if self.terminating not in (TERMINATING_HOLD, TERMINATING_GONE):
+            raise ValueError(
+                f"terminating must be {TERMINATING_HOLD} or {TERMINATING_GONE}, got {self.terminating!r}"
+            )
         if self.score not in (SCORE_DEFAULT, SCORE_GENERIC):
             raise ValueError(f"score must be {SCORE_DEFAULT} or {SCORE_GENERIC}, got {self.score!r}")
         if self.score == SCORE_GENERIC and self.generic is None:
@@ -608,10 +644,6 @@ class _Cluster:
         self.n = len(self.nodes)
         self.names: list[str] = [n.metadata.name for n in self.nodes]
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
-        #: per node, the position of its name in name order (kube-scheduler's tie-break here)
-        self.rank: list[int] = [0] * self.n
-        for r, i in enumerate(sorted(range(self.n), key=self.names.__getitem__)):
-            self.rank[i] = r
         self.labels: list[Mapping[str, str]] = [n.metadata.labels or {} for n in self.nodes]
         self.unschedulable: list[bool] = [n.spec.unschedulable for n in self.nodes]
         sigs: dict[bytes, int] = {}
@@ -1092,6 +1124,22 @@ class _Cluster:
                     else:
                         ti.remove(pod, i, node_labels)
 
+    def pod_terminating(self, pod: Pod, i: int) -> None:
+        """``pod`` on node ``i`` is now terminating: spread constraints no longer count it
+        (kube-scheduler skips pods with a deletionTimestamp there, and only there). The caches
+        of pods by namespace and label must be dropped first (:meth:`forget_pods`)."""
+        if not k8s_pods.occupies_node(pod) or pod.metadata.deletion_timestamp is not None:
+            return
+        ns = pod.metadata.namespace
+        owners = {("owner", ns, r.kind, r.name) for r in pod.metadata.owner_references or ()}
+        value_of = self.labels[i].get
+        for bucket in chain(self._buckets(ns, pod.metadata.labels or {}), owners):
+            for counter in self._counter_buckets.get(bucket, ()):
+                if counter.eligible[i] and counter.match(pod):
+                    value = value_of(counter.key)
+                    if value is not None:
+                        counter.decrement(value)
+
     def forget_pods(self) -> None:
         """Drop the pods by namespace and label (made again from the snapshot on demand)."""
         self._ns_pods = {}
@@ -1173,6 +1221,12 @@ class _AntiGroup:
         if not self.values[value]:
             self.nodes.update(self.nodes_of.get(value, ()))
         self.values[value] += 1
+
+    def remove(self, value: str) -> None:
+        self.values[value] -= 1
+        if not self.values[value]:
+            del self.values[value]
+            self.nodes.difference_update(self.nodes_of.get(value, ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1451,17 +1505,17 @@ class PlacementSimulator:
 
     # ---------------------------------------------------------------- state
 
-    def _add_requests(self, i: int, pod: Pod, req: Mapping[str, int]) -> None:
-        self.req_cpu[i] += req.get(CPU, 0)
-        self.req_mem[i] += req.get(MEMORY, 0)
-        self.req_eph[i] += req.get(EPHEMERAL_STORAGE, 0)
+    def _add_requests(self, i: int, pod: Pod, req: Mapping[str, int], sign: int = 1) -> None:
+        self.req_cpu[i] += sign * req.get(CPU, 0)
+        self.req_mem[i] += sign * req.get(MEMORY, 0)
+        self.req_eph[i] += sign * req.get(EPHEMERAL_STORAGE, 0)
         for name, amount in req.items():
             if name not in _BASIC_RESOURCES:
                 scalar = self.req_scalar[i]
-                scalar[name] = scalar.get(name, 0) + amount
+                scalar[name] = scalar.get(name, 0) + sign * amount
         pc, pm = _non_zero_cpu_memory(pod, req)
-        self.nz_cpu[i] += pc
-        self.nz_mem[i] += pm
+        self.nz_cpu[i] += sign * pc
+        self.nz_mem[i] += sign * pm
 
     def _existing_anti_terms(self, pod: Pod) -> list[tuple[str, _AntiGroup]]:
         """The pod's required anti-affinity terms as (topology key, group), memoised per set of
@@ -1544,6 +1598,54 @@ class PlacementSimulator:
             if aff is not None and aff.pod_anti_affinity is not None:
                 self._add_existing_anti(pod, i)
         self.cluster.pod_added(pod, i)
+
+    def terminate(self, pod: Pod, terminating: Pod) -> None:
+        """``pod`` (bound) is being deleted and is now ``terminating`` (the same pod with a
+        deletionTimestamp): it keeps its requests, its place in the pod count and its
+        anti-affinity, as kube-scheduler's cache keeps a pod until it is gone; only spread
+        constraints stop counting it."""
+        i = self.cluster.index.get(pod.spec.node_name)
+        self.snapshot.add_pod(terminating)  # replaces ``pod``
+        if i is None:
+            return
+        c = self.cluster
+        c.forget_pods()
+        c.pod_terminating(pod, i)
+
+    def unbind(self, pod: Pod) -> None:
+        """``pod`` (bound, as the snapshot has it) is gone: the snapshot and every index follow.
+        The request classes' fit lists are made again on demand (a node with more room may fit
+        classes it did not)."""
+        c = self.cluster
+        i = c.index.get(pod.spec.node_name)
+        req = self.snapshot.requests(pod)
+        if not self.snapshot.remove_pod(pod):
+            return
+        if i is None:
+            return
+        if k8s_pods.occupies_node(pod):
+            self.pod_count[i] -= 1
+            self._add_requests(i, pod, req, -1)
+            self.free_cpu[i] = self.alloc_cpu[i] - self.req_cpu[i]
+            self.free_mem[i] = self.alloc_mem[i] - self.req_mem[i]
+            self.free_eph[i] = self.alloc_eph[i] - self.req_eph[i]
+            self.free_pods[i] = self.alloc_pods[i] - self.pod_count[i]
+            self._fit_classes = {}
+            self._fit_by = (([], []), ([], []), ([], []))
+            self._fit_scalar = []
+            self._bound[i] = self._least_allocated_bound(i)
+            for cache in self._cached_at[i]:
+                cache[i] = None
+            self._cached_at[i] = []
+            aff = pod.spec.affinity
+            if aff is not None and aff.pod_anti_affinity is not None:
+                node_labels = c.labels[i]
+                for key, group in self._existing_anti_terms(pod):
+                    value = node_labels.get(key)
+                    if value is not None:
+                        group.remove(value)
+        c.forget_pods()
+        c.pod_changed(pod, i, added=False)
 
     # ---------------------------------------------------------------- one pod
 
@@ -1799,7 +1901,7 @@ class PlacementSimulator:
             for j, x in exceptions.items():
                 others[j] = x
             totals = [wg * s + x for s, x in zip(self._generic_scores(pod, feasible), others, strict=True)]
-            return _best(feasible, totals, self.cluster.rank)
+            return _best(feasible, totals)
         w = self._weights
         w_fit = w["NodeResourcesFit"]
         w_bal = w["NodeResourcesBalancedAllocation"] if not pre.best_effort else 0
@@ -1839,7 +1941,7 @@ class PlacementSimulator:
                 scores[k] = score
         # a candidate's other scores: what its bound holds beyond its resource bound
         beyond = map(sub, map(bounds.__getitem__, at), map(bound_of, nodes))
-        best, total = _best(nodes, list(map(add, beyond, scores)), self.cluster.rank)
+        best, total = _best(nodes, list(map(add, beyond, scores)), at)
         return best, total + constant
 
     def _resource_scores(
@@ -1863,10 +1965,9 @@ class PlacementSimulator:
                 s_mem = (a_mem - used) * 100 // a_mem if used <= a_mem else 0
                 score = w_fit * ((s_cpu + s_mem) // 2)
                 if w_balanced:
-                    f_cpu = (req_cpu[i] + p_cpu) / a_cpu
-                    f_mem = (req_mem[i] + p_mem) / a_mem
-                    diff = (f_cpu if f_cpu < 1.0 else 1.0) - (f_mem if f_mem < 1.0 else 1.0)
-                    score += w_balanced * int((1 - (diff if diff > 0 else -diff) / 2) * MAX_NODE_SCORE)
+                    score += w_balanced * balanced_allocation_score(
+                        req_cpu[i] + p_cpu, req_mem[i] + p_mem, req_cpu[i], req_mem[i], a_cpu, a_mem
+                    )
             else:
                 # a node without cpu or memory allocatable: that resource is left out
                 fit = weight = 0
@@ -1876,8 +1977,8 @@ class PlacementSimulator:
                         fit += (a - u) * MAX_NODE_SCORE // a if u <= a else 0
                 score = w_fit * (fit // weight if weight else 0)
                 if w_balanced:
-                    # one fraction (or none): standard deviation 0
-                    score += w_balanced * MAX_NODE_SCORE
+                    # one fraction (or none): standard deviation 0 with and without the pod
+                    score += w_balanced * _balanced_change(MAX_NODE_SCORE, MAX_NODE_SCORE)
             out.append(score)
             cache[i] = score
             cached_at[i].append(cache)
@@ -1978,12 +2079,71 @@ class PlacementSimulator:
         return keys, dict(zip(sigs, totals, strict=False)), exceptions
 
 
-def _best(feasible: list[int], totals: list[int], rank: list[int]) -> tuple[int, int]:
-    """The node with the highest total (ties: the first name) and its total."""
+def _balance(f_cpu: float, f_mem: float) -> int:
+    """kube-scheduler's ``balancedResourceScore`` for two requested fractions: (1 - std) * 100,
+    the fractions capped at 1, std = |f1 - f2| / 2, truncated as Go's int64() truncates."""
+    diff = (f_cpu if f_cpu < 1.0 else 1.0) - (f_mem if f_mem < 1.0 else 1.0)
+    return int((1 - abs(diff / 2)) * MAX_NODE_SCORE)
+
+
+def _balanced_change(with_pod: int, without_pod: int) -> int:
+    """kube-scheduler 1.36's ``balancedResourceScorer``: the change in balance the pod causes,
+    brought back into [50, 100] (75: no change; 100: the pod makes the node as balanced as it
+    can be; 50: the other way round)."""
+    return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without_pod) // 2
+
+
+def balanced_allocation_score(
+    cpu_with: int, mem_with: int, cpu_without: int, mem_without: int, alloc_cpu: int, alloc_mem: int
+) -> int:
+    """NodeResourcesBalancedAllocation as kube-scheduler 1.36 scores a node (kubernetes#135573):
+    ``50 + (50 + balance(with the pod) - balance(without it)) / 2`` over the raw (not non-zero)
+    cpu and memory requests; a resource the node has no allocatable of is left out (one fraction
+    or none: balance 100). Best-effort pods are not scored at all (the caller skips them)."""
+    if alloc_cpu > 0 and alloc_mem > 0:
+        return _balanced_change(
+            _balance(cpu_with / alloc_cpu, mem_with / alloc_mem),
+            _balance(cpu_without / alloc_cpu, mem_without / alloc_mem),
+        )
+    return _balanced_change(MAX_NODE_SCORE, MAX_NODE_SCORE)
+
+
+def _heap_order_key(position: int) -> str:
+    """Where a position of kube-scheduler's score list sits in a pre-order walk of the binary
+    heap laid over that list (root, left subtree, right subtree): the path from the root, ``0``
+    left and ``1`` right; a prefix (an ancestor) sorts before its descendants."""
+    return bin(position + 1)[3:]
+
+
+def heap_winner(totals: Sequence[int]) -> int:
+    """The position kube-scheduler 1.36 picks among its feasible nodes' ``totals`` (in the order
+    of its feasible list), without extenders.
+
+    ``schedulePod`` builds a ``container/heap`` over the scores (``heap.Init``; the order:
+    higher total first, then a higher ``Randomizer``, which only extenders set, so it is 0 for
+    every node) and pops its root. ``heap.Init`` sifts each inner position down, from the last
+    one to the root, swapping a parent with its larger child only when the child is strictly
+    greater (the left child on a tie). So the root of every subtree is its own root when that
+    holds the subtree's maximum, else the root of the left subtree when the left one holds the
+    maximum, else of the right one: the winner is the first node with the highest total in a
+    pre-order walk of the heap (positions 0, 1, 3, 7, ..., 4, 9, 10, 2, 5, ...), not the
+    first one in the list (the two differ only from four nodes on).
+    """
+    top = max(totals)
+    at = [j for j, t in enumerate(totals) if t == top]
+    return at[0] if len(at) == 1 else min(at, key=_heap_order_key)
+
+
+def _best(feasible: list[int], totals: list[int], positions: Sequence[int] | None = None) -> tuple[int, int]:
+    """The node kube-scheduler picks (the highest total; ties: :func:`heap_winner`) and its
+    total. ``positions``: each candidate's position in the feasible list (default: its index)."""
     top = max(totals)
     if totals.count(top) == 1:
         return feasible[totals.index(top)], top
-    return min(compress(feasible, map(top.__eq__, totals)), key=rank.__getitem__), top
+    tied = [j for j, t in enumerate(totals) if t == top]
+    if positions is None:
+        return feasible[min(tied, key=_heap_order_key)], top
+    return feasible[min(tied, key=lambda j: _heap_order_key(positions[j]))], top
 
 
 def _default_normalize(scores: Sequence[int], *, reverse: bool, top: int) -> list[int]:
@@ -2857,6 +3017,166 @@ def _nodes_after_actions(snapshot: ClusterSnapshot, actions: Sequence[_NodeActio
     return list(by_name.values())
 
 
+def _terminating(pod: Pod, now: datetime) -> Pod:
+    """The evicted pod while it terminates: still bound, with a deletionTimestamp."""
+    meta = msgspec.structs.replace(pod.metadata, deletion_timestamp=now)
+    return msgspec.structs.replace(pod, metadata=meta)
+
+
+class _Placer:
+    """One cycle's placements: kube-scheduler's view of the cluster while the cycle evicts (see
+    :class:`PlacementOptions` ``order`` and ``terminating``) and the outcome of every replacement."""
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        options: PlacementOptions,
+        result: CycleLike,
+        now: datetime,
+        cycle: int,
+        run: CyclePlacement[Any],
+        replacement_of: dict[str, tuple[str, int]],
+    ) -> None:
+        self.snapshot = snapshot
+        self.options = options
+        self.nodes = _nodes_after_actions(snapshot, result.node_actions)
+        self.now = now
+        self.cycle = cycle
+        self.run = run
+        self.replacement_of = replacement_of
+        #: the replacements still Pending after the cycle (tried again after the next one)
+        self.carried: list[_Queued] = []
+        # each placed or pending replacement's outcome, in the order first tried
+        self._outcomes: list[PodPlacement] = []
+        self._at: dict[int, int] = {}
+        self._done = 0
+        self._progress: Callable[[], None] = lambda: None
+
+    def replay(
+        self,
+        retried: list[_Queued],
+        evicted: list[tuple[Pod, _Queued | None]],
+        progress: ProgressFn,
+    ) -> None:
+        """Place the Pending replacements of earlier cycles, then the replacements of this
+        cycle's ``evicted`` pods (in eviction order), as the options say."""
+        snapshot, options, k = self.snapshot, self.options, self.cycle
+        total = len(retried) + sum(q is not None for _, q in evicted)
+        self._progress = lambda: progress(f"cycle {k}: placing pods", self._done, total)
+        hold = options.terminating == TERMINATING_HOLD
+        if options.order == ORDER_AFTER_CYCLE and not hold:
+            # every evicted pod gone, then the scheduling queue: higher priority first, then
+            # first queued first
+            at_once = retried + [q for _, q in evicted if q is not None]
+            at_once.sort(key=lambda q: -q.priority)
+            sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
+            for q in at_once:
+                self._place(sim, q)
+            self._finish()
+            return
+        # kube-scheduler's view: the evicted pods are still there until deleted (or terminated)
+        for pod, _ in evicted:
+            snapshot.add_pod(pod)
+        sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
+        for q in sorted(retried, key=lambda q: -q.priority):
+            self._place(sim, q)
+        terminating: list[Pod] = []
+        # a StatefulSet re-creates its pod under the same name only once the old one is gone
+        later: list[_Queued] = []
+        queue: list[_Queued] = []
+        for pod, maybe in evicted:
+            if hold:
+                gone = _terminating(pod, self.now)
+                sim.terminate(pod, gone)
+                terminating.append(gone)
+            else:
+                sim.unbind(pod)
+            if maybe is None:
+                continue
+            if hold and maybe.pod.metadata.name == pod.metadata.name:
+                later.append(maybe)
+            elif options.order == ORDER_INTERLEAVED:
+                self._place(sim, maybe)
+            else:
+                queue.append(maybe)
+        queue.sort(key=lambda q: -q.priority)
+        for q in queue:
+            self._place(sim, q)
+        # the terminating pods are gone; kube-scheduler tries the Pending replacements again
+        # (a deleted pod is a cluster event that requeues them), higher priority first
+        for gone in terminating:
+            snapshot.remove_pod(gone)
+        again = self.carried + later
+        self.carried = []
+        if again:
+            sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
+            for q in sorted(again, key=lambda q: -q.priority):
+                self._place(sim, q)
+        self._finish()
+
+    def _place(self, sim: PlacementSimulator, q: _Queued) -> None:
+        k, now, run = self.cycle, self.now, self.run
+        if not self._done % _PROGRESS_EVERY:
+            self._progress()
+        self._done += 1
+        pod = q.pod
+        decision = sim.decide(pod)
+        ns, rname = pod.metadata.namespace, pod.metadata.name
+        if decision.node:
+            sim.bind(_bound(pod, decision.node, now))
+            outcome = PodPlacement(
+                k,
+                ns,
+                q.original,
+                q.evicted_from,
+                PLACED,
+                rname,
+                decision.node,
+                priority=q.priority,
+                score=decision.score,
+                evicted_by=q.evicted_by,
+                retried=q.retried,
+            )
+            if outcome.same_node:
+                run.thrashing.append(
+                    Thrash(
+                        k,
+                        THRASH_SAME_NODE,
+                        ns,
+                        q.original,
+                        decision.node,
+                        f"replacement {rname} lands back on {decision.node}, where {q.original} was "
+                        "evicted from",
+                    )
+                )
+        else:
+            self.snapshot.add_pod(_unschedulable(pod, decision.reason, now))
+            self.carried.append(q)
+            outcome = PodPlacement(
+                k,
+                ns,
+                q.original,
+                q.evicted_from,
+                PENDING,
+                rname,
+                reason=decision.reason,
+                priority=q.priority,
+                evicted_by=q.evicted_by,
+                retried=q.retried,
+            )
+        at = self._at.get(id(q))
+        if at is None:
+            self._at[id(q)] = len(self._outcomes)
+            self._outcomes.append(outcome)
+        else:
+            self._outcomes[at] = outcome  # tried again: the last attempt is the outcome
+        self.replacement_of[f"{ns}/{rname}"] = (f"{ns}/{q.original}", k)
+
+    def _finish(self) -> None:
+        self.run.placements.extend(self._outcomes)
+        self._progress()
+
+
 @dataclass
 class _Queued:
     pod: Pod  # the replacement, unbound
@@ -2949,19 +3269,29 @@ def _simulate(
         if not placement:
             continue
         t0 = time.perf_counter()
-        queue: list[_Queued] = []
+        retried: list[_Queued] = []
         for q in carried:
             current = snapshot.pod(q.pod.metadata.namespace, q.pod.metadata.name)
             if current is not None and not current.spec.node_name and k8s_pods.occupies_node(current):
-                queue.append(_Queued(current, q.original, q.evicted_from, "", q.priority, True))
+                retried.append(_Queued(current, q.original, q.evicted_from, "", q.priority, True))
         carried = []
+        # the evicted pods in eviction order, each with its replacement (None: gone)
+        evicted: list[tuple[Pod, _Queued | None]] = []
         for e in evictions:
             pod = recorder.pods.get(f"{e.namespace}/{e.name}")
             by = f"{e.profile}/{e.plugin}"
             if pod is None:
                 continue
             priority = k8s_priority.resolve_pod_priority(pod, classes, default_class)
+            gone_reason = ""
             if k8s_pods.is_bare_pod(pod):
+                gone_reason = "bare pod: nothing re-creates it"
+            elif not k8s_pods.occupies_node(pod):
+                gone_reason = (
+                    f"{pod.status.phase} pod: its controller already counted it as finished "
+                    "and does not re-create it"
+                )
+            if gone_reason:
                 run.placements.append(
                     PodPlacement(
                         k,
@@ -2969,83 +3299,19 @@ def _simulate(
                         e.name,
                         e.node,
                         GONE,
-                        reason="bare pod: nothing re-creates it",
+                        reason=gone_reason,
                         priority=priority,
                         evicted_by=by,
                     )
                 )
-                continue
-            if not k8s_pods.occupies_node(pod):
-                run.placements.append(
-                    PodPlacement(
-                        k,
-                        e.namespace,
-                        e.name,
-                        e.node,
-                        GONE,
-                        reason=f"{pod.status.phase} pod: its controller already counted it as finished "
-                        "and does not re-create it",
-                        priority=priority,
-                        evicted_by=by,
-                    )
-                )
+                evicted.append((pod, None))
                 continue
             name = _replacement_name(snapshot, pod, k)
-            queue.append(_Queued(_replacement(pod, name, now, k), e.name, e.node, by, priority, False))
-        # the scheduling queue: higher priority first, then first queued first
-        queue.sort(key=lambda q: -q.priority)
-        sim = PlacementSimulator(snapshot, options, nodes=_nodes_after_actions(snapshot, result.node_actions))
-        for done, q in enumerate(queue):
-            if not done % _PROGRESS_EVERY:
-                progress(f"cycle {k}: placing pods", done, len(queue))
-            pod = q.pod
-            decision = sim.decide(pod)
-            ns, rname = pod.metadata.namespace, pod.metadata.name
-            if decision.node:
-                sim.bind(_bound(pod, decision.node, now))
-                outcome = PodPlacement(
-                    k,
-                    ns,
-                    q.original,
-                    q.evicted_from,
-                    PLACED,
-                    rname,
-                    decision.node,
-                    priority=q.priority,
-                    score=decision.score,
-                    evicted_by=q.evicted_by,
-                    retried=q.retried,
-                )
-                if outcome.same_node:
-                    run.thrashing.append(
-                        Thrash(
-                            k,
-                            THRASH_SAME_NODE,
-                            ns,
-                            q.original,
-                            decision.node,
-                            f"replacement {rname} lands back on {decision.node}, where {q.original} was "
-                            "evicted from",
-                        )
-                    )
-            else:
-                snapshot.add_pod(_unschedulable(pod, decision.reason, now))
-                carried.append(q)
-                outcome = PodPlacement(
-                    k,
-                    ns,
-                    q.original,
-                    q.evicted_from,
-                    PENDING,
-                    rname,
-                    reason=decision.reason,
-                    priority=q.priority,
-                    evicted_by=q.evicted_by,
-                    retried=q.retried,
-                )
-            run.placements.append(outcome)
-            replacement_of[f"{ns}/{rname}"] = (f"{ns}/{q.original}", k)
-        progress(f"cycle {k}: placing pods", len(queue), len(queue))
+            queued = _Queued(_replacement(pod, name, now, k), e.name, e.node, by, priority, False)
+            evicted.append((pod, queued))
+        placer = _Placer(snapshot, options, result, now, k, run, replacement_of)
+        placer.replay(retried, evicted, progress)
+        carried = placer.carried
         run.seconds = time.perf_counter() - t0
     progress("measuring the cluster", 0, 1)
     after = cluster_picture(snapshot, before.specs, since=before)

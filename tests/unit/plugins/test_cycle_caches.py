@@ -114,17 +114,19 @@ def test_min_pod_age_is_asked_of_the_clock_every_time() -> None:
     assert ev.filter(pod)
 
 
-def test_min_replicas_counts_follow_removals_and_additions() -> None:
+def test_min_replicas_counts_are_taken_once_per_cycle() -> None:
     pods = [make_pod(f"p{i}") for i in range(3)]
     snap = ClusterSnapshot(pods=pods)
     fw = evictor_framework({"minReplicas": 3})
     ev = default_evictor(fw)
     fw.begin_cycle(snap, _Backend())
     assert ev.filter(pods[0])
-    snap.remove_pod(pods[2])  # every pod named the owner: the count follows without a recount
+    snap.remove_pod(pods[2])  # evicted in this cycle: the cycle's count holds (upstream's)
+    assert ev.filter(pods[0]) and ev.filter(pods[1])
+    fw.begin_cycle(snap, _Backend())  # the next cycle counts two
     assert not ev.filter(pods[0])
-    assert not ev.filter(pods[1])
     snap.add_pod(make_pod("p3"))
+    fw.begin_cycle(snap, _Backend())
     assert ev.filter(pods[0])
 
 
@@ -138,9 +140,11 @@ def test_min_replicas_with_another_uid_under_the_same_owner_name() -> None:
     fw.begin_cycle(snap, _Backend())
     assert ev.filter(mine[0]) and ev.filter(strangers[0])
     snap.remove_pod(strangers[1])  # the owner name lost a pod of the other uid only
+    fw.begin_cycle(snap, _Backend())
     assert ev.filter(mine[0])
     assert not ev.filter(strangers[0])
     snap.remove_pod(mine[1])
+    fw.begin_cycle(snap, _Backend())
     assert not ev.filter(mine[0])
 
 

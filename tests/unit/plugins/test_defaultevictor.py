@@ -344,14 +344,16 @@ def test_label_selector() -> None:
     assert evictor({"labelSelector": {}}).filter(make_pod())
 
 
-def test_min_replicas_counts_the_owners_pods_and_follows_evictions() -> None:
+def test_min_replicas_counts_the_owners_pods_at_the_cycle_start() -> None:
     pods = [make_pod(f"p{i}") for i in range(3)]
     stranger = make_pod("x", owners=[{"kind": "ReplicaSet", "name": "rs", "uid": "other-uid"}])
     snap = ClusterSnapshot(pods=[*pods, stranger])
     ev = evictor({"minReplicas": 3}, snap)
     assert ev.filter(pods[0])
     assert not ev.filter(stranger)  # same name, another uid: an owner with one pod
-    snap.remove_pod(pods[2])
+    snap.remove_pod(pods[2])  # evicted during the cycle: upstream counted before evicting
+    assert ev.filter(pods[0])
+    ev.on_cycle_start()  # the next cycle counts again
     assert not ev.filter(pods[0])
     assert evictor({"minReplicas": 1}, snap).filter(stranger)  # 1 is ignored, as upstream
     two_owners = make_pod("two", owners=[*RS_OWNER, {"kind": "Job", "name": "j", "uid": "j"}])

@@ -403,12 +403,19 @@ def test_node_affinity_policy() -> None:
 # ----------------------------------------------------------------------------- minDomains
 
 
-def test_min_domains_treats_the_global_minimum_as_zero() -> None:
+def test_min_domains_never_evicts_a_pod_no_node_can_take() -> None:
     nodes, pods = zones(2, 2, tsc=[spread(minDomains=3)])
-    # [2, 2] has skew 0, but with 2 < minDomains=3 domains the minimum is 0: one pod leaves to
-    # wait for a third domain. With node fit on, no existing node would take it.
+    # [2, 2] has skew 0, but with 2 < minDomains=3 domains kube-scheduler's minimum is 0: only a
+    # third domain would take a pod, and there is none. With node fit on, no existing node would
+    # take it; with node fit off, upstream (no minDomains) sees [2, 2] balanced: nothing either.
     assert run(nodes, pods) == []
-    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == ["p1-1"]
+    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == []
+
+
+def test_min_domains_without_node_fit_balances_the_existing_domains_as_upstream() -> None:
+    nodes, pods = zones(5, 0, tsc=[spread(minDomains=3)])
+    # upstream ignores minDomains: [5, 0] -> [3, 2]
+    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == ["p0-4", "p0-3"]
 
 
 def test_min_domains_met_changes_nothing() -> None:

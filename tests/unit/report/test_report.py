@@ -141,7 +141,8 @@ def test_table_is_plain_aligned_columns_that_cut_nothing(capsys: pytest.CaptureF
         cells = (f"{p['namespace']}/{p['name']}", p["from"], to, p["replacement"])
         for start, cell in zip(starts[:4], cells, strict=True):
             assert row[start:].startswith(cell + " "), (row, cell)
-        assert row.endswith(f" {p['score']}") and len(row) == len(header)  # right-aligned
+        score = "-" if p["score"] is None else p["score"]  # None: the only feasible node
+        assert row.endswith(f" {score}") and len(row) == len(header)  # right-aligned
     header, *kinds = table(out, "Pods still violating")
     assert header.split() == ["kind", "before", "after"]
     assert [k.split() for k in kinds] == [
@@ -180,6 +181,10 @@ def test_table_keeps_long_names_whole_on_a_narrow_screen(
         f"1   preview/{name}   {node}   r [a]",
         "",
         "default / Broken (balance): 0 eviction(s): plugin failed: boom [x]: " + "y" * 80,
+        "Refused: 1",
+        "pod    node" + " " * (len(node) - 1) + "asked by              why",
+        f"ns/b   {node}   default/PodLifeTime   {EvictResult.NODE_LIMIT.value}",
+        "",
         f"Total: 1 pod(s) evicted of 5; refused: {{'{EvictResult.NODE_LIMIT.value}': 1}}",
     ]
 
@@ -198,12 +203,14 @@ def test_generic_score_from_a_scorer_config(capsys: pytest.CaptureFixture[str], 
     config.write_text(
         "allocated:\n  values: RatioToAllocatable\n  prefer: Most\n  resources: {cpu: 1, memory: 1}\n"
     )
-    code, out, err = run(capsys, "-o", "json", "--scorer-config", str(config))
+    # placed after the cycle, every evicted pod gone: the scores alone decide
+    after = ("--placement-order", "after-cycle", "--terminating-pods", "gone")
+    code, out, err = run(capsys, "-o", "json", "--scorer-config", str(config), *after)
     assert code == 0, err
     doc = json.loads(out)
     assert doc["scoring"]["mode"] == "generic" and "NodeResourcesGeneric" in doc["scoring"]["weights"]
     # bin-packing: the replacements crowd onto fewer nodes than with the default score
-    default = json.loads(run(capsys, "-o", "json")[1])
+    default = json.loads(run(capsys, "-o", "json", *after)[1])
     assert len({p["node"] for p in doc["placements"]}) <= len({p["node"] for p in default["placements"]})
 
 

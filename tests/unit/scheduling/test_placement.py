@@ -14,16 +14,21 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.k8s.objects import Node, Pod
 from desched.scheduling.placement import (
     GONE,
+    ORDER_AFTER_CYCLE,
+    ORDER_INTERLEAVED,
     PENDING,
     PLACED,
     SCORE_GENERIC,
+    TERMINATING_GONE,
     THRASH_RE_EVICTED,
     THRASH_SAME_NODE,
     EvictionRecorder,
     PlacementOptions,
     PlacementSimulator,
+    balanced_allocation_score,
     cluster_picture,
     fit_error_message,
+    heap_winner,
     num_feasible_nodes_to_find,
     scheduler_node_order,
     simulate,
@@ -339,20 +344,116 @@ def test_least_allocated_prefers_the_emptier_node() -> None:
     assert d.score is not None and d.score > 300
 
 
-def test_balanced_allocation_breaks_a_least_allocated_tie() -> None:
-    # both nodes leave the same average free share, n2 more evenly
+@pytest.mark.parametrize(
+    ("with_pod", "without_pod", "alloc", "expected"),
+    [
+        # 50 + (50 + balance(with) - balance(without)) // 2, balance = int((1 - |f_cpu - f_mem| / 2) * 100)
+        # the pod unbalances a balanced node: with .5/.25 -> 87, without .25/.25 -> 100: 50 + 37 // 2
+        ((2000, 1024), (1000, 1024), (4000, 4096), 68),
+        # the pod balances an unbalanced node: with .5/.25 -> 87, without .5/0 -> 75: 50 + 62 // 2
+        ((2000, 1024), (2000, 0), (4000, 4096), 81),
+        # an empty node, a balanced pod: 100 and 100: no change, 75
+        ((1000, 1024), (0, 0), (4000, 4096), 75),
+        # fractions capped at 1: with 1/.5 -> 75, without 1/0 -> 50: 50 + 75 // 2
+        ((5000, 2048), (5000, 0), (4000, 4096), 87),
+        # Go's int64() truncates: with .2525/.25244 -> 99.997 -> 99, without 100: 50 + 49 // 2
+        ((1010, 1034), (1000, 1024), (4000, 4096), 74),
+        # a node without memory allocatable: one fraction, std 0 with and without: 75
+        ((1000, 1024), (0, 0), (4000, 0), 75),
+    ],
+)
+def test_balanced_allocation_is_the_change_in_balance_as_in_1_36(
+    with_pod: tuple[int, int], without_pod: tuple[int, int], alloc: tuple[int, int], expected: int
+) -> None:
+    assert balanced_allocation_score(*with_pod, *without_pod, *alloc) == expected
+
+
+def test_balanced_allocation_favours_the_node_the_pod_balances() -> None:
+    # LeastAllocated ties at 62 (n1: cpu 75, memory 50; n2: cpu 50, memory 75). After the pod
+    # both nodes are equally (un)balanced (.25/.5 and .5/.25: 87), which the pre-1.36 score could
+    # not tell apart; 1.36 scores the change: n1 was balanced (100 -> 87: 68), n2 was not (75 ->
+    # 87: 81), so n2 wins.
     s = snap(
         [node("n1", cpu="4", memory="4Gi"), node("n2", cpu="4", memory="4Gi")],
-        [pod("x", "n1", cpu="2", memory="0"), pod("y", "n2", cpu="1", memory="1Gi")],
+        [pod("x", "n1", cpu="1", memory="1Gi"), pod("y", "n2", cpu="2", memory="0")],
     )
-    assert decide(s, pod("p", cpu="10m", memory="10Mi")).node == "n2"
-    # a best-effort pod skips BalancedAllocation: the tie goes to the first name
-    assert decide(s, pod("p", cpu="0", memory="0")).node == "n1"
+    d = decide(s, pod("p", cpu="0", memory="1Gi", owner=None))
+    # 62 + 81 + TaintToleration 3 x 100 (no taints anywhere)
+    assert (d.node, d.score) == ("n2", 62 + 81 + 300)
+    # a best-effort pod skips BalancedAllocation (it scores 0): LeastAllocated ties at 75 and the
+    # first node of the feasible list wins
+    d = decide(s, pod("p", cpu="0", memory="0", owner=None))
+    assert (d.node, d.score) == ("n1", 75 + 300)
 
 
 def test_ties_go_to_the_first_name() -> None:
     s = snap([node("b"), node("a"), node("c")])
     assert decide(s, pod("p")).node == "a"
+
+
+@pytest.mark.parametrize(
+    ("totals", "winner"),
+    [
+        ([7], 0),
+        ([5, 5], 0),
+        ([5, 5, 5], 0),
+        # pre-order walk of the heap: 0, 1, 3, 7, 8, 4, 9, 10, 2, 5, 11, 12, 6, 13, 14
+        ([1, 1, 5, 5], 3),
+        ([1, 5, 1, 5, 5], 1),
+        ([1, 1, 5, 1, 5], 4),
+        ([1, 1, 1, 1, 1, 1, 5, 5], 7),
+        ([1, 1, 5, 1, 1, 5, 1, 1, 1, 1, 5], 10),
+        ([2, 1, 9, 3, 9], 4),
+    ],
+)
+def test_heap_winner_is_the_root_of_go_container_heap(totals: list[int], winner: int) -> None:
+    assert heap_winner(totals) == winner
+    assert heap_winner(totals) == _go_heap_root(totals)
+
+
+def _go_heap_root(totals: list[int]) -> int:
+    """Go's container/heap Init over (position, total) with kube-scheduler's Less (higher total
+    first, Randomizer 0), written from the algorithm: sift down each inner position, last first."""
+    h = list(enumerate(totals))
+    n = len(h)
+    for i0 in range(n // 2 - 1, -1, -1):
+        i = i0
+        while True:
+            j = 2 * i + 1
+            if j >= n:
+                break
+            if j + 1 < n and h[j + 1][1] > h[j][1]:
+                j += 1
+            if not h[j][1] > h[i][1]:
+                break
+            h[i], h[j] = h[j], h[i]
+            i = j
+    return h[0][0]
+
+
+def test_heap_winner_agrees_with_go_heap_on_random_lists() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        totals = [rng.randint(0, 3) for _ in range(rng.randint(1, 40))]
+        assert heap_winner(totals) == _go_heap_root(totals)
+
+
+def test_ties_between_later_nodes_follow_the_heap_not_the_list() -> None:
+    # feasible list a, b, c, d (one zone, by name); a and b are busier, c and d tie: the heap's
+    # root is d (position 3 comes before position 2 in its pre-order), not c
+    s = snap(
+        [node("a"), node("b"), node("c"), node("d")],
+        [pod("x", "a", cpu="1", memory="2Gi"), pod("y", "b", cpu="1", memory="2Gi")],
+    )
+    assert decide(s, pod("p", owner=None)).node == "d"
+    # over zones the list is round-robin (a1, b1, a2, b2): a2 and b2 tie at positions 2 and 3
+    s = snap(
+        [node("a1", zone="a"), node("a2", zone="a"), node("b1", zone="b"), node("b2", zone="b")],
+        [pod("x", "a1", cpu="1", memory="2Gi"), pod("y", "b1", cpu="1", memory="2Gi")],
+    )
+    assert decide(s, pod("p", owner=None)).node == "b2"
 
 
 def test_prefer_no_schedule_taint_is_avoided() -> None:
@@ -553,8 +654,8 @@ def test_higher_priority_is_placed_first() -> None:
             pod("filler", "n1", cpu="100m", owner=None),
         ],
     )
-    # both evicted and both fit again: the higher priority is scheduled first
-    sim = simulate(s, evicting({1: ["low", "high"]}), now=NOW)
+    # both evicted and both fit again: after the cycle, the higher priority is scheduled first
+    sim = simulate(s, evicting({1: ["low", "high"]}), now=NOW, options=AFTER_CYCLE)
     assert [p.name for p in sim.placements] == ["high", "low"]
     s2 = snap(
         [node("n1", cpu="1")],
@@ -563,13 +664,107 @@ def test_higher_priority_is_placed_first() -> None:
             pod("high", "n1", cpu="800m", priority=1000, owner=("ReplicaSet", "h")),
         ],
     )
-    sim2 = simulate(s2, evicting({1: ["low", "high"]}), now=NOW)
+    sim2 = simulate(s2, evicting({1: ["low", "high"]}), now=NOW, options=AFTER_CYCLE)
     by = {p.name: p for p in sim2.placements}
     assert by["high"].outcome == PLACED and by["low"].outcome == PENDING
     assert by["low"].reason == "0/1 nodes are available: 1 Insufficient cpu."
     pending = s2.pod("default", by["low"].replacement)
     assert pending is not None and pending.spec.node_name == "" and pending.status.phase == "Pending"
     assert pending.status.conditions and pending.status.conditions[0].reason == "Unschedulable"
+
+
+AFTER_CYCLE = PlacementOptions(order=ORDER_AFTER_CYCLE, terminating=TERMINATING_GONE)
+
+
+def test_interleaved_places_each_replacement_as_its_pod_is_evicted() -> None:
+    s = snap(
+        [node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1")],
+        [
+            pod("low", "n1", cpu="800m", priority=1),
+            pod("high", "n2", cpu="800m", priority=1000),
+            pod("x", "n3", cpu="300m", owner=None),
+        ],
+    )
+    # after the cycle: both nodes are free, high goes first and takes n1 (the first of the tie)
+    after = simulate(s.copy(), evicting({1: ["low", "high"]}), now=NOW, options=AFTER_CYCLE)
+    assert [(p.name, p.node) for p in after.placements] == [("high", "n1"), ("low", "n2")]
+    # interleaved: low's replacement is placed while high still runs on n2: only n1 has room
+    gone = PlacementOptions(order=ORDER_INTERLEAVED, terminating=TERMINATING_GONE)
+    inter = simulate(s.copy(), evicting({1: ["low", "high"]}), now=NOW, options=gone)
+    assert [(p.name, p.node) for p in inter.placements] == [("low", "n1"), ("high", "n2")]
+
+
+def test_terminating_pods_hold_their_room_and_pending_pods_are_tried_again() -> None:
+    s = snap(
+        [node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1")],
+        [pod("a", "n1", cpu="800m"), pod("b", "n2", cpu="800m")],
+    )
+    sim = simulate(s, evicting({1: ["a", "b"]}), now=NOW)  # the default: interleaved, hold
+    by = {p.name: p for p in sim.placements}
+    # a terminates on n1 holding 800m: its replacement takes n3; b's finds no room (a and b
+    # terminating, a's replacement on n3) until the terminating pods are gone, then n1
+    assert by["a"].node == "n3"
+    assert (by["b"].outcome, by["b"].node) == (PLACED, "n1")
+    assert {p.metadata.name for p in s.pods} == {by["a"].replacement, by["b"].replacement}
+    # gone at once: each replacement takes its pod's room back
+    s = snap(
+        [node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1")],
+        [pod("a", "n1", cpu="800m"), pod("b", "n2", cpu="800m")],
+    )
+    gone = PlacementOptions(terminating=TERMINATING_GONE)
+    assert [p.node for p in simulate(s, evicting({1: ["a", "b"]}), now=NOW, options=gone).placements] == [
+        "n1",
+        "n2",
+    ]
+
+
+def test_a_terminating_pod_keeps_its_anti_affinity_but_not_its_spread_count() -> None:
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "s"}},
+            }
+        ]
+    }
+    s = snap(
+        [node("n1"), node("n2")],
+        [
+            pod("a", "n1", labels={"app": "x"}, spec=anti("x")),
+            pod("s1", "n1", labels={"app": "s"}, spec=spread),
+            pod("s2", "n2", labels={"app": "s"}, spec=spread),
+            pod("s3", "n2", labels={"app": "s"}, spec=spread),
+        ],
+    )
+    sim = PlacementSimulator(s)
+    new_s = pod("p", labels={"app": "s"}, spec=spread)
+    new_a = pod("a2", labels={"app": "x"}, spec=anti("x"))
+    assert sim.decide(new_s).feasible == 1  # n2 has 2 of app=s, n1 1: only n1
+    assert sim.decide(new_a).node == "n2"
+    for name in ("a", "s2"):
+        old = s.pod("default", name)
+        assert old is not None
+        sim.terminate(
+            old,
+            msgspec.structs.replace(
+                old, metadata=msgspec.structs.replace(old.metadata, deletion_timestamp=NOW)
+            ),
+        )
+    # s2 terminating no longer counts on n2 (1 and 1): both nodes take the new pod
+    assert sim.decide(new_s).feasible == 2
+    # a terminating still repels its like from n1, and still holds its requests
+    assert sim.decide(new_a).node == "n2"
+    assert sim.free_cpu[sim.cluster.index["n1"]] == 4000 - 200
+    # once gone (unbound), n1 takes it again and its room is back
+    for name in ("a", "s1"):
+        gone = s.pod("default", name)
+        assert gone is not None
+        sim.unbind(gone)
+    assert sim.decide(new_a).node == "n1"
+    assert sim.free_cpu[sim.cluster.index["n1"]] == 4000
+    assert s.pod("default", "a") is None
 
 
 def test_a_replacement_landing_where_it_was_is_thrashing() -> None:

@@ -193,6 +193,37 @@ def test_a_simulator_kept_across_binds_decides_as_a_fresh_one(
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster_strategy(), st.data())
+def test_a_simulator_kept_across_evictions_decides_as_a_fresh_one(
+    case: tuple[list[Node], list[Pod], list[Pod], int], data: st.DataObject
+) -> None:
+    """Interleaved placement: existing pods start terminating (they keep their requests and
+    anti-affinity, spread stops counting them) or go (unbind) between placements."""
+    nodes, existing, incoming, to_find = case
+    snapshot = ClusterSnapshot(nodes=nodes, pods=existing)
+    sim = PlacementSimulator(snapshot)
+    sim._to_find = to_find
+    now = datetime(2026, 11, 21, tzinfo=UTC)
+    for pod in incoming:
+        old = [p for p in snapshot.pods if p.metadata.name.startswith("old-")]
+        if old:
+            victim = data.draw(st.sampled_from(old))
+            how = data.draw(st.sampled_from(["terminate", "unbind", "none"]))
+            if how == "terminate" and victim.metadata.deletion_timestamp is None:
+                meta = msgspec.structs.replace(victim.metadata, deletion_timestamp=now)
+                sim.terminate(victim, msgspec.structs.replace(victim, metadata=meta))
+            elif how == "unbind":
+                sim.unbind(victim)
+        fresh = PlacementSimulator(snapshot)
+        fresh._to_find = to_find
+        fresh._start = sim._start
+        expected: Decision = fresh.decide(pod)
+        assert sim.decide(pod) == expected, pod.metadata.name
+        if expected.node:
+            sim.bind(bound(pod, expected.node))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_strategy(), st.data())
 def test_a_picture_brought_up_to_date_is_a_fresh_one(
     case: tuple[list[Node], list[Pod], list[Pod], int], data: st.DataObject
 ) -> None:

@@ -26,9 +26,11 @@ from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, PodAffinityTerm, Taint
 from desched.scheduling.placement import (
     GONE,
+    ORDER_AFTER_CYCLE,
     PENDING,
     PLACED,
     SCORE_GENERIC,
+    TERMINATING_GONE,
     EvictionRecorder,
     PlacementOptions,
     simulate,
@@ -334,7 +336,11 @@ def test_placements_pass_every_filter_and_pending_pods_fit_nowhere(
             cycle.evictions.append(Rec(p.metadata.namespace, p.metadata.name, p.spec.node_name))
         return cycle
 
-    options = PlacementOptions()
+    # the model this brute force replays: every evicted pod gone, then every replacement (the
+    # interleaved and terminating models are checked against a fresh simulator in
+    # test_placement_incremental.py)
+    after = {"order": ORDER_AFTER_CYCLE, "terminating": TERMINATING_GONE}
+    options = PlacementOptions(**after)
     if generic:
         args = GenericScorerArgs.model_validate(
             {
@@ -345,7 +351,7 @@ def test_placements_pass_every_filter_and_pending_pods_fit_nowhere(
                 }
             }
         )
-        options = PlacementOptions(score=SCORE_GENERIC, generic=args)
+        options = PlacementOptions(score=SCORE_GENERIC, generic=args, **after)
     victim_keys = {p.key for p in victims}
     sim = simulate(snapshot, run, now=NOW, options=options)
 

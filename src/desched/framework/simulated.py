@@ -1,0 +1,60 @@
+"""The simulated eviction backend: answers each eviction as the eviction API would.
+
+``desched simulate`` evicts nothing, but it must predict what ``desched run`` does, and the API
+refuses evictions that PodDisruptionBudgets forbid. :class:`SimulatedEvictionApi` keeps, for the
+cycle, each PDB's budget (from its status, or computed as the disruption controller would:
+:mod:`desched.k8s.disruption`) and spends it eviction by eviction, so that the third eviction
+under a budget of two is refused with the same 429 a live run gets; the plugin goes on with its
+next pod, and the refusal is counted and reported as a live one is.
+
+Budgets are taken from the pods as they were when the backend was made (the cycle's start), so
+evictions and placements during the cycle change them only through what the API itself does:
+one ``disruptionsAllowed`` spent per eviction (the disruption controller's later recount is not
+modelled within a cycle). What the cycle sees after an eviction is not decided here: the framework
+takes the evicted pod out of the cycle's working snapshot, whatever the backend.
+"""
+
+from __future__ import annotations
+
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.evictor import EvictionBackend, EvictionRequest
+from desched.k8s import disruption
+from desched.k8s import labels as k8s_labels
+from desched.k8s.objects import Pod, PodDisruptionBudget
+
+
+class SimulatedEvictionApi:
+    """An eviction backend for simulations: PDB answers as the API's; ``then`` (optional) is told
+    about every eviction the API would have let through (e.g. the placement simulator's recorder)."""
+
+    def __init__(self, snapshot: ClusterSnapshot, then: EvictionBackend | None = None) -> None:
+        self.snapshot = snapshot
+        self.then = then
+        self._budgets: dict[tuple[str, str], disruption.Budget] = {}
+        #: The pods of each namespace that has PDBs, as the cycle started.
+        self._pods_by_namespace: dict[str, list[Pod]] = {
+            ns: snapshot.pods_in_namespace(ns) for ns in {p.metadata.namespace for p in snapshot.pdbs}
+        }
+        #: (namespace, name, HTTP code) of each refusal, in order.
+        self.refusals: list[tuple[str, str, int]] = []
+
+    def budget(self, pdb: PodDisruptionBudget) -> disruption.Budget:
+        """The PDB's budget as it stands (what is left of it after this cycle's evictions)."""
+        key = (pdb.metadata.namespace, pdb.metadata.name)
+        found = self._budgets.get(key)
+        if found is None:
+            match = k8s_labels.compile_label_selector(pdb.spec.selector, none_matches=False)
+            pods = [p for p in self._pods_by_namespace.get(key[0], ()) if match(p.metadata.labels or {})]
+            found = self._budgets[key] = disruption.compute_budget(pdb, pods)
+        return found
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+        answer = disruption.answer_eviction(pod, self.snapshot.pdbs_for_pod(pod), self.budget)
+        if not answer.evicted:
+            self.refusals.append((pod.metadata.namespace, pod.metadata.name, answer.code))
+            return answer.error()
+        if answer.spends is not None:
+            self._budgets[answer.spends] = self._budgets[answer.spends].spend()
+        if self.then is not None:
+            return self.then.evict(pod, request)
+        return None

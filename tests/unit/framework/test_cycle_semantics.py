@@ -1,0 +1,152 @@
+"""What a cycle sees after an eviction is decided by the framework, not by the backend.
+
+A backend shaped like the eviction API (it only records the request and leaves the snapshot alone,
+as ``ApiEvictionBackend`` does) and the simulated backend make the same evictions on the same
+snapshot; the live cache a snapshot is taken from is never changed by a cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import msgspec
+
+from desched.api.policy import load_policy
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.evictor import EvictionRequest, SimulatedBackend
+from desched.framework.framework import Framework
+from desched.framework.registry import default_registry
+from desched.k8s.objects import Node, Pod
+from desched.runtime.informer import LiveCache
+
+REGISTRY = default_registry(entry_points=False)
+
+
+def node(name: str, *, taint: bool = False) -> Node:
+    return msgspec.convert(
+        {
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]} if taint else {},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            },
+        },
+        Node,
+    )
+
+
+def pod(name: str, node_name: str, *, tolerates: bool = False, owner: str = "rs") -> Pod:
+    spec: dict[str, Any] = {
+        "nodeName": node_name,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "400m", "memory": "128Mi"}}}],
+    }
+    if tolerates:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+    return msgspec.convert(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "uid": f"uid-{name}",
+                "ownerReferences": [{"kind": "ReplicaSet", "name": owner, "uid": f"uid-{owner}"}],
+            },
+            "spec": spec,
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        },
+        Pod,
+    )
+
+
+def cluster_objects() -> tuple[list[Node], list[Pod]]:
+    """n1 is tainted and 80% requested (cpu): four pods tolerate the taint, four do not. n2 and
+    n3 are empty. RemovePodsViolatingNodeTaints takes n1 to 40%, below LowNodeUtilization's 50%
+    target: LowNodeUtilization then has nothing left to do."""
+    nodes = [node("n1", taint=True), node("n2"), node("n3")]
+    pods = [pod(f"keep-{i}", "n1", tolerates=True, owner="tolerant") for i in range(4)]
+    pods += [pod(f"evict-{i}", "n1", owner="intolerant") for i in range(4)]
+    return nodes, pods
+
+
+POLICY = {
+    "apiVersion": "descheduler/v1alpha2",
+    "kind": "DeschedulerPolicy",
+    "profiles": [
+        {
+            "name": "p",
+            "pluginConfig": [
+                {"name": "DefaultEvictor", "args": {}},
+                {"name": "RemovePodsViolatingNodeTaints", "args": {}},
+                {
+                    "name": "LowNodeUtilization",
+                    "args": {"thresholds": {"cpu": 20}, "targetThresholds": {"cpu": 50}},
+                },
+            ],
+            "plugins": {
+                "deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]},
+                "balance": {"enabled": ["LowNodeUtilization"]},
+            },
+        }
+    ],
+}
+
+
+class ApiShapedBackend:
+    """Records each eviction request, as the API would receive it, and changes nothing else."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+        self.requests.append(pod.key)
+        return None
+
+
+def run(snapshot: ClusterSnapshot, backend: Any) -> list[tuple[str, str]]:
+    framework = Framework(load_policy(POLICY, REGISTRY), REGISTRY)
+    result = framework.run_cycle(snapshot, backend)
+    return [(f"{r.namespace}/{r.name}", r.plugin) for r in result.evictions]
+
+
+def test_api_shaped_and_simulated_backends_evict_the_same_pods() -> None:
+    nodes, pods = cluster_objects()
+    simulated_snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
+    simulated = run(simulated_snapshot, SimulatedBackend(simulated_snapshot))
+    api = ApiShapedBackend()
+    live = run(ClusterSnapshot(nodes=nodes, pods=pods), api)
+    assert live == simulated
+    assert api.requests == [key for key, _ in live]
+    # the four intolerant pods, and nothing more: LowNodeUtilization sees n1 at 40%, under its
+    # 50% target, because the framework took the evicted pods out of the cycle's snapshot
+    assert live == [(f"default/evict-{i}", "RemovePodsViolatingNodeTaints") for i in range(4)]
+
+
+def test_low_node_utilization_stops_at_its_target_after_other_plugins_evictions() -> None:
+    """Two more tolerating pods on n1 (100%): after the taint evictions n1 is at 60%, so
+    LowNodeUtilization moves exactly one 10% pod to reach 50%, in both modes."""
+    nodes, pods = cluster_objects()
+    pods += [pod(f"keep-{i}", "n1", tolerates=True, owner="tolerant") for i in (4, 5)]
+    for backend_kind in ("api", "simulated"):
+        snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
+        backend = ApiShapedBackend() if backend_kind == "api" else SimulatedBackend(snapshot)
+        evicted = run(snapshot, backend)
+        by_plugin = [plugin for _, plugin in evicted]
+        assert by_plugin.count("RemovePodsViolatingNodeTaints") == 4, backend_kind
+        assert by_plugin.count("LowNodeUtilization") == 1, backend_kind
+        assert snapshot.requested_on("n1")["cpu"] == 2000  # 50% of 4 cpu: not below the target
+
+
+def test_a_cycle_does_not_change_the_live_cache_it_was_taken_from() -> None:
+    nodes, pods = cluster_objects()
+    cache = LiveCache(cast(Any, None), ("Node", "Pod"))
+    cache.informers["Node"].objects = {n.metadata.name: n for n in nodes}
+    cache.informers["Pod"].objects = {p.key: p for p in pods}
+    before = dict(cache.informers["Pod"].objects)
+    snapshot = cache.snapshot()
+    evicted = run(snapshot, ApiShapedBackend())
+    assert len(evicted) == 4
+    assert len(snapshot.pods) == len(pods) - 4  # the cycle's working copy lost them
+    assert cache.informers["Pod"].objects == before  # the cache did not
+    again = cache.snapshot()
+    assert len(again.pods) == len(pods)
+    assert again.requested_on("n1")["cpu"] == 3200
