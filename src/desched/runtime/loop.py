@@ -31,7 +31,7 @@ from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, Pod
-from desched.runtime.backend import ApiEvictionBackend, EventRecorder
+from desched.runtime.backend import ApiEvictionBackend, EventRecorder, EvictionLedger, reconcile
 from desched.runtime.informer import DEFAULT_KINDS, LiveCache
 from desched.runtime.kube import RateLimiter, make_api_client
 from desched.runtime.leader import LeaderConfig, LeaderElector
@@ -111,6 +111,8 @@ class Descheduler:
         self.metrics = None if options.disable_metrics else Metrics()
         self.ready = False
         self.cycles = 0
+        #: pods this process evicted or may have evicted, by uid, across cycles
+        self.ledger = EvictionLedger()
 
     def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
         if self.ready and self.options.event_driven and relevant_change(kind, event, old, new):
@@ -252,7 +254,15 @@ class Descheduler:
         def may_evict() -> bool:
             return not self.stop.is_set() and (elector is None or elector.is_leader())
 
-        backend = ApiEvictionBackend(api, loop, dry_run=opts.dry_run, may_evict=may_evict, limiter=limiter)
+        backend = ApiEvictionBackend(
+            api,
+            loop,
+            dry_run=opts.dry_run,
+            may_evict=may_evict,
+            limiter=limiter,
+            lease_time_left=elector.time_left if elector is not None else lambda: None,
+            ledger=self.ledger,
+        )
         observers: list[Callable[[EvictionRecord], None]] = []
         if self.metrics is not None:
             observers.append(self.metrics.observe_eviction)
@@ -296,15 +306,42 @@ class Descheduler:
                 r.error or r.result.value,
             )
         log.info(
-            "cycle %d: %d pods on %d ready nodes, %d evicted%s, %d refused, %.2fs",
+            "cycle %d: %d pods on %d ready nodes, %d evicted%s, %d refused, %d outcome unknown, %.2fs",
             self.cycles,
             len(snapshot.pods),
             result.nodes,
             len(result.evictions),
             " (dry run)" if opts.dry_run else "",
             len(result.failures),
+            len(result.unknown),
             result.seconds,
         )
+        if result.unknown:
+            await self._reconcile(result.unknown, cache, api, events)
+
+    async def _reconcile(
+        self, records: list[EvictionRecord], cache: LiveCache, api: Any, events: EventRecorder
+    ) -> None:
+        """Tell what became of the cycle's outcome-unknown evictions: log, metric, event."""
+        pods = cache.informers.get("Pod")
+
+        def cached_pod(namespace: str, name: str) -> Pod | None:
+            obj = pods.objects.get(f"{namespace}/{name}") if pods is not None else None
+            return obj if isinstance(obj, Pod) else None
+
+        for done in await reconcile(records, cached_pod, api, stop=self.stop, ledger=self.ledger):
+            r = done.record
+            log.info(
+                "eviction of pod %s/%s (outcome unknown: %s) reconciled: %s (%s)",
+                r.namespace,
+                r.name,
+                r.error,
+                done.outcome,
+                done.evidence,
+            )
+            if self.metrics is not None:
+                self.metrics.observe_reconciled(r, done.outcome)
+            events.observe_reconciled(done)
 
 
 def run(options: RunOptions) -> int:
