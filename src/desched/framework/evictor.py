@@ -6,10 +6,11 @@ that succeeded and those whose outcome is unknown (the request may have been car
 answer was lost: a limit is a promise, so a possible eviction is charged as one). Every eviction
 passes the profile's Filter and PreEvictionFilter plugins first, whichever plugin asks for it.
 
-A pod is never sent a second eviction: not if it is terminating (deletionTimestamp set), not if it
-was evicted, or its eviction's outcome is unknown, earlier in this cycle (by uid, so a new object
-for the same pod after a relist is the same pod), and not if the backend remembers sending one in
-an earlier cycle (:class:`RemembersEvictions`).
+A pod is never sent a second eviction: not if it is terminating (deletionTimestamp set: refused
+as by a filter, even with the evict annotation), not if it was evicted, or its eviction's outcome
+is unknown, earlier in this cycle (by uid, so a new object for the same pod after a relist is the
+same pod), and not if the backend remembers sending one in an earlier cycle
+(:class:`RemembersEvictions`).
 """
 
 from __future__ import annotations
@@ -125,8 +126,8 @@ class PodEvictor:
         return self._by_namespace.get(namespace, 0)
 
     def was_evicted(self, pod: Pod) -> bool:
-        """Evicted (or possibly evicted) in this cycle or before, or terminating: never evict again."""
-        if pod.metadata.deletion_timestamp is not None or _identity(pod) in self._evicted:
+        """Evicted (or possibly evicted) in this cycle, or by this backend before: never again."""
+        if _identity(pod) in self._evicted:
             return True
         return self._remembers is not None and self._remembers.already_evicted(pod)
 
@@ -155,6 +156,9 @@ class PodEvictor:
         key = pod.key
         if self.was_evicted(pod):
             return EvictResult.ALREADY_EVICTED
+        if pod.metadata.deletion_timestamp is not None:
+            # terminating: its deletion is under way; whatever the filters said, never sent again
+            return EvictResult.FILTERED
         result = self._limit_check(pod)
         error = ""
         if result is None:
@@ -242,6 +246,8 @@ class ProfileEvictor:
     def evict(self, pod: Pod, reason: str = "") -> EvictResult:
         if self._evictor.was_evicted(pod):
             return EvictResult.ALREADY_EVICTED
+        if pod.metadata.deletion_timestamp is not None:  # as upstream's DefaultEvictor, always
+            return EvictResult.FILTERED
         if not self.filter(pod) or not self.pre_eviction_filter(pod):
             return EvictResult.FILTERED
         return self._evictor.evict(pod, self._profile, self._plugin, reason)

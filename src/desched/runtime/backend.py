@@ -249,8 +249,8 @@ async def reconcile(
             break
         await asyncio.sleep(poll)
     for r in pending:
-        if api is None:
-            done.append(Reconciled(r, "unknown", f"the pod still looks unchanged after {window:.0f}s"))
+        if api is None or (stop is not None and stop.is_set()):
+            done.append(Reconciled(r, "unknown", "the pod still looks unchanged in the cache"))
             continue
         try:
             raw = await kube.request(

@@ -154,8 +154,8 @@ def test_terminating_pods_are_never_sent_an_eviction() -> None:
     ev = PodEvictor(backend)
     # no filters at all (as a profile whose filters let everything through, or the evict annotation)
     pe = ProfileEvictor(ev, "prof", "Plugin", [], [])
-    assert pe.evict(pod("t", "n1", terminating=True)) is EvictResult.ALREADY_EVICTED
-    assert ev.evict(pod("t", "n1", terminating=True), "p", "P", "r") is EvictResult.ALREADY_EVICTED
+    assert pe.evict(pod("t", "n1", terminating=True)) is EvictResult.FILTERED
+    assert ev.evict(pod("t", "n1", terminating=True), "p", "P", "r") is EvictResult.FILTERED
     assert backend.sent == [] and ev.total == 0
 
 
