@@ -254,6 +254,7 @@ def cycle_fields(cycle: int, pods: int, result: Any, *, dry_run: bool) -> dict[s
         "nodes": result.nodes,
         "evicted": len(result.evictions),
         "refused": len(result.failures),
+        "unknown": len(result.unknown),
         "dryRun": dry_run,
         "seconds": round(result.seconds, 3),
     }

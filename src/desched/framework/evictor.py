@@ -1,9 +1,16 @@
 """The pod evictor: per-cycle limits, the profile's filters, and an eviction backend.
 
 Counters are per cycle and shared by every profile and plugin. Limits are checked before each
-eviction in upstream's order (total, then per node, then per namespace) and count only evictions
-that succeeded. Every eviction passes the profile's Filter and PreEvictionFilter plugins first,
-whichever plugin asks for it.
+eviction in upstream's order (total, then per node, then per namespace) and count the evictions
+that succeeded and those whose outcome is unknown (the request may have been carried out but its
+answer was lost: a limit is a promise, so a possible eviction is charged as one). Every eviction
+passes the profile's Filter and PreEvictionFilter plugins first, whichever plugin asks for it.
+
+A pod is never sent a second eviction: not if it is terminating (deletionTimestamp set: refused
+as by a filter, even with the evict annotation), not if it was evicted, or its eviction's outcome
+is unknown, earlier in this cycle (by uid, so a new object for the same pod after a relist is the
+same pod), and not if the backend remembers sending one in an earlier cycle
+(:class:`RemembersEvictions`).
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from desched.api.policy import EvictionLimits
 from desched.cluster.snapshot import ClusterSnapshot
@@ -42,12 +49,28 @@ class EvictionRecord:
     reason: str
     result: EvictResult
     error: str = ""
+    uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeUnknown:
+    """A backend's answer when the request may have been carried out but its answer was lost."""
+
+    error: str
 
 
 class EvictionBackend(Protocol):
-    """Carries out an eviction. Returns ``None`` on success, or why it failed."""
+    """Carries out an eviction. Returns ``None`` on success, why it failed (it did not happen), or
+    :class:`OutcomeUnknown` (it may have happened)."""
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None: ...
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None: ...
+
+
+@runtime_checkable
+class RemembersEvictions(Protocol):
+    """A backend that knows which pods it already evicted (or may have) in earlier cycles."""
+
+    def already_evicted(self, pod: Pod) -> bool: ...
 
 
 class SimulatedBackend:
@@ -85,6 +108,7 @@ class PodEvictor:
         self._by_node: dict[str, int] = {}
         self._by_namespace: dict[str, int] = {}
         self._evicted: set[str] = set()
+        self._remembers = backend if isinstance(backend, RemembersEvictions) else None
 
     def reset(self) -> None:
         self.records.clear()
@@ -104,7 +128,10 @@ class PodEvictor:
         return self._by_namespace.get(namespace, 0)
 
     def was_evicted(self, pod: Pod) -> bool:
-        return pod.key in self._evicted
+        """Evicted (or possibly evicted) in this cycle, or by this backend before: never again."""
+        if _identity(pod) in self._evicted:
+            return True
+        return self._remembers is not None and self._remembers.already_evicted(pod)
 
     def total_limit_reached(self) -> bool:
         lim = self.limits.total
@@ -129,26 +156,34 @@ class PodEvictor:
     def evict(self, pod: Pod, profile: str, plugin: str, reason: str) -> EvictResult:
         """Evict one pod that already passed its profile's filters."""
         key = pod.key
-        if key in self._evicted:
+        if self.was_evicted(pod):
             return EvictResult.ALREADY_EVICTED
+        if pod.metadata.deletion_timestamp is not None:
+            # terminating: its deletion is under way; whatever the filters said, never sent again
+            return EvictResult.FILTERED
         result = self._limit_check(pod)
         error = ""
         if result is None:
             request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds)
-            failure = self.backend.evict(pod, request)
-            if failure is None:
+            answer = self.backend.evict(pod, request)
+            if answer is None:
                 result = EvictResult.EVICTED
-                self._total += 1
-                node = pod.spec.node_name
-                if node:
-                    self._by_node[node] = self._by_node.get(node, 0) + 1
-                ns = pod.metadata.namespace
-                self._by_namespace[ns] = self._by_namespace.get(ns, 0) + 1
-                self._evicted.add(key)
+            elif isinstance(answer, OutcomeUnknown):
+                result = EvictResult.UNKNOWN
+                error = answer.error
+                log.warning(
+                    "eviction of pod %s (%s/%s): outcome unknown, counted against the limits: %s",
+                    key,
+                    profile,
+                    plugin,
+                    error,
+                )
             else:
                 result = EvictResult.FAILED
-                error = failure
-                log.warning("eviction of pod %s failed (%s/%s): %s", key, profile, plugin, failure)
+                error = answer
+                log.warning("eviction of pod %s failed (%s/%s): %s", key, profile, plugin, answer)
+            if result is not EvictResult.FAILED:
+                self._charge(pod)
         record = EvictionRecord(
             pod.metadata.namespace,
             pod.metadata.name,
@@ -158,11 +193,27 @@ class PodEvictor:
             reason,
             result,
             error,
+            pod.metadata.uid,
         )
         self.records.append(record)
         for observe in self.observers:
             observe(record)
         return result
+
+    def _charge(self, pod: Pod) -> None:
+        """Count an eviction (done or possibly done) against every limit, and never repeat it."""
+        self._total += 1
+        node = pod.spec.node_name
+        if node:
+            self._by_node[node] = self._by_node.get(node, 0) + 1
+        ns = pod.metadata.namespace
+        self._by_namespace[ns] = self._by_namespace.get(ns, 0) + 1
+        self._evicted.add(_identity(pod))
+
+
+def _identity(pod: Pod) -> str:
+    """A pod's identity across relists: its uid (a snapshot file may have none: then its key)."""
+    return pod.metadata.uid or pod.key
 
 
 class ProfileEvictor:
@@ -205,6 +256,11 @@ class ProfileEvictor:
     def evict(self, pod: Pod, reason: str = "") -> EvictResult:
         if self._evictor.was_evicted(pod):
             result = EvictResult.ALREADY_EVICTED
+        elif pod.metadata.deletion_timestamp is not None:  # as upstream's DefaultEvictor, always
+            findings = self._findings
+            if findings is not None and findings.enabled:
+                findings.report(pod, Verdict.FILTERED, "pod is terminating (it has a deletionTimestamp)")
+            return EvictResult.FILTERED
         elif not self.filter(pod) or not self.pre_eviction_filter(pod):
             return EvictResult.FILTERED  # reported by the filter that refused it
         else:

@@ -289,7 +289,13 @@ class CycleResult:
 
     @property
     def failures(self) -> list[EvictionRecord]:
-        return [r for r in self.records if r.result is not EvictResult.EVICTED]
+        """Not evicted: refused, over a limit, or failed (not the outcome-unknown ones)."""
+        return [r for r in self.records if not r.result.ok]
+
+    @property
+    def unknown(self) -> list[EvictionRecord]:
+        """Sent, but the answer was lost: maybe evicted (counted against the limits as evicted)."""
+        return [r for r in self.records if r.result is EvictResult.UNKNOWN]
 
 
 class Framework:

@@ -124,14 +124,19 @@ class EvictResult(enum.Enum):
     NAMESPACE_LIMIT = "maximum number of evicted pods per namespace reached"
     #: The per-cycle total is reached: the plugin should stop.
     TOTAL_LIMIT = "maximum number of evicted pods per a descheduling cycle reached"
-    #: The eviction backend refused (PDB 429, 404, 409, 5xx ...): try the next pod.
+    #: The eviction was refused and did not happen (PDB 429, 404, 409, not sent ...): try the next pod.
     FAILED = "error"
+    #: The request may have reached the apiserver but its answer was lost (5xx, connection reset,
+    #: timeout after sending): it may or may not have happened. Counts against every limit, as an
+    #: eviction; a plugin treats it as one (it does not try to evict more to make up for it).
+    UNKNOWN = "outcome unknown"
     #: Already evicted in this cycle (by this or another plugin).
     ALREADY_EVICTED = "already evicted"
 
     @property
     def ok(self) -> bool:
-        return self is EvictResult.EVICTED
+        """Evicted, or possibly evicted (outcome unknown): the pod counts as gone for the plugin."""
+        return self is EvictResult.EVICTED or self is EvictResult.UNKNOWN
 
     @property
     def limit(self) -> bool:

@@ -285,7 +285,7 @@ class RemovePodsViolatingInterPodAntiAffinity:
                 if not violates(pod, node):
                     continue
                 result = ev.evict(pod, reason="pod violates its required inter-pod anti-affinity")
-                if result is EvictResult.EVICTED or result is EvictResult.ALREADY_EVICTED:
+                if result.ok or result is EvictResult.ALREADY_EVICTED:
                     # Gone (or going): it no longer violates the terms of the pods after it.
                     considered.evicted.add(id(pod))
                     for tc in counts_by_namespace.get(pod.metadata.namespace, ()):

@@ -618,7 +618,7 @@ class RemovePodsViolatingTopologySpreadConstraint:
             if pod.spec.node_name in limited_nodes or not plan.may_evict(pod):
                 continue
             result = ev.evict(pod, reason=plan.reasons[id(pod)])
-            if result is EvictResult.EVICTED or result is EvictResult.ALREADY_EVICTED:
+            if result.ok or result is EvictResult.ALREADY_EVICTED:
                 plan.evicted(pod)
             elif result is EvictResult.NODE_LIMIT:
                 limited_nodes.add(pod.spec.node_name)

@@ -1,27 +1,40 @@
 """Evicting for real: the ``policy/v1`` Eviction subresource, and events.k8s.io Events.
 
 The decision code runs synchronously in a worker thread; each eviction is handed to the event loop
-that owns the API client and waited for. A refusal (PDB 429, 404, 409, 5xx, timeout) is returned
-as that pod's failure, and the plugin goes on with the next pod. Before every request the backend
-asks ``may_evict`` (leader lease still held, not shutting down): a replica that lost its lease
-stops evicting at once.
+that owns the API client and waited for. Every answer is one of three outcomes:
+
+- evicted (2xx);
+- refused, it did not happen: a 4xx answer (PDB 429, 404, 409, 403 ...), or a request never sent
+  (the connection could not be opened, not the leader, not enough lease left);
+- outcome unknown, it may have happened: a 5xx answer, the connection reset or closed after the
+  request went out, a timeout after sending. The evictor counts it against every limit, and
+  :func:`reconcile` later reads the pod (from the cache, then one GET) to tell what happened.
+
+Before every request the backend asks ``may_evict`` (leader lease still held, not shutting down),
+and bounds the request's deadline by ``lease_time_left``: a request that could not complete before
+the lease might pass to another replica is not sent, and one in flight is abandoned (client-side
+timeout) before then. :class:`EvictionLedger` remembers, across cycles, the pods this process
+evicted or may have evicted (by uid), so a stale or relisted cache never leads to a second eviction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
+import aiohttp
 from kubernetes_asyncio import client
 
-from desched.framework.evictor import EvictionRecord, EvictionRequest
+from desched.framework.evictor import EvictionRecord, EvictionRequest, OutcomeUnknown
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Pod
 from desched.runtime import kube
@@ -32,6 +45,44 @@ log = logging.getLogger(__name__)
 REPORTING_CONTROLLER = "sigs.k8s.io.descheduler"
 REQUESTED_BY = "sigs.k8s.io/descheduler"
 EVICTION_TIMEOUT_SECONDS = 60.0
+#: An eviction request is not sent with less time than this left before its deadline.
+MIN_REQUEST_SECONDS = 1.0
+#: How long an eviction this process made (or may have made) is remembered, by pod uid.
+REMEMBER_SECONDS = 600.0
+
+
+class EvictionLedger:
+    """The pods (by uid) this process evicted or may have evicted, remembered across cycles.
+
+    A pod's uid never comes back without a deletionTimestamp once it was evicted, but a cache can
+    be stale (a watch stalled or cut, a relist after an apiserver restart) and still show it
+    running: the ledger keeps such a pod from being sent a second eviction. Entries expire after
+    ``ttl`` seconds, and are dropped at once when reconciliation finds the eviction did not happen.
+    """
+
+    def __init__(self, *, ttl: float = REMEMBER_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._until: dict[str, float] = {}
+
+    def remember(self, uid: str) -> None:
+        if uid:
+            self._until[uid] = self.clock() + self.ttl
+
+    def forget(self, uid: str) -> None:
+        self._until.pop(uid, None)
+
+    def knows(self, uid: str) -> bool:
+        until = self._until.get(uid)
+        if until is None:
+            return False
+        if until <= self.clock():
+            del self._until[uid]
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return len(self._until)
 
 
 class ApiEvictionBackend:
@@ -43,29 +94,54 @@ class ApiEvictionBackend:
         dry_run: bool = False,
         may_evict: Callable[[], bool] = lambda: True,
         limiter: RateLimiter | None = None,
+        lease_time_left: Callable[[], float | None] = lambda: None,
+        ledger: EvictionLedger | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.loop = loop
         self.dry_run = dry_run
         self.may_evict = may_evict
         self.limiter = limiter
+        self.lease_time_left = lease_time_left
+        self.ledger = ledger if ledger is not None else EvictionLedger(clock=clock)
+        self.clock = clock
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+    def already_evicted(self, pod: Pod) -> bool:
+        return self.ledger.knows(pod.metadata.uid)
+
+    def deadline(self) -> float:
+        """When (on ``clock``) a request sent now must be over: the timeout, or the lease's end."""
+        budget = EVICTION_TIMEOUT_SECONDS
+        left = self.lease_time_left()
+        if left is not None:
+            budget = min(budget, left)
+        return self.clock() + budget
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None:
         if not self.may_evict():
             return "not evicting: this replica is not the leader or is shutting down"
         if self.dry_run:
             return None
-        future = asyncio.run_coroutine_threadsafe(self.evict_async(pod, request), self.loop)
+        deadline = self.deadline()
+        if deadline - self.clock() < MIN_REQUEST_SECONDS:
+            return "not sent: the leader lease could pass to another replica before it completes"
+        future = asyncio.run_coroutine_threadsafe(self.evict_async(pod, request, deadline), self.loop)
         try:
-            return future.result(EVICTION_TIMEOUT_SECONDS)
+            # the coroutine keeps its own deadline; this wait only guards against a stuck loop
+            answer = future.result(max(0.0, deadline - self.clock()) + 5.0)
         except FutureTimeout:
             future.cancel()
-            return f"timed out after {EVICTION_TIMEOUT_SECONDS:.0f}s"
-        except Exception as e:  # whatever went wrong, it concerns this pod only
-            log.exception("eviction of %s/%s failed", pod.metadata.namespace, pod.metadata.name)
-            return f"request failed: {type(e).__name__}: {e}"
+            answer = OutcomeUnknown("no answer before the request's deadline")
+        except Exception as e:  # whatever went wrong, it concerns this pod only: one line, no trace
+            answer = OutcomeUnknown(f"request failed: {type(e).__name__}: {e}")
+        if answer is None or isinstance(answer, OutcomeUnknown):
+            self.ledger.remember(pod.metadata.uid)
+        return answer
 
-    async def evict_async(self, pod: Pod, request: EvictionRequest) -> str | None:
+    async def evict_async(
+        self, pod: Pod, request: EvictionRequest, deadline: float | None = None
+    ) -> str | OutcomeUnknown | None:
         ns, name = pod.metadata.namespace, pod.metadata.name
         body: dict[str, Any] = {
             "apiVersion": "policy/v1",
@@ -83,19 +159,122 @@ class ApiEvictionBackend:
             body["deleteOptions"] = {"gracePeriodSeconds": request.grace_period_seconds}
         if self.limiter is not None:
             await self.limiter.acquire()
+        if deadline is None:
+            deadline = self.deadline()
+        timeout = deadline - self.clock()
+        if timeout < MIN_REQUEST_SECONDS:  # the rate limiter took the time that was left
+            return "not sent: the leader lease could pass to another replica before it completes"
         try:
-            await kube.request(
-                self.api,
-                "POST",
-                f"/api/v1/namespaces/{ns}/pods/{name}/eviction",
-                body=body,
-                timeout=EVICTION_TIMEOUT_SECONDS - 5,
+            await asyncio.wait_for(
+                kube.request(
+                    self.api,
+                    "POST",
+                    f"/api/v1/namespaces/{ns}/pods/{name}/eviction",
+                    body=body,
+                    timeout=timeout,
+                ),
+                timeout,
             )
         except ApiError as e:
+            if e.status >= 500:  # the apiserver (or a proxy) may have acted before failing
+                return OutcomeUnknown(str(e))
             return str(e)
-        except (TimeoutError, OSError, client.ApiException) as e:
-            return f"request failed: {e}"
+        except aiohttp.ClientConnectorError as e:  # no connection was made: nothing was sent
+            return f"not sent: {e}"
+        except TimeoutError:
+            return OutcomeUnknown(f"no answer within {timeout:.1f}s")
+        except (OSError, aiohttp.ClientError, client.ApiException) as e:
+            # reset, closed or garbled after the request may have gone out
+            return OutcomeUnknown(f"request failed: {type(e).__name__}: {e}")
         return None
+
+
+#: How long reconciliation watches the cache for an outcome-unknown eviction before asking the API.
+RECONCILE_WINDOW_SECONDS = 5.0
+
+Outcome = Literal["evicted", "not evicted", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What became of an eviction whose answer was lost, and what shows it."""
+
+    record: EvictionRecord
+    outcome: Outcome
+    evidence: str
+
+
+def _verdict(record: EvictionRecord, pod: Pod | None) -> tuple[Outcome, str] | None:
+    """What the pod as now seen says about the eviction; None while it proves nothing yet."""
+    if pod is None:
+        return "evicted", "the pod is gone"
+    if record.uid and pod.metadata.uid != record.uid:
+        return "evicted", "the pod was replaced (another uid)"
+    if pod.metadata.deletion_timestamp is not None:
+        return "evicted", "the pod is terminating (deletionTimestamp set)"
+    return None
+
+
+async def reconcile(
+    records: Sequence[EvictionRecord],
+    cached_pod: Callable[[str, str], Pod | None],
+    api: client.ApiClient | None,
+    *,
+    window: float = RECONCILE_WINDOW_SECONDS,
+    stop: asyncio.Event | None = None,
+    ledger: EvictionLedger | None = None,
+    poll: float = 0.2,
+) -> list[Reconciled]:
+    """Tell what became of evictions with an unknown outcome.
+
+    The cache is watched for up to ``window`` seconds: the pod gone, replaced, or with a
+    deletionTimestamp means the eviction happened. A pod still there unchanged is then read once
+    from the API (a stalled watch would keep showing it running): unchanged there too, it was not
+    evicted, and ``ledger`` forgets it so a later cycle may evict it. A failed read leaves the
+    outcome unknown (and the pod remembered, so it is not evicted again while that lasts).
+    """
+    done: list[Reconciled] = []
+    pending = list(records)
+    deadline = time.monotonic() + window
+    while pending:
+        still = []
+        for r in pending:
+            verdict = _verdict(r, cached_pod(r.namespace, r.name))
+            if verdict is None:
+                still.append(r)
+            else:
+                done.append(Reconciled(r, *verdict))
+        pending = still
+        if not pending or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+            break
+        await asyncio.sleep(poll)
+    for r in pending:
+        if api is None or (stop is not None and stop.is_set()):
+            done.append(Reconciled(r, "unknown", "the pod still looks unchanged in the cache"))
+            continue
+        try:
+            raw = await kube.request(
+                api, "GET", f"/api/v1/namespaces/{r.namespace}/pods/{r.name}", timeout=10
+            )
+            meta = json.loads(raw).get("metadata") or {}
+        except ApiError as e:
+            if e.status == 404:
+                done.append(Reconciled(r, "evicted", "the pod is gone"))
+            else:
+                done.append(Reconciled(r, "unknown", f"could not read the pod: {e}"))
+            continue
+        except Exception as e:  # the read is best effort; the outcome stays unknown
+            done.append(Reconciled(r, "unknown", f"could not read the pod: {type(e).__name__}: {e}"))
+            continue
+        if r.uid and meta.get("uid") != r.uid:
+            done.append(Reconciled(r, "evicted", "the pod was replaced (another uid)"))
+        elif meta.get("deletionTimestamp"):
+            done.append(Reconciled(r, "evicted", "the pod is terminating (deletionTimestamp set)"))
+        else:
+            done.append(Reconciled(r, "not evicted", f"the pod still runs unchanged after {window:.0f}s"))
+            if ledger is not None:
+                ledger.forget(r.uid)
+    return done
 
 
 class EventRecorder:
@@ -113,13 +292,34 @@ class EventRecorder:
             self._emit(
                 record, "Normal", record.plugin, f"pod eviction from {record.node} node by {REQUESTED_BY}"
             )
-        elif self.failures and record.result not in (EvictResult.FILTERED, EvictResult.ALREADY_EVICTED):
+        elif self.failures and record.result not in (
+            EvictResult.FILTERED,
+            EvictResult.ALREADY_EVICTED,
+            EvictResult.UNKNOWN,  # its event waits for reconciliation (observe_reconciled)
+        ):
             why = record.error or record.result.value
             self._emit(
                 record,
                 "Warning",
                 "EvictionFailed",
                 f"pod eviction from {record.node} node by {REQUESTED_BY} failed: {why}",
+            )
+
+    def observe_reconciled(self, done: Reconciled) -> None:
+        """An outcome-unknown eviction, once known: the event it would have had from the start."""
+        record = done.record
+        if done.outcome == "evicted":
+            self._emit(
+                record, "Normal", record.plugin, f"pod eviction from {record.node} node by {REQUESTED_BY}"
+            )
+        elif self.failures:
+            self._emit(
+                record,
+                "Warning",
+                "EvictionFailed",
+                f"pod eviction from {record.node} node by {REQUESTED_BY} failed: {record.error} "
+                f"(outcome {'unknown' if done.outcome == 'unknown' else 'reconciled: not evicted'}: "
+                f"{done.evidence})",
             )
 
     def _emit(self, record: EvictionRecord, type_: str, reason: str, note: str) -> None:

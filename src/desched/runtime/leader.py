@@ -7,6 +7,11 @@ as client-go does, so clock skew between replicas does not matter). The leader r
 ``renew_deadline``. Since ``renew_deadline < lease_duration``, a leader that cannot renew stops
 evicting before any other replica may take over. On shutdown the lease is released.
 
+:meth:`LeaderElector.time_left` bounds every eviction request: the lease may pass to another
+replica ``lease_duration`` after the last renewal this replica *sent* (the other replica starts
+its own timer no earlier than when it sees that renewal), minus a safety margin for clock rate
+drift and for a request's way to the apiserver. A request is not sent, or is abandoned, before then.
+
 kubernetes_asyncio ships an elector, but it does not release on shutdown and gives no way to ask
 "am I still safely the leader?" right before a side effect; this one is small and does both.
 """
@@ -18,6 +23,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -38,13 +44,20 @@ class LeaderConfig:
     renew_deadline: float = 107.0
     retry_period: float = 26.0
 
+    @property
+    def safety_margin(self) -> float:
+        """Kept off the lease's end when bounding a request: 10% of the duration, at least 1 s."""
+        return max(1.0, 0.1 * self.lease_duration)
+
 
 def _micro_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
-    def __init__(self, api: client.ApiClient, config: LeaderConfig) -> None:
+    def __init__(
+        self, api: client.ApiClient, config: LeaderConfig, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if not config.identity:
             raise ValueError("leader election needs an identity")
         if config.renew_deadline >= config.lease_duration:
@@ -55,7 +68,8 @@ class LeaderElector:
             raise ValueError("--leader-elect-retry-period must be shorter than --leader-elect-renew-deadline")
         self.api = api
         self.config = config
-        self._last_renew = float("-inf")
+        self._clock = clock
+        self._last_renew = float("-inf")  # when the last successful renewal was sent
         self._leading = False
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = float("-inf")
@@ -69,7 +83,15 @@ class LeaderElector:
 
     def is_leader(self) -> bool:
         """True only while a renewal younger than the renew deadline backs it."""
-        return self._leading and time.monotonic() - self._last_renew < self.config.renew_deadline
+        return self._leading and self._clock() - self._last_renew < self.config.renew_deadline
+
+    def time_left(self) -> float:
+        """Seconds before the lease could pass to another replica, less the safety margin (0 if
+        not leading): an eviction request must be over by then."""
+        if not self._leading:
+            return 0.0
+        c = self.config
+        return max(0.0, self._last_renew + c.lease_duration - c.safety_margin - self._clock())
 
     async def _get(self) -> dict[str, Any] | None:
         try:
@@ -82,6 +104,7 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         c = self.config
+        sent = self._clock()  # a renewal counts from before it was sent: the safe side
         now = datetime.now(UTC)
         lease = await self._get()
         spec_new = {
@@ -108,15 +131,15 @@ class LeaderElector:
                 if e.status == 409:
                     return False
                 raise
-            return self._renewed()
+            return self._renewed(sent)
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
         observed = (holder, str(spec.get("renewTime")))
         if observed != self._observed:
             self._observed = observed
-            self._observed_at = time.monotonic()
+            self._observed_at = self._clock()
         duration = float(spec.get("leaseDurationSeconds") or c.lease_duration)
-        if holder and holder != c.identity and time.monotonic() - self._observed_at < duration:
+        if holder and holder != c.identity and self._clock() - self._observed_at < duration:
             self._leading = False
             return False
         new_spec = dict(spec)
@@ -131,9 +154,9 @@ class LeaderElector:
             if e.status == 409:  # someone else wrote it first
                 return False
             raise
-        return self._renewed()
+        return self._renewed(sent)
 
-    def _renewed(self) -> bool:
+    def _renewed(self, sent: float) -> bool:
         if not self._leading:
             self.transitions += 1
             log.info(
@@ -143,7 +166,7 @@ class LeaderElector:
                 self.config.name,
             )
         self._leading = True
-        self._last_renew = time.monotonic()
+        self._last_renew = sent
         self.became_leader.set()
         return True
 

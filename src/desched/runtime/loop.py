@@ -39,7 +39,7 @@ from desched.framework.framework import Framework, FrameworkError
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, Pod
 from desched.logs import V0, cycle_fields, eviction_fields
-from desched.runtime.backend import ApiEvictionBackend, EventRecorder
+from desched.runtime.backend import ApiEvictionBackend, EventRecorder, EvictionLedger, reconcile
 from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover
 from desched.runtime.informer import DEFAULT_KINDS, LiveCache
 from desched.runtime.kube import RateLimiter, api_client, load_client_config, rate_limiter
@@ -126,6 +126,8 @@ class Descheduler:
         self.cycles = 0
         self.skipped_cycles = 0
         self.signals: list[str] = []
+        #: pods this process evicted or may have evicted, by uid, across cycles
+        self.ledger = EvictionLedger()
 
     def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
         if self.ready and self.options.event_driven and relevant_change(kind, event, old, new):
@@ -299,7 +301,15 @@ class Descheduler:
         def may_evict() -> bool:
             return not self.stop.is_set() and (elector is None or elector.is_leader())
 
-        backend = ApiEvictionBackend(api, loop, dry_run=opts.dry_run, may_evict=may_evict, limiter=limiter)
+        backend = ApiEvictionBackend(
+            api,
+            loop,
+            dry_run=opts.dry_run,
+            may_evict=may_evict,
+            limiter=limiter,
+            lease_time_left=elector.time_left if elector is not None else lambda: None,
+            ledger=self.ledger,
+        )
         observers: list[Callable[[EvictionRecord], None]] = []
         if self.metrics is not None:
             observers.append(self.metrics.observe_eviction)
@@ -339,6 +349,32 @@ class Descheduler:
             "cycle done",
             extra=cycle_fields(self.cycles, len(snapshot.pods), result, dry_run=opts.dry_run),
         )
+        if result.unknown:
+            await self._reconcile(result.unknown, cache, api, events)
+
+    async def _reconcile(
+        self, records: list[EvictionRecord], cache: LiveCache, api: Any, events: EventRecorder
+    ) -> None:
+        """Tell what became of the cycle's outcome-unknown evictions: log, metric, event."""
+        pods = cache.informers.get("Pod")
+
+        def cached_pod(namespace: str, name: str) -> Pod | None:
+            obj = pods.objects.get(f"{namespace}/{name}") if pods is not None else None
+            return obj if isinstance(obj, Pod) else None
+
+        for done in await reconcile(records, cached_pod, api, stop=self.stop, ledger=self.ledger):
+            r = done.record
+            log.info(
+                "eviction of pod %s/%s (outcome unknown: %s) reconciled: %s (%s)",
+                r.namespace,
+                r.name,
+                r.error,
+                done.outcome,
+                done.evidence,
+            )
+            if self.metrics is not None:
+                self.metrics.observe_reconciled(r, done.outcome)
+            events.observe_reconciled(done)
 
 
 def run(options: RunOptions) -> int:

@@ -106,6 +106,13 @@ class Metrics:
             ["result", "strategy", "profile", "namespace", "node"],
             registry=self.registry,
         )
+        self.outcome_unknown = Counter(
+            "descheduler_eviction_outcome_unknown",
+            "Evictions whose answer was lost (5xx, reset, timeout), by what reconciliation found: "
+            "evicted, not_evicted, unknown",
+            ["outcome", "strategy", "profile", "namespace"],
+            registry=self.registry,
+        )
         self.loop_duration = Histogram(
             "descheduler_loop_duration_seconds",
             "Time taken to complete a full descheduling cycle",
@@ -157,10 +164,24 @@ class Metrics:
         )
 
     def observe_eviction(self, record: EvictionRecord, *, dry_run: bool = False) -> None:
-        if record.result in (EvictResult.FILTERED, EvictResult.ALREADY_EVICTED):
+        # an outcome-unknown eviction is counted once reconciled (observe_reconciled)
+        if record.result in (EvictResult.FILTERED, EvictResult.ALREADY_EVICTED, EvictResult.UNKNOWN):
             return
         result = record.result.value
         self.pods_evicted.labels(result, record.plugin, record.profile, record.namespace, record.node).inc()
+
+    def observe_reconciled(self, record: EvictionRecord, outcome: str) -> None:
+        """An outcome-unknown eviction, reconciled: ``evicted``, ``not evicted`` or ``unknown``.
+
+        ``descheduler_pods_evicted_total`` counts it under upstream's result values once known
+        (``success`` or ``error``), or ``unknown`` while reconciliation could not tell.
+        """
+        result = {"evicted": EvictResult.EVICTED.value, "not evicted": EvictResult.FAILED.value}.get(
+            outcome, "unknown"
+        )
+        labels = (record.plugin, record.profile, record.namespace)
+        self.pods_evicted.labels(result, *labels, record.node).inc()
+        self.outcome_unknown.labels(outcome.replace(" ", "_"), *labels).inc()
 
     def observe_plugin(self, run: PluginRun) -> None:
         self.strategy_duration.labels(run.plugin, run.profile).observe(run.seconds)
