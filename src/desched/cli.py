@@ -335,7 +335,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from desched.api.policy import load_policy_file
     from desched.cluster.file_source import load_snapshot_file
     from desched.framework.evictor import EvictionBackend, SimulatedBackend
-    from desched.framework.framework import CycleResult, Framework, FrameworkError
+    from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
     from desched.framework.nodeactions import SimulatedNodeActions
     from desched.framework.registry import default_registry
     from desched.report.output import (
@@ -388,7 +388,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 write_table(
                     result, sys.stdout, now=_format_now(now), pods_total=pods_total, anomalies=anomalies
                 )
-            return 0
+            return _plugin_failures(result.crashes)
+
+        crashes: list[PluginRun] = []
 
         from desched.scheduling.placement import PlacementOptions, simulate
 
@@ -396,7 +398,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             actions = SimulatedNodeActions(lambda: now)
             if cycle == 1:
                 actions.restore_expired(snap.nodes)
-            return framework.run_cycle(snap, backend, node_actions=actions)
+            result = framework.run_cycle(snap, backend, node_actions=actions)
+            crashes.extend(result.crashes)
+            return result
 
         sim = simulate(
             snapshot,
@@ -431,7 +435,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UserError("--report", f"cannot write the report: {e.strerror or e}") from None
         print(f"desched: report written to {page}", file=sys.stderr)
-    return 0
+    return _plugin_failures(crashes)
+
+
+#: Exit status when a plugin raised: the output is incomplete (not a user error, which is 2).
+EXIT_PLUGIN_FAILED = 1
+
+
+def _plugin_failures(crashes: Sequence[Any]) -> int:
+    """The exit status: :data:`EXIT_PLUGIN_FAILED` when a plugin raised (the framework logged one
+    line naming the plugin, its profile and the object where known), else 0."""
+    return EXIT_PLUGIN_FAILED if crashes else 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
