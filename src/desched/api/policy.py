@@ -252,7 +252,6 @@ def load_policy(doc: Any, registry: Registry) -> Policy:
             f"converted to {API_VERSION}: run 'desched validate' to print the converted policy"
         )
         warnings.append(msg)
-        log.warning(msg)
     elif api_version != API_VERSION:
         raise PolicyError(
             "apiVersion",
@@ -261,11 +260,14 @@ def load_policy(doc: Any, registry: Registry) -> Policy:
     if doc.get("kind") != KIND:
         raise PolicyError("kind", f"must be {KIND}, got {documents.excerpt(doc.get('kind'))}")
     try:
-        return _load_v1alpha2(doc, registry, tuple(warnings))
+        policy = _load_v1alpha2(doc, registry, tuple(warnings))
     except PolicyError as e:
         if api_version != API_VERSION_V1ALPHA1:
             raise
         raise PolicyError(_v1alpha1_path(doc, e.path), e.reason) from None
+    for msg in warnings:  # (once the policy is valid: a refused one gets one line, the error)
+        log.warning(msg)
+    return policy
 
 
 def _type_name(value: Any) -> str:
