@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import NoReturn
 
 from desched.api.documents import excerpt
 from desched.api.errors import SnapshotError
@@ -47,52 +46,58 @@ def validate_objects(objects: Iterable[AnyObject], source: str) -> None:
     seen: dict[tuple[str, str, str], int] = {}
     uids: dict[str, str] = {}
     ordinal: dict[str, int] = {}
-    good_namespaces: set[str] = set()
-    checked_containers: set[int] = set()
+    state = _State()
     for obj in objects:
         kind = type(obj).__name__
         n = ordinal[kind] = ordinal.get(kind, 0) + 1
         meta = obj.metadata
         name, ns = meta.name, meta.namespace
-
-        def fail(
-            field: str, reason: str, kind: str = kind, name: str = name, ns: str = ns, n: int = n
-        ) -> NoReturn:
-            raise SnapshotError(f"{source}: {_who(kind, ns, name, n)}", f"{field}: {reason}")
-
-        if not name:
-            if kind != "Event":
-                fail("metadata.name", "required (the API server refuses an object without a name)")
-        elif kind != "Event":
-            why = _name_problem(kind, name)
-            if why:
-                fail("metadata.name", why)
-        if kind in _NAMESPACED:
-            if not ns:
-                fail("metadata.namespace", "required for a namespaced object")
-            if ns not in good_namespaces:
-                if len(ns) > 63 or _DNS_LABEL.fullmatch(ns) is None:
-                    fail("metadata.namespace", f"{excerpt(ns)} is not a valid namespace name (a DNS label)")
-                good_namespaces.add(ns)
-        if name:
+        problem = _object_problem(obj, kind, name, ns, state)
+        if problem is None and name:
             key = (kind, ns, name)
-            if key in seen:
-                fail("metadata.name", f"listed twice (also the {_nth(seen[key])} {kind} listed)")
+            first = seen.get(key)
+            if first is not None:
+                problem = "metadata.name", f"listed twice (also the {_nth(first)} {kind} listed)"
             seen[key] = n
-        if type(obj) is Pod:
-            uid = meta.uid
-            if uid:
-                other = uids.get(uid)
-                if other is not None:
-                    fail("metadata.uid", f"{excerpt(uid)} is also the uid of pod {other}")
-                uids[uid] = obj.key
-            why_spec = _pod_spec_problem(obj.spec, checked_containers)
-            if why_spec is not None:
-                fail(*why_spec)
-        elif type(obj) is Node:
-            why_node = _node_problem(obj)
-            if why_node is not None:
-                fail(*why_node)
+        if problem is None and type(obj) is Pod and meta.uid:
+            other = uids.get(meta.uid)
+            if other is not None:
+                problem = "metadata.uid", f"{excerpt(meta.uid)} is also the uid of pod {other}"
+            uids[meta.uid] = obj.key
+        if problem is not None:
+            raise SnapshotError(f"{source}: {_who(kind, ns, name, n)}", f"{problem[0]}: {problem[1]}")
+
+
+class _State:
+    """What was found valid already (pods share namespaces, container lists and quantities)."""
+
+    __slots__ = ("containers", "namespaces", "quantities")
+
+    def __init__(self) -> None:
+        self.namespaces: set[str] = set()
+        self.containers: set[int] = set()
+        self.quantities: set[object] = set()
+
+
+def _object_problem(obj: AnyObject, kind: str, name: str, ns: str, state: _State) -> tuple[str, str] | None:
+    if not name:
+        if kind != "Event":
+            return "metadata.name", "required (the API server refuses an object without a name)"
+    elif kind != "Event":
+        why = _name_problem(kind, name)
+        if why:
+            return "metadata.name", why
+    if kind in _NAMESPACED and ns not in state.namespaces:
+        if not ns:
+            return "metadata.namespace", "required for a namespaced object"
+        if len(ns) > 63 or _DNS_LABEL.fullmatch(ns) is None:
+            return "metadata.namespace", f"{excerpt(ns)} is not a valid namespace name (a DNS label)"
+        state.namespaces.add(ns)
+    if type(obj) is Pod:
+        return _pod_spec_problem(obj.spec, state)
+    if type(obj) is Node:
+        return _node_problem(obj, state)
+    return None
 
 
 def _who(kind: str, ns: str, name: str, n: int) -> str:
@@ -120,8 +125,15 @@ def _name_problem(kind: str, name: str) -> str | None:
     return None
 
 
-def _quantities_problem(field: str, resources: Mapping[str, object] | None) -> tuple[str, str] | None:
-    for resource, value in (resources or {}).items():
+def _quantities_problem(
+    field: str, resources: Mapping[str, object] | None, state: _State
+) -> tuple[str, str] | None:
+    if not resources:
+        return None
+    good = state.quantities
+    for resource, value in resources.items():
+        if value in good and type(value) is str:
+            continue
         try:
             nano = k8s_quantity.nano_value(value)  # type: ignore[arg-type]
         except k8s_quantity.QuantityError:
@@ -136,40 +148,46 @@ def _quantities_problem(field: str, resources: Mapping[str, object] | None) -> t
     return None
 
 
-def _containers_problem(field: str, containers: list[Container] | None) -> tuple[str, str] | None:
+def _containers_problem(
+    field: str, containers: list[Container] | None, state: _State
+) -> tuple[str, str] | None:
     for i, c in enumerate(containers or ()):
         r = c.resources
         if r is None:
             continue
-        why = _quantities_problem(f"{field}[{i}].resources.requests", r.requests) or _quantities_problem(
-            f"{field}[{i}].resources.limits", r.limits
-        )
+        why = _quantities_problem(
+            f"{field}[{i}].resources.requests", r.requests, state
+        ) or _quantities_problem(f"{field}[{i}].resources.limits", r.limits, state)
         if why is not None:
             return why
     return None
 
 
-def _pod_spec_problem(spec: PodSpec, checked: set[int]) -> tuple[str, str] | None:
+def _pod_spec_problem(spec: PodSpec, state: _State) -> tuple[str, str] | None:
     if not spec.containers:
         return "spec.containers", "required (a pod without spec or without containers is not a pod)"
     # pods of one workload share their container lists (see cluster.compact): check each once
+    checked = state.containers
     for field, containers in (
         ("spec.containers", spec.containers),
         ("spec.initContainers", spec.init_containers),
         ("spec.ephemeralContainers", spec.ephemeral_containers),
     ):
         if containers and id(containers) not in checked:
-            why = _containers_problem(field, containers)
+            why = _containers_problem(field, containers, state)
             if why is not None:
                 return why
             checked.add(id(containers))
-    why = _quantities_problem("spec.overhead", spec.overhead)
-    if why is None and spec.resources is not None:
-        why = _quantities_problem("spec.resources.requests", spec.resources.requests) or _quantities_problem(
-            "spec.resources.limits", spec.resources.limits
-        )
-    if why is not None:
-        return why
+    if spec.overhead:
+        why = _quantities_problem("spec.overhead", spec.overhead, state)
+        if why is not None:
+            return why
+    if spec.resources is not None:
+        why = _quantities_problem(
+            "spec.resources.requests", spec.resources.requests, state
+        ) or _quantities_problem("spec.resources.limits", spec.resources.limits, state)
+        if why is not None:
+            return why
     for i, tsc in enumerate(spec.topology_spread_constraints or ()):
         if tsc.max_skew <= 0:
             return (
@@ -184,10 +202,10 @@ def _pod_spec_problem(spec: PodSpec, checked: set[int]) -> tuple[str, str] | Non
     return None
 
 
-def _node_problem(node: Node) -> tuple[str, str] | None:
+def _node_problem(node: Node, state: _State) -> tuple[str, str] | None:
     status = node.status
-    why = _quantities_problem("status.capacity", status.capacity) or _quantities_problem(
-        "status.allocatable", status.allocatable
+    why = _quantities_problem("status.capacity", status.capacity, state) or _quantities_problem(
+        "status.allocatable", status.allocatable, state
     )
     if why is not None:
         return why
