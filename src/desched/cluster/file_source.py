@@ -17,6 +17,7 @@ import io
 import logging
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ class _Probe(msgspec.Struct, rename="camel"):
 
 def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
     p = Path(path)
+    _check_readable(p)
     # The snapshot's records are long-lived and many: the cyclic collector would rescan them again
     # and again while they are built (reference counting frees the garbage meanwhile).
     enabled = gc.isenabled()
@@ -72,6 +74,19 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
     finally:
         if enabled:
             gc.enable()
+
+
+def _check_readable(path: Path) -> None:
+    """A regular file or a pipe (``simulate <(kubectl get ... -o json)``); not a directory or a
+    device such as /dev/zero, which would be read forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise SnapshotError(str(path), f"cannot read snapshot: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise SnapshotError(str(path), "cannot read snapshot: is a directory")
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        raise SnapshotError(str(path), "cannot read snapshot: not a regular file or a pipe")
 
 
 def parse_snapshot_bytes(data: bytes, source: str = "snapshot") -> list[AnyObject]:
