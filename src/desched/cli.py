@@ -728,7 +728,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from desched.api.policy import load_policy_file
     from desched.cluster.file_source import load_snapshot_file
     from desched.framework.evictor import EvictionBackend
-    from desched.framework.framework import CycleResult, Framework, FrameworkError
+    from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
     from desched.framework.nodeactions import SimulatedNodeActions
     from desched.framework.registry import default_registry
     from desched.framework.simulated import SimulatedEvictionApi
@@ -796,7 +796,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 )
                 if explainer is not None:
                     explainer.write_text(sys.stdout)
-            return 0
+            return _plugin_failures(result.crashes)
+
+        crashes: list[PluginRun] = []
 
         from desched.scheduling.placement import PlacementOptions, simulate
 
@@ -807,12 +809,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             if explainer is not None:
                 explainer.cycle = cycle
             # the eviction API's answers (PDBs) first; the placement simulator hears of what it allows
-            return framework.run_cycle(
+            result = framework.run_cycle(
                 snap,
                 SimulatedEvictionApi(snap, then=backend),
                 node_actions=actions,
                 on_plugin_run=on_plugin_run,
             )
+            crashes.extend(result.crashes)
+            return result
 
         sim = simulate(
             snapshot,
@@ -849,7 +853,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UserError("--report", f"cannot write the report: {e.strerror or e}") from None
         print(f"desched: report written to {page}", file=sys.stderr)
-    return 0
+    return _plugin_failures(crashes)
+
+
+#: Exit status when a plugin raised: the output is incomplete (not a user error, which is 2).
+EXIT_PLUGIN_FAILED = 1
+
+
+def _plugin_failures(crashes: Sequence[Any]) -> int:
+    """The exit status: :data:`EXIT_PLUGIN_FAILED` when a plugin raised (the framework logged one
+    line naming the plugin, its profile and the object where known), else 0."""
+    return EXIT_PLUGIN_FAILED if crashes else 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

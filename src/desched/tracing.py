@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from desched.api.errors import UserError
-from desched.framework.evictor import EvictionBackend, EvictionRequest
+from desched.framework.evictor import EvictionBackend, EvictionRequest, OutcomeUnknown
 from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Pod
 
@@ -91,7 +91,7 @@ class _TracedBackend:
         self._backend = backend
         self._tracer = tracer
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None:
         from opentelemetry.trace import Status, StatusCode
 
         attributes = {
@@ -103,9 +103,11 @@ class _TracedBackend:
         }
         with self._tracer.start_as_current_span("evict", attributes=attributes) as span:
             failure = self._backend.evict(pod, request)
-            span.set_attribute("result", "success" if failure is None else "error")
+            unknown = isinstance(failure, OutcomeUnknown)
+            span.set_attribute("result", "success" if failure is None else "unknown" if unknown else "error")
             if failure is not None:
-                span.set_status(Status(StatusCode.ERROR, failure))
+                why = failure.error if isinstance(failure, OutcomeUnknown) else failure
+                span.set_status(Status(StatusCode.ERROR, why))
             return failure
 
     def __getattr__(self, name: str) -> Any:  # e.g. the live backend's async path, dry_run

@@ -7,7 +7,6 @@ Any problem is one :class:`PolicyError` naming the field path.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,11 +14,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from desched.api import documents
 from desched.api.errors import PolicyError, format_path
-from desched.api.types import describe_validation_error, validate_model
+from desched.api.types import INT64_MAX, check_integers, describe_validation_error, validate_model
 from desched.framework.registry import Registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s import labels as k8s_labels
@@ -122,7 +121,7 @@ class PolicyWire(_Wire):
     eviction_failure_event_notification: bool | None = Field(
         default=None, alias="evictionFailureEventNotification"
     )
-    grace_period_seconds: int | None = Field(default=None, ge=0, alias="gracePeriodSeconds")
+    grace_period_seconds: int | None = Field(default=None, ge=0, le=INT64_MAX, alias="gracePeriodSeconds")
     metrics_providers: list[MetricsProvider] = Field(default_factory=list, alias="metricsProviders")
     metrics_collector: MetricsCollector | None = Field(default=None, alias="metricsCollector")
 
@@ -211,37 +210,39 @@ class Policy:
 
 
 def read_document(text: str, source: str) -> Any:
-    """Parse YAML or JSON text (JSON is YAML; the fast path is tried first)."""
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            pass
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise PolicyError(source, f"not valid YAML or JSON{where}: {problem}") from None
+    """Parse YAML or JSON text, bounded in size and depth (see :mod:`desched.api.documents`)."""
+    return documents.load_yaml_or_json(
+        text,
+        source,
+        documents.user_error(PolicyError),
+        max_nodes=documents.MAX_POLICY_NODES,
+        max_depth=documents.MAX_POLICY_DEPTH,
+    )
 
 
 def load_policy_file(path: str | Path, registry: Registry) -> Policy:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise PolicyError(str(path), f"cannot read policy file: {e.strerror or e}") from None
-    return load_policy(read_document(text, str(path)), registry)
+    fail = documents.user_error(PolicyError)
+    data = documents.read_regular_file(path, "policy file", documents.MAX_POLICY_BYTES, fail)
+    doc = read_document(documents.decode_utf8(data, str(path), fail), str(path))
+    if doc is None:
+        raise PolicyError(str(path), "empty file (expected a DeschedulerPolicy)")
+    return load_policy(doc, registry)
 
 
 def load_policy(doc: Any, registry: Registry) -> Policy:
     """Validate a parsed policy document (v1alpha2, or v1alpha1 converted with a warning)."""
+    if doc is None:
+        raise PolicyError("", "empty document (expected a DeschedulerPolicy)")
     if not isinstance(doc, Mapping):
-        raise PolicyError("", f"a policy must be an object, got {type(doc).__name__}")
+        raise PolicyError("", f"a policy must be an object, got {_type_name(doc)}")
     warnings: list[str] = []
     api_version = doc.get("apiVersion")
+    if doc.get("kind") != KIND and (doc.get("kind") == "List" or "items" in doc or api_version == "v1"):
+        raise PolicyError(
+            "kind",
+            f"this is a cluster snapshot ({documents.excerpt(doc.get('kind'))}), not a DeschedulerPolicy "
+            "(a snapshot is the first argument of simulate; the policy goes to --policy)",
+        )
     if api_version == API_VERSION_V1ALPHA1:
         from desched.api.v1alpha1 import convert_v1alpha1
 
@@ -251,19 +252,28 @@ def load_policy(doc: Any, registry: Registry) -> Policy:
             f"converted to {API_VERSION}: run 'desched validate' to print the converted policy"
         )
         warnings.append(msg)
-        log.warning(msg)
     elif api_version != API_VERSION:
         raise PolicyError(
-            "apiVersion", f"must be {API_VERSION} (or {API_VERSION_V1ALPHA1}), got {api_version!r}"
+            "apiVersion",
+            f"must be {API_VERSION} (or {API_VERSION_V1ALPHA1}), got {documents.excerpt(api_version)}",
         )
     if doc.get("kind") != KIND:
-        raise PolicyError("kind", f"must be {KIND}, got {doc.get('kind')!r}")
+        raise PolicyError("kind", f"must be {KIND}, got {documents.excerpt(doc.get('kind'))}")
     try:
-        return _load_v1alpha2(doc, registry, tuple(warnings))
+        policy = _load_v1alpha2(doc, registry, tuple(warnings))
     except PolicyError as e:
         if api_version != API_VERSION_V1ALPHA1:
             raise
         raise PolicyError(_v1alpha1_path(doc, e.path), e.reason) from None
+    for msg in warnings:  # (once the policy is valid: a refused one gets one line, the error)
+        log.warning(msg)
+    return policy
+
+
+def _type_name(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _v1alpha1_path(converted: Mapping[str, Any], path: str) -> str:
@@ -279,7 +289,8 @@ def _v1alpha1_path(converted: Mapping[str, Any], path: str) -> str:
 
 def _load_v1alpha2(doc: Mapping[str, Any], registry: Registry, warnings: tuple[str, ...]) -> Policy:
     try:
-        wire = PolicyWire.model_validate(doc)
+        check_integers(doc, "")
+        wire = PolicyWire.model_validate(doc, strict=True)
     except pydantic.ValidationError as e:
         raise PolicyError(*describe_validation_error(e)) from None
     if wire.node_selector:
@@ -361,6 +372,13 @@ def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> Profi
             raise PolicyError(f"{path}.name", f"plugin {cfg.name!r} is configured more than once")
         if cfg.name not in registry:
             raise PolicyError(f"{path}.name", registry.why_missing(cfg.name))
+        spec = registry.get(cfg.name)
+        if spec is not None and spec.args_model is None and cfg.args:
+            key = next(iter(cfg.args))
+            raise PolicyError(
+                f"{path}.args.{documents.excerpt(str(key))[1:-1]}",
+                f"unknown field ({cfg.name} takes no args)",
+            )
         configs[cfg.name] = (j, cfg.args)
 
     plugins: dict[ExtensionPoint, tuple[str, ...]] = {}

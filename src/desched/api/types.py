@@ -5,16 +5,18 @@ Field names on the wire are upstream's (camelCase); the Python attributes are sn
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 import pydantic
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
+from desched.api.documents import excerpt
 from desched.api.errors import PolicyError, format_path, join_path
 from desched.k8s import labels as k8s_labels
 from desched.k8s.objects import LabelSelector
@@ -54,11 +56,19 @@ class Namespaces(ArgsModel):
         return True
 
 
+class LabelSelectorRequirementArg(ArgsModel):
+    """One ``matchExpressions`` entry (unknown keys refused, like everywhere in args)."""
+
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
 class LabelSelectorArg(ArgsModel):
     """A metav1.LabelSelector in args; validated with the semantics package's rules."""
 
     match_labels: dict[str, str] | None = None
-    match_expressions: list[dict[str, Any]] | None = None
+    match_expressions: list[LabelSelectorRequirementArg] | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> LabelSelectorArg:
@@ -101,6 +111,26 @@ def policy_checks_enabled(info: pydantic.ValidationInfo) -> bool:
     return not (isinstance(ctx, Mapping) and ctx.get(SKIP_POLICY_CHECKS))
 
 
+class FieldValueError(ValueError):
+    """A validator's error about one field below the model it checks (``path`` is relative to the
+    model, e.g. ``thresholds.cpu``), so that the message names the leaf field."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(reason)
+        self.path = path
+
+
+#: Go's time.Duration holds at most this many seconds (2^63 - 1 ns, about 292 years); upstream's
+#: ``...Seconds`` fields become Durations, so a larger value would overflow there.
+MAX_DURATION_SECONDS = (2**63 - 1) // 1_000_000_000
+
+#: An ``int`` field of whole seconds, as upstream's ``*uint`` args that become a time.Duration.
+Seconds = Annotated[int, pydantic.Field(ge=0, le=MAX_DURATION_SECONDS)]
+
+#: Go's int64 and uint64: upstream decodes plain integers into int, int64 or uint; a number past
+#: both is refused by its decoder whatever the field.
+INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+
 _GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -122,7 +152,10 @@ def parse_go_duration(text: str) -> timedelta:
         total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
         pos = m.end()
     if pos != len(s) or not s:
-        raise ValueError(f"invalid duration {text!r} (expected e.g. '5m', '1h30m', '90s')")
+        raise ValueError(f"invalid duration {excerpt(text)} (expected e.g. '5m', '1h30m', '90s')")
+    if total > MAX_DURATION_SECONDS:
+        # time.ParseDuration refuses what does not fit in an int64 of nanoseconds
+        raise ValueError(f"duration {excerpt(text)} is out of range (at most about 292 years)")
     return timedelta(seconds=sign * total)
 
 
@@ -140,6 +173,9 @@ def describe_validation_error(err: pydantic.ValidationError, prefix: str = "") -
     loc = [p for p in first["loc"] if p not in ("function-after", "function-before")]
     path = join_path(prefix, format_path([p if isinstance(p, int) else str(p) for p in loc]))
     kind = first["type"]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldValueError):
+        path = join_path(path, cause.path)
     msg = _MESSAGES.get(kind) or str(first["msg"])
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
@@ -148,20 +184,52 @@ def describe_validation_error(err: pydantic.ValidationError, prefix: str = "") -
     elif kind not in _MESSAGES:
         msg = msg[:1].lower() + msg[1:]
         if "input" in first and kind not in ("missing",):
-            msg += f", got {first['input']!r}"
+            msg += f", got {_describe_input(first['input'])}"
+    if len(msg) > 1000:  # (a net: values are quoted as short excerpts already)
+        msg = msg[:997] + "..."
     more = err.error_count() - 1
     if more > 0:
         msg += f" (and {more} more error{'s' if more > 1 else ''})"
     return path, msg
 
 
+def _describe_input(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return excerpt(value)
+
+
+def check_integers(data: Any, path: str) -> None:
+    """Refuse an integer outside Go's int64 anywhere in ``data`` (upstream's decoder does)."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend((v, (*where, str(k))) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, (*where, i)) for i, v in enumerate(item))
+        elif type(item) is int and not INT64_MIN <= item <= UINT64_MAX:
+            raise PolicyError(
+                join_path(path, format_path(list(where))), f"number {excerpt(item)} is out of range"
+            )
+        elif type(item) is float and not math.isfinite(item):
+            raise PolicyError(join_path(path, format_path(list(where))), f"{item} is not a number")
+
+
 def validate_model(model: type[_MODEL], data: Any, path: str) -> _MODEL:
-    """Validate ``data`` into ``model``; a failure is one PolicyError naming the field path."""
+    """Validate ``data`` into ``model``; a failure is one PolicyError naming the field path.
+
+    Strict, as upstream's decoder: ``true`` is not 1, ``"7"`` is not 7, ``"yes"`` is not a
+    boolean; JSON and YAML give ints, floats, booleans and strings natively.
+    """
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise PolicyError(path, f"must be an object, got {type(data).__name__}")
+        raise PolicyError(path, f"must be an object, got {_describe_input(data)}")
+    check_integers(data, path)
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, strict=True)
     except pydantic.ValidationError as e:
         raise PolicyError(*describe_validation_error(e, path)) from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from desched.api.documents import excerpt
 from desched.api.errors import PolicyError
 
 _EVICTOR_FLAGS = (
@@ -31,6 +32,7 @@ _TOP_LEVEL = {
     "maxNoOfPodsToEvictTotal",
     *_EVICTOR_FLAGS,
 }
+_STRATEGY_KEYS = {"enabled", "weight", "params"}
 _COMMON_PARAMS = {"namespaces", "thresholdPriority", "thresholdPriorityClassName", "labelSelector", "nodeFit"}
 
 Args = dict[str, Any]
@@ -45,6 +47,26 @@ def _nested(params: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]
     if not isinstance(value, Mapping):
         raise PolicyError(f"{path}.{key}", "must be an object")
     return value
+
+
+def _string_list(value: Any, path: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PolicyError(path, "must be a list of strings")
+    return value
+
+
+def _check_namespaces(params: Mapping[str, Any], path: str) -> None:
+    """``namespaces`` as upstream's v1alpha1 Namespaces: an object of ``include``/``exclude`` lists."""
+    value = params.get("namespaces")
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise PolicyError(f"{path}.namespaces", "must be an object with include or exclude")
+    for key, names in value.items():
+        if key not in ("include", "exclude"):
+            raise PolicyError(f"{path}.namespaces.{excerpt(str(key))[1:-1]}", "unknown field")
+        if names is not None:
+            _string_list(names, f"{path}.namespaces.{key}")
 
 
 def _lnu(p: Mapping[str, Any], path: str) -> Args:
@@ -80,6 +102,10 @@ def _lifetime(p: Mapping[str, Any], path: str) -> Args:
     lt = _nested(p, "podLifeTime", path)
     args = {**_pick(p, "namespaces", "labelSelector"), **_pick(lt, "maxPodLifeTimeSeconds", "states")}
     phases = lt.get("podStatusPhases")
+    if phases is not None:
+        _string_list(phases, f"{path}.podLifeTime.podStatusPhases")
+    if lt.get("states") is not None:
+        _string_list(lt["states"], f"{path}.podLifeTime.states")
     if phases:
         args["states"] = list(dict.fromkeys([*args.get("states", []), *phases]))
     return args
@@ -142,7 +168,7 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A v1alpha1 DeschedulerPolicy as an equivalent v1alpha2 document."""
     for key in doc:
         if key not in _TOP_LEVEL:
-            raise PolicyError(str(key), "unknown field in a descheduler/v1alpha1 policy")
+            raise PolicyError(excerpt(str(key))[1:-1], "unknown field in a descheduler/v1alpha1 policy")
     strategies = doc.get("strategies") or {}
     if not isinstance(strategies, Mapping):
         raise PolicyError("strategies", "must be an object mapping strategy names to their settings")
@@ -150,22 +176,32 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
 
     profiles = []
     for name, strategy in strategies.items():
-        path = f"strategies.{name}"
+        path = f"strategies.{excerpt(str(name))[1:-1]}"
         if name not in _STRATEGIES:
             raise PolicyError(path, f"unknown strategy (known: {', '.join(sorted(_STRATEGIES))})")
         if strategy is None:
             strategy = {}
         if not isinstance(strategy, Mapping):
             raise PolicyError(path, "must be an object with 'enabled' and 'params'")
-        if not strategy.get("enabled", False):
-            continue
+        for key in strategy:
+            if key not in _STRATEGY_KEYS:
+                raise PolicyError(
+                    f"{path}.{excerpt(str(key))[1:-1]}",
+                    "unknown field (a strategy has enabled, weight, params)",
+                )
+        enabled = strategy.get("enabled", False)
+        if not isinstance(enabled, bool):
+            raise PolicyError(f"{path}.enabled", "must be true or false")
         params = strategy.get("params") or {}
         if not isinstance(params, Mapping):
             raise PolicyError(f"{path}.params", "must be an object")
         point, convert, own = _STRATEGIES[name]
         for key in params:
             if key not in _COMMON_PARAMS | own:
-                raise PolicyError(f"{path}.params.{key}", f"not a parameter of {name}")
+                raise PolicyError(f"{path}.params.{excerpt(str(key))[1:-1]}", f"not a parameter of {name}")
+        if not enabled:
+            continue
+        _check_namespaces(params, f"{path}.params")
         evictor = dict(evictor_base)
         if params.get("nodeFit") is not None:
             evictor["nodeFit"] = params["nodeFit"]
@@ -180,7 +216,7 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
                 if params.get("thresholdPriority") is not None
                 else {"name": params["thresholdPriorityClassName"]}
             )
-        if name in ("LowNodeUtilization", "HighNodeUtilization") and params.get("namespaces", {}).get(
+        if name in ("LowNodeUtilization", "HighNodeUtilization") and (params.get("namespaces") or {}).get(
             "include"
         ):
             raise PolicyError(f"{path}.params.namespaces.include", f"{name} only supports namespaces.exclude")

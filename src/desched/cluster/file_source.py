@@ -17,6 +17,7 @@ import io
 import logging
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,18 @@ from typing import Any
 import msgspec
 import yaml
 
+from desched.api.documents import MAX_SNAPSHOT_DEPTH, check_yaml_node, excerpt, user_error
 from desched.api.errors import SnapshotError
 from desched.cluster.compact import CompactDecoder, Interner
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.cluster.validation import validate_objects
 from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference, Pod
 
 log = logging.getLogger(__name__)
+
+_TOO_DEEP = "nested too deeply (arrays or objects inside one another about a thousand levels deep)"
+#: A YAML snapshot may expand (aliases being copies) to this many values, or 4 per byte.
+_MIN_YAML_NODES = 1_000_000
 
 
 class _RawList(msgspec.Struct):
@@ -45,12 +52,16 @@ class _Probe(msgspec.Struct, rename="camel"):
 
 def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
     p = Path(path)
+    _check_readable(p)
     # The snapshot's records are long-lived and many: the cyclic collector would rescan them again
     # and again while they are built (reference counting frees the garbage meanwhile).
     enabled = gc.isenabled()
     gc.disable()
     try:
-        objects = _load_json_streamed(p)
+        try:
+            objects = _load_json_streamed(p)
+        except RecursionError:
+            raise SnapshotError(str(path), _TOO_DEEP) from None
         if objects is None:
             try:
                 data = p.read_bytes()
@@ -58,15 +69,31 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
                 raise SnapshotError(str(path), f"cannot read snapshot: {e.strerror or e}") from None
             objects = parse_snapshot_bytes(data, str(path))
             del data
+        validate_objects(objects, str(path))
         return snapshot_from_objects(objects)
     finally:
         if enabled:
             gc.enable()
 
 
+def _check_readable(path: Path) -> None:
+    """A regular file or a pipe (``simulate <(kubectl get ... -o json)``); not a directory or a
+    device such as /dev/zero, which would be read forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise SnapshotError(str(path), f"cannot read snapshot: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise SnapshotError(str(path), "cannot read snapshot: is a directory")
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        raise SnapshotError(str(path), "cannot read snapshot: not a regular file or a pipe")
+
+
 def parse_snapshot_bytes(data: bytes, source: str = "snapshot") -> list[AnyObject]:
     """Decode a snapshot's objects (any order, unknown kinds dropped)."""
     head = data.lstrip()[:1]
+    if not head:
+        raise SnapshotError(source, "empty file (expected a v1 List of the cluster's objects)")
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -75,6 +102,8 @@ def parse_snapshot_bytes(data: bytes, source: str = "snapshot") -> list[AnyObjec
         objects = _decode_yaml(data, source)
         Interner().objects(objects)
         return objects
+    except RecursionError:
+        raise SnapshotError(source, _TOO_DEEP) from None
     finally:
         if enabled:
             gc.enable()
@@ -316,14 +345,17 @@ def _decode_json(data: bytes, source: str, records: CompactDecoder, index_base: 
     raws = top.items if top.items or top.kind == "List" else [msgspec.Raw(data)]
     out: list[AnyObject] = []
     for i, raw in enumerate(raws):
-        probe = msgspec.json.decode(raw, type=_Probe)
+        try:
+            probe = msgspec.json.decode(raw, type=_Probe)
+        except msgspec.ValidationError as e:
+            raise _item_error(source, index_base + i, e) from None
         cls = KINDS.get(probe.kind)
         if cls is None:
+            _refuse_policy(probe.kind, source)
             continue
         if probe.kind == "Event" and probe.api_version.startswith("events.k8s.io"):
-            out.append(
-                _convert(_event_from_events_api(msgspec.json.decode(raw)), index_base + i, probe, source)
-            )
+            event = _event_from_events_api(msgspec.json.decode(raw), index_base + i, probe, source)
+            out.append(_convert(event, index_base + i, probe, source))
             continue
         try:
             if cls is Pod:
@@ -340,14 +372,32 @@ def _decode_json(data: bytes, source: str, records: CompactDecoder, index_base: 
 # ---------------------------------------------------------------------------- YAML
 
 
-def _iter_yaml_items(data: bytes, source: str) -> Iterator[dict[str, Any]]:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _yaml_documents(data: bytes, source: str) -> Iterator[Any]:
+    """The documents of a YAML stream, each measured before it is built (alias expansion, depth:
+    see :mod:`desched.api.documents`)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(data)
+    fail = user_error(SnapshotError)
+    max_nodes = max(_MIN_YAML_NODES, 4 * len(data))
     try:
-        for doc in yaml.load_all(data, Loader=loader):
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            check_yaml_node(node, source, fail, max_nodes, MAX_SNAPSHOT_DEPTH)
+            yield loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _iter_yaml_items(data: bytes, source: str) -> Iterator[dict[str, Any]]:
+    try:
+        for doc in _yaml_documents(data, source):
             if doc is None:
                 continue
             if not isinstance(doc, dict):
                 raise SnapshotError(source, f"expected an object or a List, got {type(doc).__name__}")
+            if isinstance(doc.get("kind"), str):
+                _refuse_policy(doc["kind"], source)
             if doc.get("kind") == "List" or ("items" in doc and "kind" not in doc):
                 items = doc.get("items") or []
                 if not isinstance(items, list):
@@ -373,13 +423,18 @@ def _decode_yaml(data: bytes, source: str) -> list[AnyObject]:
         if not isinstance(item, dict):
             raise SnapshotError(f"{source}: items[{i}]", f"expected an object, got {type(item).__name__}")
         kind = item.get("kind")
+        if not isinstance(kind, str):
+            raise SnapshotError(f"{source}: items[{i}]", f"kind: must be a string, got {excerpt(kind)}")
         if kind not in KINDS:
             continue
-        probe = _Probe(
-            kind=str(kind), api_version=str(item.get("apiVersion", "")), metadata=item.get("metadata")
-        )
+        api_version = item.get("apiVersion", "")
+        if not isinstance(api_version, str):
+            raise SnapshotError(
+                f"{source}: items[{i}]", f"apiVersion: must be a string, got {excerpt(api_version)}"
+            )
+        probe = _Probe(kind=kind, api_version=api_version, metadata=item.get("metadata"))
         if kind == "Event" and probe.api_version.startswith("events.k8s.io"):
-            item = _event_from_events_api(item)
+            item = _event_from_events_api(item, i, probe, source)
         out.append(_convert(item, i, probe, source))
     return out
 
@@ -393,14 +448,26 @@ def _convert(item: dict[str, Any], index: int, probe: _Probe, source: str) -> An
     return obj
 
 
-def _event_from_events_api(item: dict[str, Any]) -> dict[str, Any]:
+def _event_from_events_api(item: Any, index: int, probe: _Probe, source: str) -> dict[str, Any]:
     """An events.k8s.io/v1 Event in core/v1 field names (what the decision code reads)."""
+    for key in ("regarding", "series"):
+        value = item.get(key)
+        if value is not None and not isinstance(value, dict):
+            meta = probe.metadata if isinstance(probe.metadata, dict) else {}
+            who = _object_who(probe.kind, meta)
+            raise SnapshotError(
+                f"{source}: items[{index}] ({who})", f"{key}: must be an object, got {excerpt(value)}"
+            )
     regarding = item.get("regarding") or {}
     series = item.get("series") or None
+    try:
+        involved = msgspec.to_builtins(msgspec.convert(regarding, ObjectReference, strict=False))
+    except msgspec.ValidationError as e:
+        raise _object_error(source, index, probe.kind, probe.metadata, e, "regarding") from None
     return {
         "kind": "Event",
         "metadata": item.get("metadata") or {},
-        "involvedObject": msgspec.to_builtins(msgspec.convert(regarding, ObjectReference, strict=False)),
+        "involvedObject": involved,
         "reason": item.get("reason", ""),
         "message": item.get("note", ""),
         "type": item.get("type", ""),
@@ -412,17 +479,48 @@ def _event_from_events_api(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _object_who(kind: str, meta: dict[str, Any]) -> str:
+    name = excerpt(str(meta.get("name", "?")))[1:-1]
+    ns = meta.get("namespace")
+    return f"{kind} {excerpt(str(ns))[1:-1]}/{name}" if ns else f"{kind} {name}"
+
+
 def _object_error(
-    source: str, index: int, kind: str, metadata: dict[str, Any] | None, err: msgspec.ValidationError
+    source: str,
+    index: int,
+    kind: str,
+    metadata: dict[str, Any] | None,
+    err: msgspec.ValidationError,
+    prefix: str = "",
 ) -> SnapshotError:
     meta = metadata if isinstance(metadata, dict) else {}
-    name = str(meta.get("name", "?"))
-    ns = meta.get("namespace")
-    who = f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+    who = _object_who(kind, meta)
+    text = str(err)
+    field = ""
+    if " - at `$" in text:
+        text, _, at = text.partition(" - at `$")
+        field = at.rstrip("`").lstrip(".")
+    if prefix:
+        field = f"{prefix}.{field}" if field else prefix
+    reason = text[:1].lower() + text[1:]
+    return SnapshotError(f"{source}: items[{index}] ({who})", f"{field}: {reason}" if field else reason)
+
+
+def _item_error(source: str, index: int, err: msgspec.ValidationError) -> SnapshotError:
+    """An item whose kind, apiVersion or metadata is not even of the right type."""
     text = str(err)
     field = ""
     if " - at `$" in text:
         text, _, at = text.partition(" - at `$")
         field = at.rstrip("`").lstrip(".")
     reason = text[:1].lower() + text[1:]
-    return SnapshotError(f"{source}: items[{index}] ({who})", f"{field}: {reason}" if field else reason)
+    return SnapshotError(f"{source}: items[{index}]", f"{field}: {reason}" if field else reason)
+
+
+def _refuse_policy(kind: str, source: str) -> None:
+    if kind == "DeschedulerPolicy":
+        raise SnapshotError(
+            source,
+            "this is a DeschedulerPolicy, not a cluster snapshot (the policy goes to --policy; "
+            "the snapshot is a v1 List of the cluster's objects)",
+        )

@@ -25,6 +25,7 @@ from desched.framework.evictor import (
     EvictionObserver,
     EvictionRecord,
     EvictionRequest,
+    OutcomeUnknown,
     PodEvictor,
     ProfileEvictor,
 )
@@ -97,9 +98,11 @@ class _CycleBackend:
         self.backend = backend
         self.snapshot = snapshot
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None:
         failure = self.backend.evict(pod, request)
-        if failure is None:
+        # an eviction whose answer was lost may have happened: the cycle goes on as if it had, as
+        # the limits count it (never a second plugin acting on a pod that may be leaving)
+        if failure is None or isinstance(failure, OutcomeUnknown):
             self.snapshot.remove_pod(pod)
         return failure
 
@@ -297,6 +300,11 @@ class CycleResult:
         """Sent, but the answer was lost: maybe evicted (counted against the limits as evicted)."""
         return [r for r in self.records if r.result is EvictResult.UNKNOWN]
 
+    @property
+    def crashes(self) -> list[PluginRun]:
+        """The plugin runs that raised: a one-shot run or a simulation then exits non-zero."""
+        return [r for r in self.plugin_runs if r.crashed]
+
 
 class Framework:
     """Profiles built from a policy; ``run_cycle`` runs one descheduling cycle on a snapshot."""
@@ -420,9 +428,11 @@ class Framework:
             if status is not None:
                 error = status.error
         except Exception as e:  # one broken plugin must not end the cycle for the others
-            log.exception("plugin %s of profile %s failed", plugin.name, profile.name)
-            error = f"{type(e).__name__}: {e}"
+            error = f"{type(e).__name__}: {str(e)[:300]}{_object_of(e)}"
             crashed = True
+            # one line; the traceback at -v 4 (a one-shot run and simulate then exit non-zero)
+            log.error("plugin %s of profile %s failed: %s", plugin.name, profile.name, error)
+            log.debug("plugin %s of profile %s failed", plugin.name, profile.name, exc_info=True)
         return PluginRun(
             profile.name,
             plugin.name,
@@ -432,3 +442,22 @@ class Framework:
             error,
             crashed,
         )
+
+
+def _object_of(error: BaseException) -> str:
+    """`` (at Pod ns/name)``: the pod or node the failing code was working on, found among the
+    local variables of the traceback's frames, innermost first ("" when none is)."""
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        values = list(frame.f_locals.values())
+        pod = next((v for v in values if type(v) is Pod), None)
+        if pod is not None:
+            return f" (at Pod {pod.key})"
+        node = next((v for v in values if type(v) is Node), None)
+        if node is not None:
+            return f" (at Node {node.name})"
+    return ""

@@ -11,11 +11,19 @@ has ``cpu: 1``); :mod:`desched.k8s.quantity` parses them once per snapshot.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated
 
 import msgspec
 
 #: Go's zero time. A value timestamp that is absent or null means this (see conformance README).
 ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+
+#: A timestamp as the API writes it (RFC 3339 with a zone); a zone-less one is refused when decoded,
+#: as the API server refuses it, rather than compared later with aware ones.
+Time = Annotated[datetime, msgspec.Meta(tz=True)]
+#: Go's int32 and int64, as the API's fields are typed (a larger number is refused when decoded).
+Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 QuantityValue = str | int | float
 ResourceList = dict[str, QuantityValue]
@@ -38,9 +46,9 @@ class ObjectMeta(_Base):
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
-    generation: int = 0
-    creation_timestamp: datetime | None = None
-    deletion_timestamp: datetime | None = None
+    generation: Int64 = 0
+    creation_timestamp: Time | None = None
+    deletion_timestamp: Time | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     owner_references: list[OwnerReference] | None = None
@@ -76,7 +84,7 @@ class NodeSelector(_Base):
 
 
 class PreferredSchedulingTerm(_Base):
-    weight: int = 0
+    weight: Int32 = 0
     preference: NodeSelectorTerm = msgspec.field(default_factory=NodeSelectorTerm)
 
 
@@ -95,7 +103,7 @@ class PodAffinityTerm(_Base):
 
 
 class WeightedPodAffinityTerm(_Base):
-    weight: int = 0
+    weight: Int32 = 0
     pod_affinity_term: PodAffinityTerm = msgspec.field(default_factory=PodAffinityTerm)
 
 
@@ -115,22 +123,22 @@ class Toleration(_Base):
     operator: str = ""
     value: str = ""
     effect: str = ""
-    toleration_seconds: int | None = None
+    toleration_seconds: Int64 | None = None
 
 
 class Taint(_Base):
     key: str = ""
     value: str = ""
     effect: str = ""
-    time_added: datetime | None = None
+    time_added: Time | None = None
 
 
 class TopologySpreadConstraint(_Base):
-    max_skew: int = 0
+    max_skew: Int32 = 0
     topology_key: str = ""
     when_unsatisfiable: str = ""
     label_selector: LabelSelector | None = None
-    min_domains: int | None = None
+    min_domains: Int32 | None = None
     node_affinity_policy: str | None = None
     node_taints_policy: str | None = None
     match_label_keys: list[str] | None = None
@@ -172,7 +180,7 @@ class PodResourceClaim(_Base):
 
 class PodSpec(_Base):
     node_name: str = ""
-    priority: int | None = None
+    priority: Int32 | None = None
     priority_class_name: str = ""
     scheduler_name: str = ""
     node_selector: dict[str, str] | None = None
@@ -196,15 +204,15 @@ class ContainerStateWaiting(_Base):
 
 
 class ContainerStateRunning(_Base):
-    started_at: datetime | None = None
+    started_at: Time | None = None
 
 
 class ContainerStateTerminated(_Base):
-    exit_code: int = 0
+    exit_code: Int32 = 0
     reason: str = ""
     message: str = ""
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    started_at: Time | None = None
+    finished_at: Time | None = None
 
 
 class ContainerState(_Base):
@@ -215,7 +223,7 @@ class ContainerState(_Base):
 
 class ContainerStatus(_Base):
     name: str = ""
-    restart_count: int = 0
+    restart_count: Int32 = 0
     ready: bool = False
     state: ContainerState | None = None
     last_state: ContainerState | None = None
@@ -226,14 +234,14 @@ class PodCondition(_Base):
     status: str = ""
     reason: str = ""
     message: str = ""
-    last_transition_time: datetime | None = None
+    last_transition_time: Time | None = None
 
 
 class PodStatus(_Base):
     phase: str = ""
     reason: str = ""
     message: str = ""
-    start_time: datetime | None = None
+    start_time: Time | None = None
     qos_class: str = ""
     conditions: list[PodCondition] | None = None
     container_statuses: list[ContainerStatus] | None = None
@@ -284,7 +292,7 @@ class NodeCondition(_Base):
     type: str = ""
     status: str = ""
     reason: str = ""
-    last_transition_time: datetime | None = None
+    last_transition_time: Time | None = None
 
 
 class NodeStatus(_Base):
@@ -329,11 +337,11 @@ class PodDisruptionBudgetSpec(_Base):
 class PodDisruptionBudgetStatus(_Base):
     #: ``None`` when the object has no status (a hand-written snapshot): the budget is then
     #: computed from the pods, as the disruption controller would (:mod:`desched.k8s.disruption`).
-    disruptions_allowed: int | None = None
-    current_healthy: int = 0
-    desired_healthy: int = 0
-    expected_pods: int = 0
-    observed_generation: int = 0
+    disruptions_allowed: Int32 | None = None
+    current_healthy: Int32 = 0
+    desired_healthy: Int32 = 0
+    expected_pods: Int32 = 0
+    observed_generation: Int64 = 0
 
 
 class PodDisruptionBudget(_Base, tag_field="kind", tag="PodDisruptionBudget"):
@@ -344,7 +352,7 @@ class PodDisruptionBudget(_Base, tag_field="kind", tag="PodDisruptionBudget"):
 
 class PriorityClass(_Base, tag_field="kind", tag="PriorityClass"):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    value: int = 0
+    value: Int32 = 0
     global_default: bool = False
     preemption_policy: str | None = None
 
@@ -373,8 +381,8 @@ class EventSource(_Base):
 
 
 class EventSeries(_Base):
-    count: int = 0
-    last_observed_time: datetime | None = None
+    count: Int32 = 0
+    last_observed_time: Time | None = None
 
 
 class Event(_Base, tag_field="kind", tag="Event"):
@@ -385,10 +393,10 @@ class Event(_Base, tag_field="kind", tag="Event"):
     reason: str = ""
     message: str = ""
     type: str = ""
-    count: int = 0
-    first_timestamp: datetime | None = None
-    last_timestamp: datetime | None = None
-    event_time: datetime | None = None
+    count: Int32 = 0
+    first_timestamp: Time | None = None
+    last_timestamp: Time | None = None
+    event_time: Time | None = None
     source: EventSource | None = None
     reporting_component: str = ""
     series: EventSeries | None = None

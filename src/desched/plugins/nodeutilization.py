@@ -58,7 +58,7 @@ from typing import ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from desched.api.types import ArgsModel, EvictionLimits, Namespaces, policy_checks_enabled
+from desched.api.types import ArgsModel, EvictionLimits, FieldValueError, Namespaces, policy_checks_enabled
 from desched.framework.types import Evictor, EvictResult, Handle, Status
 from desched.k8s import nodes as k8s_nodes
 from desched.k8s import taints as k8s_taints
@@ -98,13 +98,17 @@ ResourceThresholds = dict[str, float]
 # ----------------------------------------------------------------------------------------- args
 
 
-def check_thresholds(thresholds: ResourceThresholds) -> None:
-    """upstream ``validateThresholds``: at least one resource, each percentage in [0, 100]."""
+def check_thresholds(thresholds: ResourceThresholds, field: str = "thresholds") -> None:
+    """upstream ``validateThresholds``: at least one resource, each percentage in [0, 100]. The
+    error names the leaf field and the value (upstream: "cpu threshold not in [0, 100] range")."""
     if not thresholds:
-        raise ValueError("no resource threshold is configured")
+        raise FieldValueError(field, "no resource threshold is configured")
     for name, percent in thresholds.items():
         if not MIN_PERCENTAGE <= percent <= MAX_PERCENTAGE:
-            raise ValueError(f"{name} threshold not in [0, 100] range")
+            raise FieldValueError(
+                f"{field}.{name}",
+                f"must be between {MIN_PERCENTAGE:g} and {MAX_PERCENTAGE:g}, got {percent:g}",
+            )
 
 
 def _known_eviction_modes(modes: list[str] | None) -> list[str] | None:
@@ -189,14 +193,8 @@ class LowNodeUtilizationArgs(ArgsModel):
     def _check(self, info: ValidationInfo) -> LowNodeUtilizationArgs:
         if policy_checks_enabled(info):
             _only_exclude(self.evictable_namespaces)
-            try:
-                check_thresholds(self.thresholds)
-            except ValueError as e:
-                raise ValueError(f"thresholds config is not valid: {e}") from None
-            try:
-                check_thresholds(self.target_thresholds)
-            except ValueError as e:
-                raise ValueError(f"targetThresholds config is not valid: {e}") from None
+            check_thresholds(self.thresholds)
+            check_thresholds(self.target_thresholds, "targetThresholds")
             if len(self.thresholds) != len(self.target_thresholds):
                 raise ValueError("thresholds and targetThresholds configured different resources")
             for name, value in self.thresholds.items():

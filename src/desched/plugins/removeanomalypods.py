@@ -72,7 +72,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces, parse_go_duration
+from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces, Seconds, parse_go_duration
 from desched.framework.framework import PluginHandle
 from desched.framework.nodeactions import METHOD_LABEL, METHOD_TAINT, ActionResult, active_entries
 from desched.framework.types import EvictResult, Status
@@ -175,7 +175,7 @@ class NodeDowngradePolicyArgs(ArgsModel):
 class RemoveAnomalyPodsArgs(ArgsModel):
     namespaces: Namespaces | None = None
     label_selector: LabelSelectorArg | None = None
-    min_pod_startup_seconds: int = Field(default=DEFAULT_MIN_POD_STARTUP_SECONDS, ge=0)
+    min_pod_startup_seconds: Seconds = DEFAULT_MIN_POD_STARTUP_SECONDS
     exclude_owner_kinds: list[str] | None = None
     event_reasons: list[str] = Field(default_factory=lambda: list(DEFAULT_EVENT_REASONS))
     reasons: list[str] | None = None

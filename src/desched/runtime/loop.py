@@ -49,6 +49,9 @@ from desched.runtime.nodeactions import NodeDowngrades
 from desched.runtime.server import HealthServer
 from desched.runtime.usage_metrics import UsageMetrics
 
+#: Exit status of a one-shot run in which a plugin raised (as ``desched simulate``'s).
+EXIT_PLUGIN_FAILED = 1
+
 log = logging.getLogger(__name__)
 
 
@@ -128,6 +131,8 @@ class Descheduler:
         self.signals: list[str] = []
         #: pods this process evicted or may have evicted, by uid, across cycles
         self.ledger = EvictionLedger()
+        #: Plugin runs that raised, over all cycles (a one-shot run then exits non-zero).
+        self.plugin_crashes = 0
 
     def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
         if self.ready and self.options.event_driven and relevant_change(kind, event, old, new):
@@ -224,6 +229,8 @@ class Descheduler:
             if server is not None:
                 server.stop()
             await api.close()
+        if opts.interval <= 0 and self.plugin_crashes:
+            return EXIT_PLUGIN_FAILED
         return 0
 
     def _needs_events(self) -> bool:
@@ -325,6 +332,7 @@ class Descheduler:
             node_actions=node_actions,
         )
         self.cycles += 1
+        self.plugin_crashes += len(result.crashes)
         if self.metrics is not None:
             self.metrics.observe_cycle(result.seconds)
             self.metrics.observe_anomaly_plugins(framework.profiles)

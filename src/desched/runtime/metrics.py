@@ -138,6 +138,13 @@ class Metrics:
             f"python{platform.python_version()}", app_version, f"v{__version__}", branch, sha
         ).set(1)
 
+        # desched's own: a plugin that raised (its cycle went on without it)
+        self.plugin_failures = Counter(
+            "descheduler_plugin_failures",
+            "Plugin runs that raised an error, by strategy and profile (the cycle went on without them)",
+            ["strategy", "profile"],
+            registry=self.registry,
+        )
         # RemoveAnomalyPods (the proposal's observability section)
         self.anomaly_pods_anomalous = Gauge(
             "descheduler_anomaly_pods_anomalous",
@@ -185,6 +192,8 @@ class Metrics:
 
     def observe_plugin(self, run: PluginRun) -> None:
         self.strategy_duration.labels(run.plugin, run.profile).observe(run.seconds)
+        if run.crashed:
+            self.plugin_failures.labels(run.plugin, run.profile).inc()
 
     def observe_cycle(self, seconds: float) -> None:
         self.loop_duration.observe(seconds)

@@ -48,9 +48,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-import yaml
 from pydantic import Field, StrictInt, field_validator, model_validator
 
+from desched.api import documents
 from desched.api.errors import PolicyError, UserError
 from desched.api.types import ArgsModel, validate_model
 from desched.k8s import labels as k8s_labels
@@ -193,18 +193,15 @@ class GenericScorerArgs(ArgsModel):
 def load_scorer_args(path: str | Path) -> GenericScorerArgs:
     """Read and validate a scorer file (YAML or JSON); a problem is one :class:`UserError`
     naming the file and the field."""
-    p = Path(path)
-    try:
-        text = p.read_bytes()
-    except OSError as e:
-        raise UserError(str(path), f"cannot read scorer config: {e.strerror or e}") from None
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UserError(str(path), f"not valid YAML{where}: {problem}") from None
+    fail = documents.user_error(UserError)
+    text = documents.read_regular_file(path, "scorer config", documents.MAX_POLICY_BYTES, fail)
+    data = documents.load_yaml_or_json(
+        documents.decode_utf8(text, str(path), fail),
+        str(path),
+        fail,
+        max_nodes=documents.MAX_POLICY_NODES,
+        max_depth=documents.MAX_POLICY_DEPTH,
+    )
     try:
         return validate_model(GenericScorerArgs, data, "")
     except PolicyError as e:

@@ -28,13 +28,13 @@ def items() -> list[dict[str, object]]:
                 "namespace": "x",
                 "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
             },
-            "spec": {"nodeName": "n1"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
         },
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "a", "namespace": "x"},
-            "spec": {"nodeName": "n1"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
         },
         {
             "apiVersion": "events.k8s.io/v1",

@@ -153,14 +153,17 @@ LNU_ARGS: dict[str, Any] = {
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"thresholds": {}, "targetThresholds": {"cpu": 50}}, "thresholds config is not valid: no resource"),
+        (
+            {"thresholds": {}, "targetThresholds": {"cpu": 50}},
+            "args.thresholds: no resource threshold is configured",
+        ),
         (
             {"thresholds": {"cpu": 120}, "targetThresholds": {"cpu": 150}},
-            "thresholds config is not valid: cpu threshold not in [0, 100] range",
+            "args.thresholds.cpu: must be between 0 and 100, got 120",
         ),
         (
             {"thresholds": {"cpu": 10}, "targetThresholds": {"cpu": -1}},
-            "targetThresholds config is not valid: cpu threshold not in [0, 100] range",
+            "args.targetThresholds.cpu: must be between 0 and 100, got -1",
         ),
         (
             {"thresholds": {"cpu": 10}, "targetThresholds": {"memory": 50}},
@@ -313,7 +316,7 @@ def test_upstream_test_construction_skips_policy_checks() -> None:
     ("args", "message"),
     [
         ({}, "no resource threshold is configured"),
-        ({"thresholds": {"cpu": 101}}, "cpu threshold not in [0, 100] range"),
+        ({"thresholds": {"cpu": 101}}, "args.thresholds.cpu: must be between 0 and 100, got 101"),
         (
             {"thresholds": {"cpu": 20}, "evictableNamespaces": {"include": ["a"]}},
             "inclusion is not supported",

@@ -1,0 +1,207 @@
+"""Reading user documents (policies, snapshots, scorer args) with bounds on every dimension.
+
+One place decodes the bytes a user hands desched, so that no input reaches a traceback or an
+unbounded amount of memory or time:
+
+- a policy path must be a regular file of at most :data:`MAX_POLICY_BYTES` (``/dev/zero``, a FIFO
+  or a directory is refused before it is opened, so nothing hangs);
+- the text must be UTF-8, and not empty;
+- YAML is composed into its node graph first (libyaml), and the graph is measured before any
+  Python object is built: its size *as expanded* (an alias counts as a copy of what it names, so
+  a "billion laughs" alias bomb is refused at a few KB), its depth, and alias cycles;
+- JSON is decoded by msgspec (in C, without recursion limits being hit in Python), then measured
+  for depth the same way;
+- an error message quotes at most a short excerpt of a bad value (:func:`excerpt`).
+
+Hand-written rather than a library: PyYAML offers no limit on alias expansion or depth (its
+``max_alias_count``-like options do not exist), and the check is a walk over the composed graph.
+"""
+
+from __future__ import annotations
+
+import os
+import reprlib
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import msgspec
+import yaml
+
+from desched.api.errors import UserError
+
+#: A policy is a few KB; anything past this is not a policy.
+MAX_POLICY_BYTES = 4 << 20
+#: Nodes of a policy's YAML graph once aliases are expanded.
+MAX_POLICY_NODES = 100_000
+#: Nesting of a policy (the deepest real one is about 10 levels).
+MAX_POLICY_DEPTH = 64
+#: Nesting of a snapshot's objects (a pod's managedFields reach about 20 levels).
+MAX_SNAPSHOT_DEPTH = 128
+
+_Raise = Callable[[str, str], NoReturn]
+
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlong = 40
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 4
+_repr.maxlevel = 2
+
+
+def excerpt(value: Any) -> str:
+    """``repr(value)``, cut short: never more than about 100 characters of a user's value."""
+    text = _repr.repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def read_regular_file(path: str | Path, what: str, limit: int, fail: _Raise) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes."""
+    name = str(path)
+    try:
+        st = os.stat(name)
+    except OSError as e:
+        fail(name, f"cannot read {what}: {e.strerror or e}")
+    if stat.S_ISDIR(st.st_mode):
+        fail(name, f"cannot read {what}: is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        fail(name, f"cannot read {what}: not a regular file")
+    if st.st_size > limit:
+        fail(name, f"{what} is {st.st_size} bytes, more than the {limit} a {what} may have")
+    try:
+        with open(name, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        fail(name, f"cannot read {what}: {e.strerror or e}")
+    if len(data) > limit:  # (grew since stat)
+        fail(name, f"{what} is more than {limit} bytes")
+    return data
+
+
+def decode_utf8(data: bytes, source: str, fail: _Raise) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail(source, f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})")
+    return text.removeprefix("\ufeff")
+
+
+def load_yaml_or_json(text: str, source: str, fail: _Raise, *, max_nodes: int, max_depth: int) -> Any:
+    """One YAML (or JSON) document, bounded in expanded size and depth; ``None`` when empty."""
+    stripped = text.lstrip()
+    if not stripped:
+        return None
+    if stripped.startswith(("{", "[")):
+        try:
+            value = msgspec.json.decode(text.encode("utf-8"))
+        except (msgspec.DecodeError, RecursionError):
+            pass  # YAML flow style, or not valid: YAML says where
+        else:
+            depth = measure_depth(value, max_depth)
+            if depth > max_depth:
+                fail(source, f"nested more than {max_depth} levels deep")
+            return value
+    loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_cls(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_graph(node, source, fail, max_nodes, max_depth)
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        fail(source, describe_yaml_error(e))
+    except RecursionError:
+        fail(source, f"nested more than {max_depth} levels deep")
+    finally:
+        loader.dispose()
+
+
+def describe_yaml_error(e: yaml.YAMLError) -> str:
+    mark = getattr(e, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(e, "problem", None) or str(e)
+    return f"not valid YAML or JSON{where}: {excerpt(problem)[1:-1] if len(problem) > 100 else problem}"
+
+
+def check_yaml_node(node: yaml.Node, source: str, fail: _Raise, max_nodes: int, max_depth: int) -> None:
+    """Refuse a composed YAML graph that is too large once expanded, too deep, or cyclic."""
+    _check_graph(node, source, fail, max_nodes, max_depth)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        out: list[yaml.Node] = []
+        for k, v in node.value:
+            out.append(k)
+            out.append(v)
+        return out
+    return []
+
+
+def _check_graph(root: yaml.Node, source: str, fail: _Raise, max_nodes: int, max_depth: int) -> None:
+    # Post-order over the DAG (aliases are shared nodes), iteratively: size and height per node,
+    # memoised by identity, so that an alias bomb costs its compact size to measure.
+    done: dict[int, tuple[int, int]] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        key = id(node)
+        if expanded:
+            on_path.discard(key)
+            size, height = 1, 0
+            for child in _children(node):
+                s, h = done[id(child)]
+                size += s
+                height = max(height, h)
+            height += 1
+            if size > max_nodes:
+                fail(source, f"YAML expands to more than {max_nodes} values (aliases are copies)")
+            if height > max_depth:
+                fail(source, f"nested more than {max_depth} levels deep")
+            done[key] = (size, height)
+            continue
+        if key in done:
+            continue
+        if key in on_path:
+            fail(source, "a YAML alias refers to a value that contains it")
+        if len(on_path) > max_depth:
+            fail(source, f"nested more than {max_depth} levels deep")
+        on_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            cid = id(child)
+            if cid in on_path:
+                fail(source, "a YAML alias refers to a value that contains it")
+            if cid not in done:
+                stack.append((child, False))
+
+
+def measure_depth(value: Any, limit: int) -> int:
+    """How deeply lists and dicts nest in ``value`` (stops counting past ``limit``)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def user_error(cls: type[UserError]) -> _Raise:
+    """A ``fail`` callback raising ``cls(path, reason)``."""
+
+    def fail(path: str, reason: str) -> NoReturn:
+        raise cls(path, reason)
+
+    return fail

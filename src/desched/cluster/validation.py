@@ -1,0 +1,223 @@
+"""What the API server would have validated, checked on a snapshot read from a file.
+
+A live cache holds only objects the API server accepted; a snapshot file may hold anything (it was
+edited by hand, generated, or cut). Decisions on an object the API would have refused are not
+decisions on a cluster, and can change what happens to the valid objects around it: a nameless
+Node counts as a ready node and shifts RemoveDuplicates' per-node average, a second pod with an
+existing uid counts as a replica, a taint with an empty key evicts every pod of its node. So a
+snapshot with such an object is refused (exit 2), with one line naming the object and the field;
+nothing is skipped silently, and nothing is skipped with a warning either: skipping an object
+changes the decisions on the others just as keeping it does (see docs/simulation.md).
+
+Checked here (types, int32/int64 ranges and zone-less timestamps are refused earlier, when the
+records are decoded: see :mod:`desched.k8s.objects`):
+
+- every object has a name, valid for its kind (DNS-1123 subdomain; a Namespace's a DNS label);
+  a namespaced object has a valid namespace;
+- no two objects of one kind share a namespace/name, and no two pods share a uid;
+- a Pod has containers (a Pod without ``spec`` has none), quantities in its requests, limits and
+  overhead that parse, are not negative and fit an int64; topology spread constraints have
+  ``maxSkew`` and ``minDomains`` (when set) above 0;
+- a Node's capacity and allocatable parse, are not negative and fit an int64; its taints have a
+  valid key and one of the three effects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from desched.api.documents import excerpt
+from desched.api.errors import SnapshotError
+from desched.k8s import labels as k8s_labels
+from desched.k8s import quantity as k8s_quantity
+from desched.k8s.objects import AnyObject, Container, Node, Pod, PodSpec
+
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_NAMESPACED = frozenset({"Pod", "PodDisruptionBudget", "PersistentVolumeClaim", "Event"})
+_TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+#: The largest quantity desched takes (Kubernetes keeps amounts as int64).
+_MAX_QUANTITY_NANO = ((1 << 63) - 1) * k8s_quantity.NANO
+
+
+def validate_objects(objects: Iterable[AnyObject], source: str) -> None:
+    """Raise one :class:`SnapshotError` for the first object the API server would have refused."""
+    seen: dict[tuple[str, str, str], int] = {}
+    uids: dict[str, str] = {}
+    ordinal: dict[str, int] = {}
+    state = _State()
+    for obj in objects:
+        kind = type(obj).__name__
+        n = ordinal[kind] = ordinal.get(kind, 0) + 1
+        meta = obj.metadata
+        name, ns = meta.name, meta.namespace
+        problem = _object_problem(obj, kind, name, ns, state)
+        if problem is None and name:
+            key = (kind, ns, name)
+            first = seen.get(key)
+            if first is not None:
+                problem = "metadata.name", f"listed twice (also the {_nth(first)} {kind} listed)"
+            seen[key] = n
+        if problem is None and type(obj) is Pod and meta.uid:
+            other = uids.get(meta.uid)
+            if other is not None:
+                problem = "metadata.uid", f"{excerpt(meta.uid)} is also the uid of pod {other}"
+            uids[meta.uid] = obj.key
+        if problem is not None:
+            raise SnapshotError(f"{source}: {_who(kind, ns, name, n)}", f"{problem[0]}: {problem[1]}")
+
+
+class _State:
+    """What was found valid already (pods share namespaces, container lists and quantities)."""
+
+    __slots__ = ("containers", "namespaces", "quantities")
+
+    def __init__(self) -> None:
+        self.namespaces: set[str] = set()
+        self.containers: set[int] = set()
+        self.quantities: set[object] = set()
+
+
+def _object_problem(obj: AnyObject, kind: str, name: str, ns: str, state: _State) -> tuple[str, str] | None:
+    if not name:
+        if kind != "Event":
+            return "metadata.name", "required (the API server refuses an object without a name)"
+    elif kind != "Event":
+        why = _name_problem(kind, name)
+        if why:
+            return "metadata.name", why
+    if kind in _NAMESPACED and ns not in state.namespaces:
+        if not ns:
+            return "metadata.namespace", "required for a namespaced object"
+        if len(ns) > 63 or _DNS_LABEL.fullmatch(ns) is None:
+            return "metadata.namespace", f"{excerpt(ns)} is not a valid namespace name (a DNS label)"
+        state.namespaces.add(ns)
+    if type(obj) is Pod:
+        return _pod_spec_problem(obj.spec, state)
+    if type(obj) is Node:
+        return _node_problem(obj, state)
+    return None
+
+
+def _who(kind: str, ns: str, name: str, n: int) -> str:
+    if not name:
+        return f"the {_nth(n)} {kind} listed"
+    shown = excerpt(name)[1:-1]
+    return f"{kind} {excerpt(ns)[1:-1]}/{shown}" if ns else f"{kind} {shown}"
+
+
+def _nth(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _name_problem(kind: str, name: str) -> str | None:
+    if kind == "Namespace":
+        if len(name) > 63 or _DNS_LABEL.fullmatch(name) is None:
+            return f"{excerpt(name)} is not a valid namespace name (a DNS label)"
+        return None
+    if len(name) > 253 or _DNS_SUBDOMAIN.fullmatch(name) is None:
+        return (
+            f"{excerpt(name)} is not a valid name (a DNS-1123 subdomain: lower case alphanumerics, "
+            "'-' and '.', starting and ending with an alphanumeric)"
+        )
+    return None
+
+
+def _quantities_problem(
+    field: str, resources: Mapping[str, object] | None, state: _State
+) -> tuple[str, str] | None:
+    if not resources:
+        return None
+    good = state.quantities
+    for resource, value in resources.items():
+        if value in good and type(value) is str:
+            continue
+        try:
+            nano = k8s_quantity.nano_value(value)  # type: ignore[arg-type]
+        except k8s_quantity.QuantityError:
+            return f"{field}.{excerpt(resource)[1:-1]}", f"{excerpt(value)} is not a valid quantity"
+        if nano < 0:
+            return f"{field}.{excerpt(resource)[1:-1]}", f"must not be negative, got {excerpt(value)}"
+        if nano > _MAX_QUANTITY_NANO:
+            return (
+                f"{field}.{excerpt(resource)[1:-1]}",
+                f"{excerpt(value)} is out of range (more than 2^63-1)",
+            )
+    return None
+
+
+def _containers_problem(
+    field: str, containers: list[Container] | None, state: _State
+) -> tuple[str, str] | None:
+    for i, c in enumerate(containers or ()):
+        r = c.resources
+        if r is None:
+            continue
+        why = _quantities_problem(
+            f"{field}[{i}].resources.requests", r.requests, state
+        ) or _quantities_problem(f"{field}[{i}].resources.limits", r.limits, state)
+        if why is not None:
+            return why
+    return None
+
+
+def _pod_spec_problem(spec: PodSpec, state: _State) -> tuple[str, str] | None:
+    if not spec.containers:
+        return "spec.containers", "required (a pod without spec or without containers is not a pod)"
+    # pods of one workload share their container lists (see cluster.compact): check each once
+    checked = state.containers
+    for field, containers in (
+        ("spec.containers", spec.containers),
+        ("spec.initContainers", spec.init_containers),
+        ("spec.ephemeralContainers", spec.ephemeral_containers),
+    ):
+        if containers and id(containers) not in checked:
+            why = _containers_problem(field, containers, state)
+            if why is not None:
+                return why
+            checked.add(id(containers))
+    if spec.overhead:
+        why = _quantities_problem("spec.overhead", spec.overhead, state)
+        if why is not None:
+            return why
+    if spec.resources is not None:
+        why = _quantities_problem(
+            "spec.resources.requests", spec.resources.requests, state
+        ) or _quantities_problem("spec.resources.limits", spec.resources.limits, state)
+        if why is not None:
+            return why
+    for i, tsc in enumerate(spec.topology_spread_constraints or ()):
+        if tsc.max_skew <= 0:
+            return (
+                f"spec.topologySpreadConstraints[{i}].maxSkew",
+                f"must be greater than 0, got {tsc.max_skew}",
+            )
+        if tsc.min_domains is not None and tsc.min_domains <= 0:
+            return (
+                f"spec.topologySpreadConstraints[{i}].minDomains",
+                f"must be greater than 0, got {tsc.min_domains}",
+            )
+    return None
+
+
+def _node_problem(node: Node, state: _State) -> tuple[str, str] | None:
+    status = node.status
+    why = _quantities_problem("status.capacity", status.capacity, state) or _quantities_problem(
+        "status.allocatable", status.allocatable, state
+    )
+    if why is not None:
+        return why
+    for i, taint in enumerate(node.spec.taints or ()):
+        if not taint.key:
+            return f"spec.taints[{i}].key", "required (a taint with an empty key)"
+        key_problem = k8s_labels.validate_label_key(taint.key)
+        if key_problem:
+            return f"spec.taints[{i}].key", f"{excerpt(taint.key)}: {key_problem}"
+        if taint.effect not in _TAINT_EFFECTS:
+            return (
+                f"spec.taints[{i}].effect",
+                f"must be NoSchedule, PreferNoSchedule or NoExecute, got {excerpt(taint.effect)}",
+            )
+    return None
