@@ -22,7 +22,9 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest, SimulatedBackend
 from desched.framework.framework import Framework
 from desched.framework.registry import default_registry
-from desched.k8s.objects import Node, Pod
+from desched.framework.simulated import SimulatedEvictionApi
+from desched.framework.types import EvictResult
+from desched.k8s.objects import Node, Pod, PodDisruptionBudget
 from desched.runtime.informer import LiveCache
 
 REGISTRY = default_registry(entry_points=False)
@@ -183,3 +185,31 @@ def test_every_plugin_on_a_generated_cluster_evicts_the_same_pods_with_either_ba
     api, simulated = results
     assert api == simulated
     assert len({plugin for _, _, plugin in api}) >= 4, api
+
+
+def test_a_refused_eviction_stays_in_the_snapshot_and_costs_no_limit() -> None:
+    """A PDB refusal (429) in the middle of a plugin: the pod stays in the cycle's snapshot, the
+    refusal does not count against maxNoOfPodsToEvictTotal, and the plugin goes on."""
+    nodes, _ = cluster_objects()
+    guarded = pod("a-guarded", "n1", owner="guarded")
+    free = pod("b-free", "n1", owner="free")
+    budget = msgspec.convert(
+        {
+            "metadata": {"name": "guarded", "namespace": "default"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"pdb": "yes"}}},
+        },
+        PodDisruptionBudget,
+    )
+    guarded = msgspec.structs.replace(
+        guarded, metadata=msgspec.structs.replace(guarded.metadata, labels={"pdb": "yes"})
+    )
+    snapshot = ClusterSnapshot(nodes=nodes, pods=[guarded, free], pdbs=[budget])
+    doc = dict(POLICY, maxNoOfPodsToEvictTotal=1)
+    framework = Framework(load_policy(doc, REGISTRY), REGISTRY)
+    result = framework.run_cycle(snapshot, SimulatedEvictionApi(snapshot))
+    assert [(r.name, r.result, r.error.split(" ", 1)[0]) for r in result.records] == [
+        ("a-guarded", EvictResult.FAILED, "429"),
+        ("b-free", EvictResult.EVICTED, ""),
+    ]
+    assert snapshot.pod("default", "a-guarded") is not None
+    assert snapshot.pod("default", "b-free") is None
