@@ -181,7 +181,9 @@ class PodEvictor:
             else:
                 result = EvictResult.FAILED
                 error = answer
-                log.warning("eviction of pod %s failed (%s/%s): %s", key, profile, plugin, answer)
+                # refusals are the caller's to report (simulate lists them; run logs each after
+                # the cycle): at default verbosity one line per refusal here would say it twice
+                log.debug("eviction of pod %s failed (%s/%s): %s", key, profile, plugin, answer)
             if result is not EvictResult.FAILED:
                 self._charge(pod)
         record = EvictionRecord(

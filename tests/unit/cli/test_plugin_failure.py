@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,7 +99,9 @@ def test_a_plugin_that_raises_fails_the_simulation(tmp_path: Path) -> None:
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1, proc.stderr
         assert "Traceback" not in proc.stderr
-        assert "ERROR desched.framework.framework: plugin Explode of profile broken failed: " in lines[0]
+        # an error line in klog's text format: E<date> <time> <pid> <file:line>] <message>
+        assert re.match(r"E\d{4} [\d:.]+ +\d+ framework\.py:\d+\] ", lines[0]), lines[0]
+        assert "plugin Explode of profile broken failed: " in lines[0]
         assert "ValueError: cannot judge this pod (at Pod shop/web-7d9f8b6c5-" in lines[0], lines[0]
         # the other profile still ran, and its decisions are in the output
         doc = json.loads(proc.stdout)
