@@ -657,13 +657,21 @@ class HighNodeUtilization(_NodeUtilization):
         low = self._low
         under: list[NodeInfo] = []
         schedulable: list[NodeInfo] = []
+        findings = self.handle.findings
         for node in nodes:
             name = node.metadata.name
-            if is_below(usage_percentages(usages[name], capacities[name]), low):
+            pct = usage_percentages(usages[name], capacities[name])
+            if is_below(pct, low):
                 group = under
             elif not k8s_nodes.is_node_unschedulable(node):
                 group = schedulable
+                if findings.enabled:
+                    findings.node_left(
+                        name, f"node not under-utilised ({_percents(pct, low)}, thresholds {_percents(low)})"
+                    )
             else:
+                if findings.enabled:
+                    findings.node_left(name, "node is cordoned and not under-utilised")
                 continue
             group.append(
                 NodeInfo(
@@ -671,17 +679,19 @@ class HighNodeUtilization(_NodeUtilization):
                 )
             )
         log.debug("HighNodeUtilization: %d under-utilised nodes (%s)", len(under), low)
+        idle = ""
         if not under:
-            log.debug("HighNodeUtilization: no node is under-utilised; you might tune the thresholds")
-            return None
-        if len(under) <= self.args.number_of_nodes:
-            log.debug("HighNodeUtilization: %d under-utilised nodes <= numberOfNodes", len(under))
-            return None
-        if len(under) == len(nodes):
-            log.debug("HighNodeUtilization: all nodes are under-utilised")
-            return None
-        if not schedulable:
-            log.debug("HighNodeUtilization: no node is available to schedule the pods")
+            idle = "no node is under-utilised; you might tune the thresholds"
+        elif len(under) <= self.args.number_of_nodes:
+            idle = f"{len(under)} under-utilised nodes <= numberOfNodes {self.args.number_of_nodes}"
+        elif len(under) == len(nodes):
+            idle = "all nodes are under-utilised"
+        elif not schedulable:
+            idle = "no node is available to schedule the pods"
+        if idle:
+            log.debug("HighNodeUtilization: %s", idle)
+            if findings.enabled:
+                findings.node_left("", f"nothing to do: {idle}")
             return None
 
         under.sort(key=lambda i: (usage_rank(i.usage), i.name))

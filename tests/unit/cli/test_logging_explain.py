@@ -167,3 +167,25 @@ def test_explain_unknown_pod_is_one_line_exit_2() -> None:
     assert proc.stderr.strip() == (
         "desched: error: --explain: no pod 'shop/nope' in the snapshot (write it as namespace/name)"
     )
+
+
+def test_split_stream_sends_info_to_stdout_and_warnings_to_stderr(
+    restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs.configure(0, "json", split_stream=True)
+    log = logging.getLogger("desched.runtime.loop")
+    log.log(logs.V0, "would evict", extra=logs.eviction_fields(RECORD))
+    log.warning("careful")
+    out, err = capsys.readouterr()
+    assert json.loads(out)["msg"] == "would evict" and json.loads(err)["msg"] == "careful"
+
+
+def test_explain_all_table_lists_every_finding() -> None:
+    proc = desched(*SIM, "--no-placement", "--explain-all")
+    assert proc.returncode == 0, proc.stderr
+    block = proc.stdout[proc.stdout.index("Considered (every candidate") :].splitlines()[1:]
+    assert any(
+        "sandbox-lifetime/PodLifeTime  filtered" in line and "sandbox/scratch: DefaultEvictor" in line
+        for line in block
+    )
+    assert any("default/LowNodeUtilization  left" in line and "node node-" in line for line in block)

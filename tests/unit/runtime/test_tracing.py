@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.otlp import OtlpReceiver
@@ -74,7 +75,37 @@ def test_bad_setup_is_a_user_error_or_no_op_when_asked(tmp_path: Path) -> None:
         setup(TracingOptions(endpoint="collector:4317", sample_rate=2))
 
 
-def test_grpc_endpoint_as_upstream_writes_it_builds_an_exporter() -> None:
-    tracing = setup(TracingOptions(endpoint="127.0.0.1:4317"))
-    assert tracing is not None
-    tracing.provider.shutdown()
+def test_grpc_endpoint_as_upstream_writes_it_delivers_the_spans() -> None:
+    """host:port, no scheme: OTLP over gRPC in plain text, as upstream's exporter sends it."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    received: list[str] = []
+
+    class Collector(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+        def Export(self, request: Any, context: Any) -> Any:
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    received.extend(s.name for s in ss.spans)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Collector(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        registry = default_registry()
+        policy = load_policy_file(str(ROOT / "examples" / "policy.yaml"), registry)
+        snapshot = load_snapshot_file(str(ROOT / "examples" / "cluster.yaml"))
+        framework = Framework(policy, registry, clock=lambda: NOW)
+        tracing = setup(TracingOptions(endpoint=f"127.0.0.1:{port}"))
+        assert tracing is not None
+        result = tracing.run_cycle(framework)(snapshot, SimulatedBackend(snapshot))
+        tracing.shutdown()
+    finally:
+        server.stop(grace=None)
+    assert received.count(CYCLE_SPAN) == 1
+    assert received.count("evict") == len(result.evictions)
+    assert {r.plugin for r in result.plugin_runs} <= set(received)
