@@ -348,3 +348,35 @@ def test_live_failures_are_logged_once_per_class_per_interval(caplog: pytest.Log
     assert "39 more like it in the last 11s" in lines[1]
     assert "401 Unauthorized" in lines[2]
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_git_sha_from_a_checkout_a_worktree_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from desched import buildinfo
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "repo"
+    (repo / ".git" / "refs" / "heads").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / ".git" / "refs" / "heads" / "main").write_text(sha + "\n")
+    assert buildinfo._checkout_head(repo) == sha
+    # a worktree: .git is a file pointing at its gitdir; refs live in the common dir
+    common = repo / ".git"
+    wt_gitdir = common / "worktrees" / "wt"
+    wt_gitdir.mkdir(parents=True)
+    (wt_gitdir / "HEAD").write_text("ref: refs/heads/feature\n")
+    (wt_gitdir / "commondir").write_text("../..\n")
+    (common / "packed-refs").write_text(f"# pack-refs\n{sha.replace('0', 'f')} refs/heads/feature\n")
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {wt_gitdir}\n")
+    assert buildinfo._checkout_head(worktree) == sha.replace("0", "f")
+    assert buildinfo._checkout_head(tmp_path / "nothing") == ""
+    monkeypatch.setenv("DESCHED_GIT_SHA", sha.upper())
+    buildinfo.git_sha.cache_clear()
+    try:
+        assert buildinfo.git_sha() == sha
+    finally:
+        monkeypatch.delenv("DESCHED_GIT_SHA")
+        buildinfo.git_sha.cache_clear()
