@@ -282,6 +282,41 @@ def test_missing_exec_credential_plugin_fails_fast(policy: Path, tmp_path: Path)
     assert took < START_SLACK  # permanent: not retried for the 60 s bound
 
 
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (
+            ["sh", "-c", "echo the SSO session expired >&2; exit 3"],
+            r"exec: process returned 3\. the SSO session expired",
+        ),
+        (["sleep", "15"], None),
+    ],
+)
+def test_exec_credential_plugin_that_fails_or_hangs(
+    policy: Path, tmp_path: Path, command: list[str], said: str | None
+) -> None:
+    exec_user = {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": command[0], "args": command[1:]}
+    }
+    kc = write_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{closed_port()}", exec_user)
+    code, err, took = desched(*run_args(policy, kc))
+    if said is not None:  # a plugin that fails: at once, with what it said
+        assert_one_line(
+            code,
+            err,
+            rf"desched: error: kubeconfig: credentials of user 'desched' in {re.escape(str(kc))}: {said}",
+        )
+        assert took < START_SLACK
+    else:  # a plugin that hangs: the bound
+        assert_one_line(
+            code,
+            err,
+            rf"desched: error: loading the credentials of {re.escape(str(kc))} did not finish within 3s "
+            r"\(does its exec credential plugin wait for input\?\)",
+        )
+        assert BOUND <= took < BOUND + START_SLACK
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_during_start_ends_it_at_once(policy: Path, tmp_path: Path, sig: signal.Signals) -> None:
     with broken_server("blackhole") as server:

@@ -768,16 +768,12 @@ async def _serve(options: ExtenderOptions) -> int:
         def ready() -> bool:
             return True
     else:
-        from desched.runtime.connect import ConnectionMonitor
+        from desched.runtime.connect import ConnectionMonitor, load_config_bounded
         from desched.runtime.informer import LiveCache
-        from desched.runtime.kube import ClientSource, api_client, load_client_config
+        from desched.runtime.kube import api_client
 
-        probe = ConnectionMonitor(
-            ClientSource("the API server", options.kubeconfig or "the kubeconfig"),
-            bound=options.connect_timeout,
-        )
-        cfg, source = await probe.start(
-            load_client_config(options.kubeconfig, options.context), stop, signals
+        cfg, source = await load_config_bounded(
+            options.kubeconfig, options.context, options.connect_timeout, stop, signals
         )
         monitor = ConnectionMonitor(source, bound=options.connect_timeout)
         api = api_client(cfg)

@@ -41,7 +41,7 @@ import msgspec
 from kubernetes_asyncio import client
 
 from desched.api.errors import UserError
-from desched.runtime.kube import ApiError, ClientSource, request
+from desched.runtime.kube import ApiError, ClientSource, load_client_config, request
 
 log = logging.getLogger(__name__)
 
@@ -226,12 +226,19 @@ class ConnectionMonitor:
         bound: float = DEFAULT_CONNECT_TIMEOUT,
         log_interval: float = LIVE_LOG_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        silence: str = "",
     ) -> None:
         self.source = source
+        #: what to say when the bound passes with neither an answer nor a failure
+        self.silence = silence or (
+            f"no answer from the API server at {source.server} within {bound:g}s "
+            "(it accepts connections but does not respond; --client-connection-timeout)"
+        )
         self.bound = bound
         self.log_interval = log_interval
         self.clock = clock
         self.starting = False
+        self.quiet = False  # a start that failed: its one line says it all, whatever still runs
         self.started_at = clock()
         self.last_progress = clock()
         self.last: Failure | None = None
@@ -264,7 +271,7 @@ class ConnectionMonitor:
 
     def _log(self, f: Failure, what: str) -> None:
         now = self.clock()
-        if self.starting and now - self.started_at < START_QUIET_SECONDS:
+        if self.quiet or (self.starting and now - self.started_at < START_QUIET_SECONDS):
             return  # the start's outcome says it; a short outage stays quiet
         last = self._logged.get(f.key)
         if last is not None and now - last < self.log_interval:
@@ -292,6 +299,7 @@ class ConnectionMonitor:
         self.started_at = self.last_progress = self.clock()
         task = asyncio.ensure_future(work)
         stopper = asyncio.ensure_future(stop.wait())
+        succeeded = False
         try:
             while True:
                 self._changed.clear()
@@ -309,7 +317,9 @@ class ConnectionMonitor:
                     exc = task.exception()
                     if isinstance(exc, StartupFailed):
                         raise UserError("", exc.failure.message) from None
-                    return task.result()
+                    result = task.result()
+                    succeeded = True
+                    return result
                 if stop.is_set():
                     sig = signals[-1] if signals else "a stop request"
                     cause = f"; last: {self.last.message}" if self.last is not None else ""
@@ -323,13 +333,10 @@ class ConnectionMonitor:
                 if self.clock() >= self.last_progress + self.bound:
                     if self.last is not None:
                         raise UserError("", f"{self.last.message} (gave up after {self.bound:g}s)")
-                    raise UserError(
-                        "",
-                        f"no answer from the API server at {self.source.server} within {self.bound:g}s "
-                        "(it accepts connections but does not respond; --client-connection-timeout)",
-                    )
+                    raise UserError("", self.silence)
         finally:
             self.starting = False
+            self.quiet = not succeeded
             stopper.cancel()
             if not task.done():
                 task.cancel()
@@ -357,6 +364,21 @@ class ConnectionMonitor:
                 continue
             self.progress()
             return result
+
+
+async def load_config_bounded(
+    kubeconfig: str | None, context: str | None, bound: float, stop: asyncio.Event, signals: list[str]
+) -> tuple[client.Configuration, ClientSource]:
+    """:func:`~desched.runtime.kube.load_client_config` under the bound and the stop signals (an
+    exec credential plugin runs there, and may hang)."""
+    origin = kubeconfig or "the kubeconfig"
+    probe = ConnectionMonitor(
+        ClientSource("the API server", origin),
+        bound=bound,
+        silence=f"loading the credentials of {origin} did not finish within {bound:g}s (does its exec "
+        "credential plugin wait for input?)",
+    )
+    return await probe.start(load_client_config(kubeconfig, context), stop, signals)
 
 
 # --------------------------------------------------------------------------- discovery

@@ -40,9 +40,9 @@ from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, Pod
 from desched.logs import V0, cycle_fields, eviction_fields
 from desched.runtime.backend import ApiEvictionBackend, EventRecorder, EvictionLedger, reconcile
-from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover
+from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
 from desched.runtime.informer import DEFAULT_KINDS, LiveCache
-from desched.runtime.kube import RateLimiter, api_client, load_client_config, rate_limiter
+from desched.runtime.kube import RateLimiter, api_client, rate_limiter
 from desched.runtime.leader import LeaderConfig, LeaderElector
 from desched.runtime.metrics import Metrics
 from desched.runtime.nodeactions import NodeDowngrades
@@ -144,9 +144,8 @@ class Descheduler:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._shutdown, sig)
         # the kubeconfig (and an exec credential plugin) may hang too: bound it with the rest
-        probe = ConnectionMonitor(_source_unknown(opts), bound=opts.connect_timeout)
-        cfg, source = await probe.start(
-            load_client_config(opts.kubeconfig, opts.context), self.stop, self.signals
+        cfg, source = await load_config_bounded(
+            opts.kubeconfig, opts.context, opts.connect_timeout, self.stop, self.signals
         )
         monitor = ConnectionMonitor(source, bound=opts.connect_timeout)
         api = api_client(cfg)
@@ -396,12 +395,6 @@ def run(options: RunOptions) -> int:
     except FrameworkError as e:
         raise UserError("policy", str(e)) from None
     return asyncio.run(Descheduler(options, policy).run())
-
-
-def _source_unknown(opts: RunOptions) -> Any:
-    from desched.runtime.kube import ClientSource
-
-    return ClientSource("the API server", opts.kubeconfig or "the kubeconfig")
 
 
 def _cached_nodes(cache: LiveCache) -> list[Node]:

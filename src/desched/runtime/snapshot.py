@@ -16,9 +16,9 @@ from pathlib import Path
 import msgspec
 
 from desched.api.errors import UserError
-from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover
+from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
 from desched.runtime.informer import DEFAULT_KINDS, RESOURCES, Informer
-from desched.runtime.kube import ClientSource, api_client, load_client_config
+from desched.runtime.kube import api_client
 
 
 async def save_snapshot(
@@ -41,10 +41,7 @@ async def save_snapshot(
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal, sig)
-    probe = ConnectionMonitor(
-        ClientSource("the API server", kubeconfig or "the kubeconfig"), bound=connect_timeout
-    )
-    cfg, source = await probe.start(load_client_config(kubeconfig, context), stop, signals)
+    cfg, source = await load_config_bounded(kubeconfig, context, connect_timeout, stop, signals)
     monitor = ConnectionMonitor(source, bound=connect_timeout)
     api = api_client(cfg)
     items: list[msgspec.Struct] = []

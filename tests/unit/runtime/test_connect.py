@@ -348,3 +348,90 @@ def test_live_failures_are_logged_once_per_class_per_interval(caplog: pytest.Log
     assert "39 more like it in the last 11s" in lines[1]
     assert "401 Unauthorized" in lines[2]
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_git_sha_from_a_checkout_a_worktree_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from desched import buildinfo
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "repo"
+    (repo / ".git" / "refs" / "heads").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / ".git" / "refs" / "heads" / "main").write_text(sha + "\n")
+    assert buildinfo._checkout_head(repo) == sha
+    # a worktree: .git is a file pointing at its gitdir; refs live in the common dir
+    common = repo / ".git"
+    wt_gitdir = common / "worktrees" / "wt"
+    wt_gitdir.mkdir(parents=True)
+    (wt_gitdir / "HEAD").write_text("ref: refs/heads/feature\n")
+    (wt_gitdir / "commondir").write_text("../..\n")
+    (common / "packed-refs").write_text(f"# pack-refs\n{sha.replace('0', 'f')} refs/heads/feature\n")
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {wt_gitdir}\n")
+    assert buildinfo._checkout_head(worktree) == sha.replace("0", "f")
+    assert buildinfo._checkout_head(tmp_path / "nothing") == ""
+    monkeypatch.setenv("DESCHED_GIT_SHA", sha.upper())
+    buildinfo.git_sha.cache_clear()
+    try:
+        assert buildinfo.git_sha() == sha
+    finally:
+        monkeypatch.delenv("DESCHED_GIT_SHA")
+        buildinfo.git_sha.cache_clear()
+
+
+def test_a_failing_informer_makes_the_cache_unsynced_and_recovers_with_the_server() -> None:
+    from desched.runtime.informer import LiveCache
+
+    class Api:
+        """Refuses every request until ``up``; then answers empty lists and watches that end."""
+
+        def __init__(self) -> None:
+            self.up = False
+
+        async def call_api(self, path: str, method: str, **kw: Any) -> Any:
+            if not self.up:
+                raise ApiError(503, "the apiserver is starting")
+            watch = ("watch", "true") in kw.get("query_params", [])
+            return Answer(b"" if watch else b'{"metadata": {"resourceVersion": "7"}, "items": []}')
+
+    class Answer:
+        status = 200
+
+        def __init__(self, body: bytes) -> None:
+            self.body = body
+            self.content = self
+
+        async def read(self) -> bytes:
+            return self.body
+
+        async def iter_any(self) -> Any:
+            await asyncio.sleep(0.05)
+            for chunk in (self.body,):
+                yield chunk
+
+        def release(self) -> None:
+            pass
+
+    async def main() -> None:
+        api = Api()
+        monitor = ConnectionMonitor(SOURCE, bound=30)
+        monitor.starting = False
+        cache = LiveCache(api, ("Node", "Pod"), monitor=monitor)  # type: ignore[arg-type]
+        cache.start()
+        await asyncio.sleep(2.0)  # 0.5 + 1 s of backoff gone by: the next retry is ~2 s away
+        problems = cache.unsynced()
+        assert len(problems) == 1, problems  # one cause, both kinds named
+        assert problems[0].startswith("Node, Pod: the API server at https://10.0.0.1:6443 answered 503")
+        api.up = True
+        monitor.progress()  # another request got an answer: the informers stop backing off
+        for _ in range(10):  # within 0.5 s, not at the end of the backoff
+            if not cache.unsynced():
+                break
+            await asyncio.sleep(0.05)
+        assert cache.unsynced() == []
+        await cache.stop()
+
+    asyncio.run(main())
