@@ -31,7 +31,13 @@ from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, Pod
-from desched.runtime.backend import ApiEvictionBackend, EventRecorder, EvictionLedger, reconcile
+from desched.runtime.backend import (
+    RECONCILE_WINDOW_SECONDS,
+    ApiEvictionBackend,
+    EventRecorder,
+    EvictionLedger,
+    reconcile,
+)
 from desched.runtime.informer import DEFAULT_KINDS, LiveCache
 from desched.runtime.kube import RateLimiter, make_api_client
 from desched.runtime.leader import LeaderConfig, LeaderElector
@@ -113,6 +119,8 @@ class Descheduler:
         self.cycles = 0
         #: pods this process evicted or may have evicted, by uid, across cycles
         self.ledger = EvictionLedger()
+        #: outcome-unknown evictions reconciliation could not tell yet, retried after each cycle
+        self.unresolved: list[tuple[EvictionRecord, float]] = []
 
     def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
         if self.ready and self.options.event_driven and relevant_change(kind, event, old, new):
@@ -316,21 +324,47 @@ class Descheduler:
             len(result.unknown),
             result.seconds,
         )
-        if result.unknown:
-            await self._reconcile(result.unknown, cache, api, events)
+        if result.unknown or self.unresolved:
+            await self._reconcile(result.unknown, cache, api, events, final=opts.interval <= 0)
 
     async def _reconcile(
-        self, records: list[EvictionRecord], cache: LiveCache, api: Any, events: EventRecorder
+        self,
+        records: list[EvictionRecord],
+        cache: LiveCache,
+        api: Any,
+        events: EventRecorder,
+        *,
+        final: bool,
     ) -> None:
-        """Tell what became of the cycle's outcome-unknown evictions: log, metric, event."""
+        """Tell what became of outcome-unknown evictions: log, metric, event. Those it cannot tell
+        yet (the apiserver unreachable) are tried again after the next cycles, until the ledger
+        forgets them; reported as unknown then, or at once when ``final`` (no next cycle)."""
         pods = cache.informers.get("Pod")
 
         def cached_pod(namespace: str, name: str) -> Pod | None:
             obj = pods.objects.get(f"{namespace}/{name}") if pods is not None else None
             return obj if isinstance(obj, Pod) else None
 
-        for done in await reconcile(records, cached_pod, api, stop=self.stop, ledger=self.ledger):
+        now = time.monotonic()
+        since = {id(r): t for r, t in self.unresolved}
+        since.update((id(r), now) for r in records)
+        todo = [r for r, _ in self.unresolved] + records
+        # only this cycle's evictions need the window in which the cache catches up
+        window = RECONCILE_WINDOW_SECONDS if records else 0.0
+        self.unresolved = []
+        for done in await reconcile(todo, cached_pod, api, window=window, stop=self.stop, ledger=self.ledger):
             r = done.record
+            first_seen = since[id(r)]
+            retry = not final and not self.stop.is_set() and now - first_seen < self.ledger.ttl
+            if done.outcome == "unknown" and retry:
+                self.unresolved.append((r, first_seen))
+                log.info(
+                    "eviction of pod %s/%s: outcome still unknown (%s)",
+                    r.namespace,
+                    r.name,
+                    done.evidence,
+                )
+                continue
             log.info(
                 "eviction of pod %s/%s (outcome unknown: %s) reconciled: %s (%s)",
                 r.namespace,
