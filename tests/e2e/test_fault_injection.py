@@ -51,7 +51,7 @@ def proxy(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[FaultPro
         with capture.global_and_fixture_disabled():
             reporter.write_line("")
             reporter.write_line(
-                "fault mode    run         expected  done  duplicated  lost  limit violations"
+                "fault mode      run         expected  done  duplicated  lost  limit violations"
             )
             for mode, run, expected, done, dup, lost, viol in ROWS:
                 reporter.write_line(
