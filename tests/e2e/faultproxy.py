@@ -58,15 +58,9 @@ MODES = (
     "watch-stall",
     "blackhole",
 )
-_HOP_BY_HOP = {
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "accept-encoding",
-    "content-encoding",
-}
+#: Not relayed. Bodies are relayed as they come (auto_decompress=False), so Accept-Encoding and
+#: Content-Encoding pass through: the apiserver gzips large lists for a client that accepts it.
+_HOP_BY_HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
 
 
 @dataclass
@@ -129,6 +123,7 @@ class FaultProxy:
             connector=aiohttp.TCPConnector(ssl=self.ssl),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
             auto_decompress=False,
+            skip_auto_headers=("Accept-Encoding",),  # only what the client itself accepts
         )
         app = web.Application(client_max_size=16 << 20)
         app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -222,7 +217,13 @@ class FaultProxy:
                 rec.abandoned_after = time.monotonic() - started
             if mode == "blackhole" or (mode == "hold" and not stayed):
                 return _status(504, "Timeout", "never forwarded")
-        status, headers, data = await self._send(request, body)
+        try:
+            status, headers, data = await self._send(request, body)
+        except aiohttp.ClientConnectorError as e:  # the apiserver is down: nothing reached it
+            return _status(502, "ServiceUnavailable", f"faultproxy: apiserver unreachable: {e}")
+        except aiohttp.ClientError as e:  # sent, then lost: the apiserver may have acted
+            rec.forwarded = True
+            return _status(502, "ServiceUnavailable", f"faultproxy: apiserver answer lost: {e}")
         rec.forwarded = True
         rec.upstream_status = status
         if mode == "5xx-after":
@@ -269,7 +270,10 @@ class FaultProxy:
             return up.status, headers, data
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
-        status, headers, data = await self._send(request, await request.read())
+        try:
+            status, headers, data = await self._send(request, await request.read())
+        except aiohttp.ClientError as e:
+            return _status(502, "ServiceUnavailable", f"faultproxy: {type(e).__name__}: {e}")
         return web.Response(status=status, headers=headers, body=data)
 
     async def _watch(self, request: web.Request, mode: str) -> web.StreamResponse:

@@ -39,7 +39,13 @@ from desched.framework.framework import Framework, FrameworkError
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, Pod
 from desched.logs import V0, cycle_fields, eviction_fields
-from desched.runtime.backend import ApiEvictionBackend, EventRecorder, EvictionLedger, reconcile
+from desched.runtime.backend import (
+    RECONCILE_WINDOW_SECONDS,
+    ApiEvictionBackend,
+    EventRecorder,
+    EvictionLedger,
+    reconcile,
+)
 from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
 from desched.runtime.informer import DEFAULT_KINDS, LiveCache
 from desched.runtime.kube import RateLimiter, api_client, rate_limiter
@@ -133,6 +139,8 @@ class Descheduler:
         self.ledger = EvictionLedger()
         #: Plugin runs that raised, over all cycles (a one-shot run then exits non-zero).
         self.plugin_crashes = 0
+        #: outcome-unknown evictions reconciliation could not tell yet, retried after each cycle
+        self.unresolved: list[tuple[EvictionRecord, float]] = []
 
     def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
         if self.ready and self.options.event_driven and relevant_change(kind, event, old, new):
@@ -356,21 +364,47 @@ class Descheduler:
             "cycle done",
             extra=cycle_fields(self.cycles, len(snapshot.pods), result, dry_run=opts.dry_run),
         )
-        if result.unknown:
-            await self._reconcile(result.unknown, cache, api, events)
+        if result.unknown or self.unresolved:
+            await self._reconcile(result.unknown, cache, api, events, final=opts.interval <= 0)
 
     async def _reconcile(
-        self, records: list[EvictionRecord], cache: LiveCache, api: Any, events: EventRecorder
+        self,
+        records: list[EvictionRecord],
+        cache: LiveCache,
+        api: Any,
+        events: EventRecorder,
+        *,
+        final: bool,
     ) -> None:
-        """Tell what became of the cycle's outcome-unknown evictions: log, metric, event."""
+        """Tell what became of outcome-unknown evictions: log, metric, event. Those it cannot tell
+        yet (the apiserver unreachable) are tried again after the next cycles, until the ledger
+        forgets them; reported as unknown then, or at once when ``final`` (no next cycle)."""
         pods = cache.informers.get("Pod")
 
         def cached_pod(namespace: str, name: str) -> Pod | None:
             obj = pods.objects.get(f"{namespace}/{name}") if pods is not None else None
             return obj if isinstance(obj, Pod) else None
 
-        for done in await reconcile(records, cached_pod, api, stop=self.stop, ledger=self.ledger):
+        now = time.monotonic()
+        since = {id(r): t for r, t in self.unresolved}
+        since.update((id(r), now) for r in records)
+        todo = [r for r, _ in self.unresolved] + records
+        # only this cycle's evictions need the window in which the cache catches up
+        window = RECONCILE_WINDOW_SECONDS if records else 0.0
+        self.unresolved = []
+        for done in await reconcile(todo, cached_pod, api, window=window, stop=self.stop, ledger=self.ledger):
             r = done.record
+            first_seen = since[id(r)]
+            retry = not final and not self.stop.is_set() and now - first_seen < self.ledger.ttl
+            if done.outcome == "unknown" and retry:
+                self.unresolved.append((r, first_seen))
+                log.info(
+                    "eviction of pod %s/%s: outcome still unknown (%s)",
+                    r.namespace,
+                    r.name,
+                    done.evidence,
+                )
+                continue
             log.info(
                 "eviction of pod %s/%s (outcome unknown: %s) reconciled: %s (%s)",
                 r.namespace,

@@ -489,3 +489,38 @@ def test_reconciliation_without_an_answer_stays_unknown() -> None:
         assert [d.outcome for d in done] == ["unknown"]
 
     run(test)
+
+
+def test_the_live_loop_retries_what_it_cannot_tell_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An outcome the cache cannot tell and the API cannot be asked about is kept, tried again
+    after the next cycle, and counted once, when known."""
+    from types import SimpleNamespace
+
+    from desched.runtime import loop as live
+
+    monkeypatch.setattr(live, "RECONCILE_WINDOW_SECONDS", 0.1)
+    policy = load_policy({"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy"}, REG)
+    d = live.Descheduler(live.RunOptions(policy_file="-", interval=60), policy)
+    p = pod("a", "n1")
+    objects: dict[str, Pod] = {"default/a": p}
+    cache: Any = SimpleNamespace(informers={"Pod": SimpleNamespace(objects=objects)})
+    seen: list[str] = []
+    events: Any = SimpleNamespace(observe_reconciled=lambda done: seen.append(done.outcome))
+    assert d.metrics is not None
+    sample = d.metrics.registry.get_sample_value
+    labels = {"outcome": "evicted", "strategy": "Plugin", "profile": "prof", "namespace": "default"}
+
+    async def test() -> None:
+        await d._reconcile([record(p)], cache, None, events, final=False)
+        assert [r.name for r, _ in d.unresolved] == ["a"] and seen == []
+        assert sample("descheduler_eviction_outcome_unknown_total", labels) is None
+        objects["default/a"] = pod("a", "n1", terminating=True)  # the watch caught up
+        await d._reconcile([], cache, None, events, final=False)
+        assert d.unresolved == [] and seen == ["evicted"]
+        assert sample("descheduler_eviction_outcome_unknown_total", labels) == 1
+        # a one-shot run has no next cycle: what it cannot tell is reported unknown at once
+        objects["default/b"] = pod("b", "n1")
+        await d._reconcile([record(pod("b", "n1"))], cache, None, events, final=True)
+        assert d.unresolved == [] and seen == ["evicted", "unknown"]
+
+    run(test)
