@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 
@@ -11,9 +12,19 @@ class UserError(Exception):
     exit_code = 2
 
     def __init__(self, path: str, reason: str) -> None:
-        self.path = path
-        self.reason = reason
+        # never more than a short excerpt of a value the user wrote, however it was quoted
+        self.path = _shorten(path)
+        self.reason = _shorten(reason)
+        path, reason = self.path, self.reason
         super().__init__(f"{path}: {reason}" if path else reason)
+
+
+_LONG_QUOTED = re.compile(r"'([^'\n]{80,})'")
+
+
+def _shorten(text: str) -> str:
+    text = _LONG_QUOTED.sub(lambda m: f"'{m.group(1)[:30]}...{m.group(1)[-30:]}'", text)
+    return text if len(text) <= 1000 else text[:997] + "..."
 
 
 class PolicyError(UserError):

@@ -237,7 +237,7 @@ def load_policy(doc: Any, registry: Registry) -> Policy:
         raise PolicyError("", f"a policy must be an object, got {_type_name(doc)}")
     warnings: list[str] = []
     api_version = doc.get("apiVersion")
-    if doc.get("kind") != KIND and (doc.get("kind") == "List" or "items" in doc or api_version == "v1"):
+    if doc.get("kind") != KIND and (doc.get("kind") == "List" or "items" in doc):
         raise PolicyError(
             "kind",
             f"this is a cluster snapshot ({documents.excerpt(doc.get('kind'))}), not a DeschedulerPolicy "

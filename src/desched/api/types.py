@@ -185,12 +185,17 @@ def describe_validation_error(err: pydantic.ValidationError, prefix: str = "") -
         msg = msg[:1].lower() + msg[1:]
         if "input" in first and kind not in ("missing",):
             msg += f", got {_describe_input(first['input'])}"
+    # a validator may quote a value whole: keep any long quoted string to a short excerpt
+    msg = _LONG_QUOTED.sub(lambda m: excerpt(m.group(1)), msg)
     if len(msg) > 1000:  # (a net: values are quoted as short excerpts already)
         msg = msg[:997] + "..."
     more = err.error_count() - 1
     if more > 0:
         msg += f" (and {more} more error{'s' if more > 1 else ''})"
     return path, msg
+
+
+_LONG_QUOTED = re.compile(r"'([^'\n]{80,})'")
 
 
 def _describe_input(value: Any) -> str:

@@ -351,7 +351,10 @@ def test_fuzz_snapshot_mutations(data: st.DataObject) -> None:
     doc = copy.deepcopy(BASE_SNAPSHOT)
     index = data.draw(st.integers(min_value=0, max_value=len(doc["items"]) - 1), label="item")
     item, kind = mutate_generic(data, {"item": doc["items"][index]})
-    doc["items"][index] = item["item"]
+    if "item" in item:
+        doc["items"][index] = item["item"]
+    else:  # the whole item deleted
+        del doc["items"][index]
     fmt = data.draw(st.sampled_from(["json", "json", "yaml"]), label="format")
     path = dump(doc, fmt, "snapshot")
     code, out, err = simulate(path, kind)

@@ -398,7 +398,7 @@ def test_load_scorer_args_errors_name_the_file_and_field(tmp_path: Path) -> None
     assert str(info.value) == f"{bad}: left.resources.cpu: input should be greater than or equal to 1, got 0"
     broken = tmp_path / "broken.yaml"
     broken.write_text("left: [\n")
-    with pytest.raises(UserError, match="not valid YAML( or JSON)? at line 2"):
+    with pytest.raises(UserError, match=r"not valid YAML( or JSON)? at line 2"):
         load_scorer_args(broken)
     listed = tmp_path / "list.yaml"
     listed.write_text("- left\n")
