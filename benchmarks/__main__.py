@@ -7,7 +7,8 @@ fresh worker process, so that memory peaks of different runs never mix:
 1. runs ``desched simulate SNAPSHOT --policy P --now NOW -o json`` as its only child and takes
    the wall time and the child's peak RSS (``RUSAGE_CHILDREN``), unless ``--no-simulate``;
 2. loads the snapshot in-process with ``desched.cluster.file_source.load_snapshot_file``;
-3. runs one cycle with ``Framework.run_cycle`` and the ``SimulatedBackend``, timing every plugin
+3. runs one cycle with ``Framework.run_cycle`` and ``SimulatedEvictionApi`` (the backend
+   ``desched simulate`` uses: PodDisruptionBudgets answered as the API does), timing every plugin
    (``PluginRun.seconds``), optionally under cProfile (``--profile DIR``);
 4. reports its own peak RSS (``RUSAGE_SELF``), as one JSON line.
 
@@ -81,9 +82,9 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
 
     from desched.api.policy import load_policy_file
     from desched.cluster.file_source import load_snapshot_file
-    from desched.framework.evictor import SimulatedBackend
     from desched.framework.framework import Framework
     from desched.framework.registry import default_registry
+    from desched.framework.simulated import SimulatedEvictionApi
 
     rss_start = _maxrss_mib(resource.RUSAGE_SELF)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -122,7 +123,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
         cpu_marks = [time.process_time()]
         result = framework.run_cycle(
             snapshot,
-            SimulatedBackend(snapshot),
+            SimulatedEvictionApi(snapshot),
             on_plugin_run=lambda run: cpu_marks.append(time.process_time()),
         )
         cpu_marks.append(time.process_time())

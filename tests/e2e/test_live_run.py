@@ -343,13 +343,31 @@ def test_pdb_blocks_its_pods_and_nothing_else_breaks(cluster: Cluster, tmp_path:
         return status == 200
 
     wait_for(status_written, "the PDB's status", timeout=30)
-    proc = run_once(cluster, policy(tmp_path, ns))
+    # simulate on a snapshot of the same cluster predicts the API's answers: the same evictions,
+    # the same pods refused with 429
+    snap = tmp_path / "pdb-snap.json"
+    pol = policy(tmp_path, ns)
+    assert run_desched("snapshot", "-o", str(snap), "--kubeconfig", str(cp.kubeconfig)).returncode == 0
+    sim = run_desched("simulate", str(snap), "--policy", str(pol), "-o", "json", "--no-placement")
+    assert sim.returncode == 0, sim.stderr
+    doc = json.loads(sim.stdout)
+    predicted = {e["name"] for e in doc["evictions"] if e["namespace"] == ns}
+    predicted_refused = {r["name"] for r in doc["refused"] if r["namespace"] == ns}
+    assert all(r["error"].startswith("429 ") for r in doc["refused"] if r["namespace"] == ns), doc
+    proc = run_once(cluster, pol)
     assert "429" in proc.stderr and "disruption budget" in proc.stderr, proc.stderr
     evicted = wait_for(lambda: gone_or_terminating(cp, ns) or None, "evictions", timeout=30)
     time.sleep(1)
     evicted = gone_or_terminating(cp, ns)
     assert not any(n.startswith("dup-") for n in evicted)
     assert evicted == {"anti-0", "gold-0"} or evicted == {"anti-1", "gold-0"}, evicted
+    assert predicted == evicted
+    refused = {
+        line.split(f"did not evict pod {ns}/", 1)[1].split(" ", 1)[0]
+        for line in proc.stderr.splitlines()
+        if f"did not evict pod {ns}/" in line and "429" in line
+    }
+    assert refused and predicted_refused == refused, (predicted_refused, refused)
 
 
 def test_limits_hold(cluster: Cluster, tmp_path: Path) -> None:

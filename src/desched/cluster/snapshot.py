@@ -1,8 +1,8 @@
 """One consistent view of a cluster for one descheduling cycle, with the indexes decisions need.
 
 A snapshot is built once from a source (a file or the live cache) and is then the only thing the
-plugins see. The evictor's simulated backend removes evicted pods from it, so a plugin that runs
-later in the cycle sees them gone; every index is kept in step.
+plugins see. The framework removes each evicted pod from it (whichever eviction backend ran), so
+a plugin that runs later in the cycle sees it gone; every index is kept in step.
 
 Pods and nodes are held in a canonical order (nodes by name, pods by namespace and name) so that
 a decision never depends on the order a source happened to list objects in.

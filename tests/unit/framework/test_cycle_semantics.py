@@ -7,19 +7,28 @@ snapshot; the live cache a snapshot is taken from is never changed by a cycle.
 
 from __future__ import annotations
 
+import json
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any, cast
 
 import msgspec
+import yaml
 
 from desched.api.policy import load_policy
+from desched.cluster.file_source import load_snapshot_file
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest, SimulatedBackend
 from desched.framework.framework import Framework
 from desched.framework.registry import default_registry
-from desched.k8s.objects import Node, Pod
+from desched.framework.simulated import SimulatedEvictionApi
+from desched.framework.types import EvictResult
+from desched.k8s.objects import Node, Pod, PodDisruptionBudget
 from desched.runtime.informer import LiveCache
 
 REGISTRY = default_registry(entry_points=False)
+REPO = Path(__file__).resolve().parents[3]
 
 
 def node(name: str, *, taint: bool = False) -> Node:
@@ -150,3 +159,57 @@ def test_a_cycle_does_not_change_the_live_cache_it_was_taken_from() -> None:
     again = cache.snapshot()
     assert len(again.pods) == len(pods)
     assert again.requested_on("n1")["cpu"] == 3200
+
+
+def test_every_plugin_on_a_generated_cluster_evicts_the_same_pods_with_either_backend() -> None:
+    """The benchmark generator's cluster (every plugin has work) and its every-plugin policy:
+    the API-shaped backend, which leaves the snapshot alone, and the simulated one agree pod for
+    pod and in order, so what the cycle sees is the framework's doing."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from benchmarks import POLICIES, drop_unregistered
+    from benchmarks.generator import NOW, ClusterSpec, generate
+
+    doc, _ = drop_unregistered(yaml.safe_load(POLICIES["all"].read_text()), REGISTRY)
+    policy = load_policy(doc, REGISTRY)
+    spec = ClusterSpec(nodes=20, pods_per_node=30, seed=7)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.json"
+        path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(generate(spec))}))
+        results = []
+        for kind in ("api", "simulated"):
+            snapshot = load_snapshot_file(path)
+            backend: Any = ApiShapedBackend() if kind == "api" else SimulatedBackend(snapshot)
+            result = Framework(policy, REGISTRY, clock=lambda: NOW).run_cycle(snapshot, backend)
+            results.append([(r.namespace, r.name, r.plugin) for r in result.evictions])
+    api, simulated = results
+    assert api == simulated
+    assert len({plugin for _, _, plugin in api}) >= 4, api
+
+
+def test_a_refused_eviction_stays_in_the_snapshot_and_costs_no_limit() -> None:
+    """A PDB refusal (429) in the middle of a plugin: the pod stays in the cycle's snapshot, the
+    refusal does not count against maxNoOfPodsToEvictTotal, and the plugin goes on."""
+    nodes, _ = cluster_objects()
+    guarded = pod("a-guarded", "n1", owner="guarded")
+    free = pod("b-free", "n1", owner="free")
+    budget = msgspec.convert(
+        {
+            "metadata": {"name": "guarded", "namespace": "default"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"pdb": "yes"}}},
+        },
+        PodDisruptionBudget,
+    )
+    guarded = msgspec.structs.replace(
+        guarded, metadata=msgspec.structs.replace(guarded.metadata, labels={"pdb": "yes"})
+    )
+    snapshot = ClusterSnapshot(nodes=nodes, pods=[guarded, free], pdbs=[budget])
+    doc = dict(POLICY, maxNoOfPodsToEvictTotal=1)
+    framework = Framework(load_policy(doc, REGISTRY), REGISTRY)
+    result = framework.run_cycle(snapshot, SimulatedEvictionApi(snapshot))
+    assert [(r.name, r.result, r.error.split(" ", 1)[0]) for r in result.records] == [
+        ("a-guarded", EvictResult.FAILED, "429"),
+        ("b-free", EvictResult.EVICTED, ""),
+    ]
+    assert snapshot.pod("default", "a-guarded") is not None
+    assert snapshot.pod("default", "b-free") is None
