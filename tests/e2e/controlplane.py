@@ -370,19 +370,22 @@ class ControlPlane:
         self._wait(proc, default_sa, "running its controllers")
 
     def start_kwok(
-        self, extra_configs: Sequence[str | os.PathLike[str]] = (), extra_args: Sequence[str] = ()
+        self,
+        extra_configs: Sequence[str | os.PathLike[str]] = (),
+        extra_args: Sequence[str] = (),
+        stages: str | os.PathLike[str] | None = None,
     ) -> None:
         """Start kwok managing nodes annotated ``kwok.x-k8s.io/node=fake`` (see :meth:`fake_node`).
 
         kwok keeps such nodes Ready (status + leases) and moves pods bound to them to Running; it
         finalizes deleted pods. Its Stage objects are kwokctl's defaults (``kwok-stages.yaml`` next
-        to the binaries); ``extra_configs`` adds kwok config files (more Stages, ...).
+        to the binaries) or ``stages``; ``extra_configs`` adds kwok config files (more Stages, ...).
         No-op if it is already running.
         """
         if self.running("kwok"):
             return
         key, value = KWOK_NODE_ANNOTATION
-        stages = self._bin("kwok-stages.yaml")
+        stages = Path(stages) if stages is not None else self._bin("kwok-stages.yaml")
         if not stages.exists():
             raise ControlPlaneError(f"{stages} missing: re-run {BUILD_SCRIPT}")
         port = free_port()
