@@ -122,7 +122,7 @@ def evicted(cp: ControlPlane, scene: Scene) -> set[str]:
 def reported_evicted(scene: Scene, log: str) -> set[str]:
     """The pods desched says it evicted (answered, or reconciled after a lost answer)."""
     ns = re.escape(scene.ns)
-    names = set(re.findall(rf"\bevicted pod {ns}/(\S+) from node", log))
+    names = set(re.findall(rf"\] evicted pod={ns}/(\S+) node=", log))
     names |= set(re.findall(rf"eviction of pod {ns}/(\S+) \(outcome unknown.*reconciled: evicted", log))
     return names
 
@@ -179,12 +179,15 @@ def _unresolved(scene: Scene, log: str) -> set[str]:
 
 
 def _stamp(line: str) -> float:
-    return datetime.strptime(" ".join(line.split(" ")[:2]), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    """The time of a klog-style text line (``I1124 16:34:05.100471 ...``: local time, no year)."""
+    head = line[1:21]
+    year = datetime.now().year
+    return datetime.strptime(f"{year}{head}", "%Y%m%d %H:%M:%S.%f").timestamp()
 
 
 def _per_cycle(accepted: list[Eviction], log: str) -> list[list[str]]:
     """Attribute the evictions the apiserver accepted to desched's cycles (by the cycle lines)."""
-    ends = [_stamp(line) for line in log.splitlines() if re.search(r" cycle \d+: ", line)]
+    ends = [_stamp(line) for line in log.splitlines() if re.search(r"\] cycle done cycle=\d+ ", line)]
     cycles: list[list[str]] = [[] for _ in range(len(ends) + 1)]
     for r in accepted:
         i = next((k for k, end in enumerate(ends) if r.arrived <= end + 0.05), len(ends))

@@ -67,12 +67,26 @@ def cluster(control_plane: Any) -> Iterator[Cluster]:
     # No node-lifecycle controller runs here, so nothing lifts the not-ready taint that node
     # admission puts on new nodes: lift it as that controller would once the node is Ready.
     for name in NODES:
+        lift_not_ready_taint(cp, name)
+    yield Cluster(cp, kubeconfig)
+
+
+def lift_not_ready_taint(cp: ControlPlane, name: str) -> None:
+    """GET, change, PUT, again on 409: kwok updates the node's status while we write its spec."""
+    for _ in range(20):
         node = cp.request("GET", f"/api/v1/nodes/{name}")
         taints = [t for t in node["spec"].get("taints", []) if t["key"] != "node.kubernetes.io/not-ready"]
-        if taints != node["spec"].get("taints", []):
-            node["spec"]["taints"] = taints
+        if taints == node["spec"].get("taints", []):
+            return
+        node["spec"]["taints"] = taints
+        try:
             cp.request("PUT", f"/api/v1/nodes/{name}", node)
-    yield Cluster(cp, kubeconfig)
+            return
+        except ApiError as e:
+            if e.status != 409:
+                raise
+            time.sleep(0.1)
+    raise AssertionError(f"node {name}: the not-ready taint could not be lifted (409 every time)")
 
 
 def new_namespace(cp: ControlPlane, prefix: str) -> str:

@@ -7,6 +7,7 @@ The failing plugin is an out-of-tree plugin found through its entry point, as a 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -82,7 +83,8 @@ def test_a_one_shot_run_exits_1_when_a_plugin_raises(cluster: Cluster, tmp_path:
 
     proc = run_once(cluster, policy(tmp_path, ns, explode=True), env)
     assert proc.returncode == 1, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if " ERROR " in line]
+    # klog-like text lines: an error line starts with E and the date (docs/operations.md, "Logs")
+    errors = [line for line in proc.stderr.splitlines() if re.match(r"E\d{4} ", line)]
     assert len(errors) == 1, proc.stderr
     assert "plugin Explode of profile broken failed: ValueError: cannot judge this pod" in errors[0]
     assert "(at Pod " in errors[0] and "/web-0)" in errors[0], errors[0]
