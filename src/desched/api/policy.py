@@ -8,17 +8,25 @@ Any problem is one :class:`PolicyError` naming the field path.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from desched.api import documents
 from desched.api.errors import PolicyError, format_path
-from desched.api.types import INT64_MAX, check_integers, describe_validation_error, validate_model
+from desched.api.types import (
+    INT64_MAX,
+    FieldValueError,
+    check_integers,
+    describe_validation_error,
+    validate_model,
+)
 from desched.framework.registry import Registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s import labels as k8s_labels
@@ -77,20 +85,112 @@ class ProfileWire(_Wire):
     name: str = Field(min_length=1)
     plugin_config: list[PluginConfigWire] = Field(default_factory=list, alias="pluginConfig")
     plugins: Plugins = Field(default_factory=Plugins)
+    #: desched only: let ``disabled: [DefaultEvictor]`` (or ``"*"``) remove DefaultEvictor from
+    #: filter / preEvictionFilter. Without it DefaultEvictor is always enabled, as upstream does.
+    allow_disabling_default_evictor: bool = Field(default=False, alias="allowDisablingDefaultEvictor")
 
 
 class SecretReference(_Wire):
-    namespace: str = Field(min_length=1)
-    name: str = Field(min_length=1)
+    namespace: str = ""
+    name: str = ""
+
+    @model_validator(mode="after")
+    def _both(self) -> SecretReference:
+        if not (self.namespace and self.name):
+            missing = "namespace" if not self.namespace else "name"
+            raise FieldValueError(
+                missing,
+                "prometheus authToken secret reference does not set both namespace and name "
+                f"(got namespace={self.namespace!r}, name={self.name!r})",
+            )
+        return self
 
 
 class AuthToken(_Wire):
     secret_reference: SecretReference | None = Field(default=None, alias="secretReference")
 
+    @model_validator(mode="after")
+    def _secret(self) -> AuthToken:
+        if self.secret_reference is None:
+            raise FieldValueError(
+                "secretReference",
+                "prometheus authToken secret is expected to be set when authToken field is "
+                "(got authToken without secretReference; omit authToken to use the pod's "
+                "ServiceAccount token)",
+            )
+        return self
+
+
+class PrometheusTLSConfig(_Wire):
+    """How desched's Prometheus client checks the server (desched's fields; see docs/policy.md)."""
+
+    #: PEM file of the CAs to trust instead of the default (system CAs and the pod's cluster CA).
+    ca_file: str = Field(default="", alias="caFile")
+    #: Client certificate and key (PEM files) to present, for a Prometheus that asks for one.
+    cert_file: str = Field(default="", alias="certFile")
+    key_file: str = Field(default="", alias="keyFile")
+    #: The name the server's certificate must carry, when it is not the URL's host.
+    server_name: str = Field(default="", alias="serverName")
+    #: Do not verify the server's certificate at all (never with caFile or serverName).
+    insecure_skip_verify: bool = Field(default=False, alias="insecureSkipVerify")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PrometheusTLSConfig:
+        if bool(self.cert_file) != bool(self.key_file):
+            given, missing = ("certFile", "keyFile") if self.cert_file else ("keyFile", "certFile")
+            value = self.cert_file or self.key_file
+            raise FieldValueError(missing, f"required with {given} (got {given}={value!r})")
+        if self.insecure_skip_verify and (self.ca_file or self.server_name):
+            other = "caFile" if self.ca_file else "serverName"
+            raise FieldValueError(
+                "insecureSkipVerify",
+                f"true skips the verification that {other} configures (got {other}="
+                f"{self.ca_file or self.server_name!r}); set one or the other",
+            )
+        return self
+
 
 class PrometheusProvider(_Wire):
     url: str = ""
     auth_token: AuthToken | None = Field(default=None, alias="authToken")
+    tls_config: PrometheusTLSConfig | None = Field(default=None, alias="tlsConfig")
+
+    @model_validator(mode="after")
+    def _url(self) -> PrometheusProvider:
+        if self.url:
+            problem = prometheus_url_problem(self.url)
+            if problem:
+                raise FieldValueError("url", f"error parsing prometheus URL: {problem}, got {self.url!r}")
+        return self
+
+
+def prometheus_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a Prometheus server address (None if it can).
+
+    Upstream parses it with Go's ``url.Parse`` (an invalid port, a bad escape, a control
+    character fail); desched also wants the http(s) scheme and the host its client needs, which
+    upstream's client would only miss at the first query.
+    """
+    if any(ord(c) < 0x21 or c == "\x7f" for c in url):
+        return "invalid character in URL"
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:
+        return str(e)
+    try:
+        parts.port  # noqa: B018  (parses the port)
+    except ValueError:
+        return f"invalid port {':' + parts.netloc.rpartition(':')[2]!r} after host"
+    if parts.scheme not in ("http", "https"):
+        return f"the scheme must be http or https, not {parts.scheme!r}" if parts.scheme else "no scheme"
+    if not parts.hostname:
+        return "no host"
+    if _BAD_ESCAPE.search(url):
+        return "invalid URL escape"
+    return None
+
+
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 class MetricsProvider(_Wire):
@@ -100,7 +200,9 @@ class MetricsProvider(_Wire):
     @model_validator(mode="after")
     def _prometheus_url(self) -> MetricsProvider:
         if self.source == "Prometheus" and not (self.prometheus and self.prometheus.url):
-            raise ValueError("prometheus.url is required when source is Prometheus")
+            raise FieldValueError(
+                "prometheus.url", "prometheus URL is required when prometheus is enabled (source: Prometheus)"
+            )
         return self
 
 
@@ -128,10 +230,22 @@ class PolicyWire(_Wire):
     @model_validator(mode="after")
     def _unique(self) -> PolicyWire:
         seen: set[str] = set()
-        for p in self.metrics_providers:
+        for i, p in enumerate(self.metrics_providers):
             if p.source in seen:
-                raise ValueError(f"metricsProviders: source {p.source} is configured more than once")
+                raise FieldValueError(
+                    f"metricsProviders[{i}].source",
+                    f"metric provider {p.source!r} is already configured, each source can be "
+                    "configured only once",
+                )
             seen.add(p.source)
+        if self.metrics_providers and self.metrics_collector is not None and self.metrics_collector.enabled:
+            sources = ", ".join(p.source for p in self.metrics_providers)
+            raise FieldValueError(
+                "metricsCollector.enabled",
+                "it is not allowed to combine metrics provider when metrics collector is enabled "
+                f"(got true with metricsProviders: {sources}; drop the deprecated metricsCollector, "
+                "metricsProviders [{source: KubernetesMetrics}] replaces it)",
+            )
         return self
 
 
@@ -145,6 +259,8 @@ class ProfileConfig:
     plugins: Mapping[ExtensionPoint, tuple[str, ...]]
     #: Validated args of every plugin the profile uses (``None`` for plugins without args).
     args: Mapping[str, BaseModel | None]
+    #: The profile opted in to running without DefaultEvictor (``allowDisablingDefaultEvictor``).
+    allow_disabling_default_evictor: bool = False
 
     def enabled(self, point: ExtensionPoint) -> tuple[str, ...]:
         return self.plugins.get(point, ())
@@ -175,8 +291,14 @@ class Policy:
             plugins: dict[str, Any] = {}
             for point in ExtensionPoint:
                 names = prof.enabled(point)
-                if names:
-                    plugins[point.value] = {"enabled": list(names)}
+                pset: dict[str, list[str]] = {"enabled": list(names)} if names else {}
+                if (
+                    point in (ExtensionPoint.FILTER, ExtensionPoint.PRE_EVICTION_FILTER)
+                    and DEFAULT_EVICTOR not in names
+                ):
+                    pset["disabled"] = [DEFAULT_EVICTOR]
+                if pset:
+                    plugins[point.value] = pset
             cfgs = []
             for name, args in prof.args.items():
                 cfgs.append(
@@ -187,7 +309,10 @@ class Policy:
                         else {},
                     }
                 )
-            out["profiles"].append({"name": prof.name, "pluginConfig": cfgs, "plugins": plugins})
+            entry: dict[str, Any] = {"name": prof.name, "pluginConfig": cfgs, "plugins": plugins}
+            if prof.allow_disabling_default_evictor:
+                entry["allowDisablingDefaultEvictor"] = True
+            out["profiles"].append(entry)
         if self.node_selector is not None:
             out["nodeSelector"] = self.node_selector
         for key, value in (
@@ -307,7 +432,7 @@ def _load_v1alpha2(doc: Mapping[str, Any], registry: Registry, warnings: tuple[s
         seen.add(prof.name)
         profiles.append(_resolve_profile(i, prof, registry))
     _check_metrics_sources(wire, profiles)
-    warnings = warnings + _presort_warnings(profiles, registry)
+    warnings = warnings + _default_evictor_warnings(wire) + _presort_warnings(profiles, registry)
     return Policy(
         profiles=tuple(profiles),
         node_selector=wire.node_selector or None,
@@ -318,6 +443,29 @@ def _load_v1alpha2(doc: Mapping[str, Any], registry: Registry, warnings: tuple[s
         wire=wire,
         warnings=warnings,
     )
+
+
+def _default_evictor_warnings(wire: PolicyWire) -> tuple[str, ...]:
+    """Upstream re-adds DefaultEvictor to every profile's filter and preEvictionFilter whatever
+    ``disabled`` says; desched does too (a policy written for upstream keeps its protections), and
+    says that the ``disabled`` entry changed nothing unless the profile opted in to removing it."""
+    out: list[str] = []
+    for i, prof in enumerate(wire.profiles):
+        if prof.allow_disabling_default_evictor:
+            continue
+        for point in (ExtensionPoint.FILTER, ExtensionPoint.PRE_EVICTION_FILTER):
+            disabled = prof.plugins.of(point).disabled
+            entry = DEFAULT_EVICTOR if DEFAULT_EVICTOR in disabled else "*" if "*" in disabled else None
+            if entry is None:
+                continue
+            msg = (
+                f"profiles[{i}].plugins.{point.value}.disabled: {entry!r} does not disable "
+                f"{DEFAULT_EVICTOR}, which every profile runs (as upstream); set "
+                f"profiles[{i}].allowDisablingDefaultEvictor: true to evict without its protections"
+            )
+            out.append(msg)
+            log.warning(msg)
+    return tuple(out)
 
 
 def _presort_warnings(profiles: list[ProfileConfig], registry: Registry) -> tuple[str, ...]:
@@ -386,12 +534,14 @@ def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> Profi
         pset = prof.plugins.of(point)
         enabled = list(pset.enabled)
         disabled = set(pset.disabled)
-        # DefaultEvictor guards every profile unless the profile disables it explicitly.
+        # DefaultEvictor guards every profile (upstream re-adds it whatever `disabled` says);
+        # only a profile that opts in with allowDisablingDefaultEvictor may disable it.
         if (
             point in (ExtensionPoint.FILTER, ExtensionPoint.PRE_EVICTION_FILTER)
             and DEFAULT_EVICTOR not in enabled
-            and DEFAULT_EVICTOR not in disabled
-            and "*" not in disabled
+            and not (
+                prof.allow_disabling_default_evictor and (DEFAULT_EVICTOR in disabled or "*" in disabled)
+            )
         ):
             enabled.insert(0, DEFAULT_EVICTOR)
         names: list[str] = []
@@ -445,4 +595,9 @@ def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> Profi
                     f"plugin {name!r} is enabled but has no pluginConfig, and its args have no default "
                     f"({field_path + ': ' if field_path else ''}{reason})",
                 ) from None
-    return ProfileConfig(name=prof.name, plugins=plugins, args=args)
+    return ProfileConfig(
+        name=prof.name,
+        plugins=plugins,
+        args=args,
+        allow_disabling_default_evictor=prof.allow_disabling_default_evictor,
+    )

@@ -10,7 +10,8 @@ for a while: a label (for a kube-scheduler NodeAffinity preference) or a ``NoSch
 
 Detection sources (a pod is *abnormal* in a cycle when any of them matches):
 
-- **Events** (core/v1) about the pod, and about its PersistentVolumeClaims, that are not of type
+- **Events** (core/v1) about the pod, its PersistentVolumeClaims and the PersistentVolumes they are
+  bound to (the claim's ``spec.volumeName``), that are not of type
   ``Normal``: an Event matches when its ``reason`` is one of ``eventReasons`` (compared without
   regard to case) or its ``message`` matches one of ``reasons``;
 - ``status.reason`` of the pod, and ``state.waiting.reason`` / ``state.terminated.reason`` of its
@@ -453,7 +454,8 @@ class RemoveAnomalyPods:
     # ------------------------------------------------------------------ detection sources
 
     def _matching_events(self, pod: Pod) -> list[tuple[Event, str]]:
-        """Events about the pod (same UID when both carry one) and its PVCs, with the label matched."""
+        """Events about the pod (same UID when both carry one), its PVCs and their bound PVs, with the
+        label matched."""
         snapshot = self.handle.snapshot
         ns, uid = pod.metadata.namespace, pod.metadata.uid
         out: list[tuple[Event, str]] = []
@@ -464,7 +466,12 @@ class RemoveAnomalyPods:
             if label is not None:
                 out.append((ev, label))
         for claim in k8s_pods.pvc_claim_names(pod):
-            for ev in snapshot.events_for("PersistentVolumeClaim", ns, claim):
+            events = snapshot.events_for("PersistentVolumeClaim", ns, claim)
+            pvc = snapshot.pvc(ns, claim)
+            if pvc is not None and pvc.spec.volume_name:
+                # the PersistentVolume the claim is bound to (cluster-scoped: no namespace)
+                events += snapshot.events_for("PersistentVolume", "", pvc.spec.volume_name)
+            for ev in events:
                 label = self._event_label(ev)
                 if label is not None:
                     out.append((ev, label))

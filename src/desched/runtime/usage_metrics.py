@@ -40,7 +40,8 @@ from urllib.parse import quote
 import aiohttp
 from kubernetes_asyncio import client
 
-from desched.api.policy import MetricsProvider, Policy, PrometheusProvider
+from desched.api.errors import PolicyError
+from desched.api.policy import MetricsProvider, Policy, PrometheusProvider, PrometheusTLSConfig
 from desched.k8s import resources as k8s_resources
 from desched.k8s.quantity import QuantityError
 from desched.k8s.resources import CPU, MEMORY, Resources
@@ -283,29 +284,59 @@ class PrometheusQueries:
         timeout: float = PROMETHEUS_TIMEOUT_SECONDS,
         service_account_dir: Path = SERVICE_ACCOUNT_DIR,
         ssl_context: ssl.SSLContext | None = None,
+        field_path: str = "metricsProviders[0].prometheus",
     ) -> None:
         self.api = api
         self.url = provider.url.rstrip("/")
+        self.field_path = field_path
         ref = provider.auth_token.secret_reference if provider.auth_token is not None else None
         self.secret = (ref.namespace, ref.name) if ref is not None else None
         self.queries = tuple(dict.fromkeys(queries))
         self.timeout = timeout
         self.service_account_dir = service_account_dir
-        self._ssl = ssl_context if ssl_context is not None else self._default_ssl()
+        tls = provider.tls_config
+        self._server_name = tls.server_name if tls is not None and tls.server_name else None
+        self._ssl = ssl_context if ssl_context is not None else self._ssl_context(tls)
         self._session: aiohttp.ClientSession | None = None
         self._token: str | None = None
         self._results: dict[str, Sequence[PrometheusSample] | str] = {}
 
-    def _default_ssl(self) -> ssl.SSLContext:
-        """The system's CAs, and the cluster's CA in a pod (upstream trusts the pod's CA file)."""
-        context = ssl.create_default_context()
-        ca = self.service_account_dir / "ca.crt"
-        if ca.is_file():
-            try:
-                context.load_verify_locations(cafile=str(ca))
-            except (OSError, ssl.SSLError) as e:
-                log.warning("cannot load %s: %s", ca, e)
+    def _ssl_context(self, tls: PrometheusTLSConfig | None) -> ssl.SSLContext:
+        """How the server is checked: by default against the system's CAs and, in a pod, the
+        cluster's CA (upstream trusts the pod's CA file); ``tlsConfig`` may name the CAs to trust
+        instead (``caFile``), a client certificate, or turn verification off. A file that cannot
+        be loaded is the user's error, named by its field (raised when ``desched run`` starts)."""
+        if tls is not None and tls.insecure_skip_verify:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            log.warning(
+                "prometheus at %s: TLS certificate verification is off (insecureSkipVerify)", self.url
+            )
+        elif tls is not None and tls.ca_file:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies, trusts nothing yet
+            self._load(lambda: context.load_verify_locations(cafile=tls.ca_file), "caFile", tls.ca_file)
+        else:
+            context = ssl.create_default_context()
+            ca = self.service_account_dir / "ca.crt"
+            if ca.is_file():
+                try:
+                    context.load_verify_locations(cafile=str(ca))
+                except (OSError, ssl.SSLError) as e:
+                    log.warning("cannot load %s: %s", ca, e)
+        if tls is not None and tls.cert_file:
+            cert, key = tls.cert_file, tls.key_file
+            self._load(lambda: context.load_cert_chain(cert, key), "certFile", cert)
         return context
+
+    def _load(self, load: Callable[[], None], field: str, value: str) -> None:
+        try:
+            load()
+        except (OSError, ssl.SSLError, ValueError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+            raise PolicyError(
+                f"{self.field_path}.tlsConfig.{field}", f"cannot load {value!r}: {why}"
+            ) from None
 
     async def _read_token(self) -> str | None:
         """The bearer token for this cycle (raises UsageError if the Secret cannot give one)."""
@@ -357,7 +388,10 @@ class PrometheusQueries:
                 headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
             )
         async with self._session.get(
-            f"{self.url}/api/v1/query", params={"query": query}, ssl=self._ssl
+            f"{self.url}/api/v1/query",
+            params={"query": query},
+            ssl=self._ssl,
+            server_hostname=self._server_name,
         ) as resp:
             text = await resp.text()
             try:
@@ -452,7 +486,13 @@ class UsageMetrics:
         prometheus = None
         provider = sources.get(PROMETHEUS)
         if provider is not None and provider.prometheus is not None:
-            prometheus = PrometheusQueries(api, provider.prometheus, _prometheus_queries(profiles))
+            index = next(i for i, p in enumerate(policy.metrics_providers) if p.source == PROMETHEUS)
+            prometheus = PrometheusQueries(
+                api,
+                provider.prometheus,
+                _prometheus_queries(profiles),
+                field_path=f"metricsProviders[{index}].prometheus",
+            )
         usage = cls(node_metrics, prometheus)
         for profile in profiles:
             for inst in profile.instances.values():

@@ -40,23 +40,60 @@ def test_default_evictor_is_added_to_every_profile() -> None:
         assert "DefaultEvictor" in prof.args
 
 
-def test_default_evictor_can_be_disabled() -> None:
-    policy = load_policy(
-        v2(
-            profiles=[
-                {
-                    "name": "a",
-                    "plugins": {
-                        "filter": {"disabled": ["DefaultEvictor"]},
-                        "preEvictionFilter": {"disabled": ["*"]},
-                    },
-                }
-            ]
-        ),
-        REG,
+def test_default_evictor_is_re_added_when_disabled_as_upstream_does(caplog: pytest.LogCaptureFixture) -> None:
+    doc = v2(
+        profiles=[
+            {
+                "name": "a",
+                "plugins": {
+                    "filter": {"disabled": ["DefaultEvictor"]},
+                    "preEvictionFilter": {"disabled": ["*"]},
+                },
+            }
+        ]
     )
-    assert policy.profiles[0].enabled(ExtensionPoint.FILTER) == ()
-    assert policy.profiles[0].enabled(ExtensionPoint.PRE_EVICTION_FILTER) == ()
+    with caplog.at_level("WARNING", logger="desched.api.policy"):
+        policy = load_policy(doc, REG)
+    assert policy.profiles[0].enabled(ExtensionPoint.FILTER) == ("DefaultEvictor",)
+    assert policy.profiles[0].enabled(ExtensionPoint.PRE_EVICTION_FILTER) == ("DefaultEvictor",)
+    assert policy.warnings == (
+        "profiles[0].plugins.filter.disabled: 'DefaultEvictor' does not disable DefaultEvictor, which "
+        "every profile runs (as upstream); set profiles[0].allowDisablingDefaultEvictor: true to evict "
+        "without its protections",
+        "profiles[0].plugins.preEvictionFilter.disabled: '*' does not disable DefaultEvictor, which "
+        "every profile runs (as upstream); set profiles[0].allowDisablingDefaultEvictor: true to evict "
+        "without its protections",
+    )
+    assert [r.getMessage() for r in caplog.records] == list(policy.warnings)
+
+
+def test_default_evictor_can_be_disabled_with_the_opt_in() -> None:
+    doc = v2(
+        profiles=[
+            {
+                "name": "a",
+                "allowDisablingDefaultEvictor": True,
+                "plugins": {
+                    "filter": {"disabled": ["DefaultEvictor"]},
+                    "preEvictionFilter": {"disabled": ["*"]},
+                },
+            },
+            {"name": "b", "allowDisablingDefaultEvictor": True},  # opted in, disables nothing
+        ]
+    )
+    policy = load_policy(doc, REG)
+    a, b = policy.profiles
+    assert a.enabled(ExtensionPoint.FILTER) == () and a.enabled(ExtensionPoint.PRE_EVICTION_FILTER) == ()
+    assert b.enabled(ExtensionPoint.FILTER) == ("DefaultEvictor",)
+    assert policy.warnings == ()
+    # what `desched validate` prints loads back to the same plugins
+    again = load_policy(policy.normalised(), REG)
+    assert [p.plugins for p in again.profiles] == [p.plugins for p in policy.profiles]
+    assert policy.normalised()["profiles"][0]["allowDisablingDefaultEvictor"] is True
+    assert (
+        "allowDisablingDefaultEvictor"
+        not in load_policy(v2(profiles=[{"name": "c"}]), REG).normalised()["profiles"][0]
+    )
 
 
 def test_top_level_fields() -> None:
@@ -102,7 +139,10 @@ def test_top_level_fields() -> None:
         ),
         (v2(profiles=[{"name": "a", "extra": 1}]), "profiles[0].extra: unknown field"),
         (v2(nodeSelector="a in (b"), "nodeSelector:"),
-        (v2(metricsProviders=[{"source": "Prometheus"}]), "metricsProviders[0]: prometheus.url is required"),
+        (
+            v2(metricsProviders=[{"source": "Prometheus"}]),
+            "metricsProviders[0].prometheus.url: prometheus URL is required when prometheus is enabled",
+        ),
         (
             v2(
                 profiles=[

@@ -155,6 +155,7 @@ def profile(
     return {
         "name": name,
         "pluginConfig": list(config),
+        "allowDisablingDefaultEvictor": True,
         "plugins": {
             "deschedule": {"enabled": list(deschedule)},
             "balance": {"enabled": list(balance)},

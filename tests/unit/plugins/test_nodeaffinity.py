@@ -30,6 +30,7 @@ def policy_doc(args: dict[str, Any] | None, *, configured: bool = True, **top: A
     # DefaultEvictor is left out: only this plugin's decisions are under test.
     profile: dict[str, Any] = {
         "name": "p",
+        "allowDisablingDefaultEvictor": True,
         "plugins": {
             "deschedule": {"enabled": [PLUGIN]},
             "filter": {"disabled": ["DefaultEvictor"]},

@@ -54,10 +54,13 @@ def policy_doc(
         plugins["filter"] = {"disabled": ["DefaultEvictor"]}
         plugins["preEvictionFilter"] = {"disabled": ["DefaultEvictor"]}
     config = [{"name": plugin, "args": args}] if args is not None else []
+    profile = {"name": "p", "pluginConfig": config, "plugins": plugins}
+    if not evictor:
+        profile["allowDisablingDefaultEvictor"] = True
     return {
         "apiVersion": "descheduler/v1alpha2",
         "kind": "DeschedulerPolicy",
-        "profiles": [{"name": "p", "pluginConfig": config, "plugins": plugins}],
+        "profiles": [profile],
         **top,
     }
 
@@ -264,7 +267,7 @@ def test_prometheus_args_accepted() -> None:
         ({"source": "KubernetesMetrics"}, {}, "KubernetesMetrics"),
         (
             {"metricsServer": True},
-            {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "u"}}]},
+            {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "http://u"}}]},
             "KubernetesMetrics",
         ),
         (

@@ -152,6 +152,7 @@ def run(
             {
                 "name": "p",
                 "pluginConfig": [{"name": plugin, "args": args}],
+                "allowDisablingDefaultEvictor": True,
                 "plugins": {
                     "balance": {"enabled": [plugin]},
                     "filter": {"disabled": ["DefaultEvictor"]},

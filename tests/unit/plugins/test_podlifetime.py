@@ -29,6 +29,7 @@ def policy_doc(args: dict[str, Any] | None, *, configured: bool = True) -> dict[
     # DefaultEvictor is left out so that only this plugin's args are under test.
     profile: dict[str, Any] = {
         "name": "p",
+        "allowDisablingDefaultEvictor": True,
         "plugins": {
             "deschedule": {"enabled": ["PodLifeTime"]},
             "filter": {"disabled": ["DefaultEvictor"]},

@@ -34,7 +34,7 @@ from desched.framework.nodeactions import (
     read_entries,
 )
 from desched.framework.registry import default_registry
-from desched.k8s.objects import Event, Node, Pod
+from desched.k8s.objects import Event, Node, PersistentVolumeClaim, Pod
 from desched.plugins.removeanomalypods import (
     DEFAULT_EVENT_REASONS,
     RemoveAnomalyPods,
@@ -181,6 +181,8 @@ def policy_doc(args: dict[str, Any] | None, *, default_evictor: bool = False, **
         "plugins": plugins,
         "pluginConfig": [{"name": NAME, "args": args}],
     }
+    if not default_evictor:
+        profile["allowDisablingDefaultEvictor"] = True
     return {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [profile], **top}
 
 
@@ -205,11 +207,12 @@ class Harness:
         *,
         at: datetime | None = None,
         nodes: list[Node] | None = None,
+        pvcs: Sequence[PersistentVolumeClaim] = (),
     ) -> tuple[list[str], CycleResult]:
         if at is not None:
             self.now = at
         backend = Backend()
-        snapshot = ClusterSnapshot(nodes=nodes or self.nodes, pods=pods, events=events)
+        snapshot = ClusterSnapshot(nodes=nodes or self.nodes, pods=pods, events=events, pvcs=pvcs)
         result = self.framework.run_cycle(
             snapshot, backend, node_actions=SimulatedNodeActions(lambda: self.now)
         )
@@ -341,6 +344,92 @@ def test_events_about_an_earlier_pod_of_the_same_name_do_not_count() -> None:
 def test_pvc_events_count_for_the_pods_using_the_claim() -> None:
     ev = event("data-a", "FailedMount", count=3, kind="PersistentVolumeClaim")
     assert Harness(FAST).evicted([pod("a", pvc="data-a"), pod("b")], [ev]) == ["a"]
+
+
+def claim(name: str, volume: str = "", ns: str = "default") -> PersistentVolumeClaim:
+    doc = {"metadata": {"name": name, "namespace": ns}, "spec": {"volumeName": volume}}
+    return msgspec.convert(doc, PersistentVolumeClaim, strict=False)
+
+
+def test_pv_events_count_for_the_pods_whose_claim_is_bound_to_the_volume() -> None:
+    # PersistentVolumes are cluster-scoped: their Events' involvedObject has no namespace
+    ev = event("pv-1", "FailedAttachVolume", count=3, kind="PersistentVolume", ns="")
+    other = event("pv-9", "FailedAttachVolume", count=3, kind="PersistentVolume", ns="")
+    pods = [pod("a", pvc="data-a"), pod("b", pvc="data-b"), pod("c")]
+    pvcs = [claim("data-a", "pv-1"), claim("data-b")]  # data-b is not bound to a volume yet
+    assert Harness(FAST).evicted(pods, [ev, other], pvcs=pvcs) == ["a"]
+    # a volume of the same name in a Normal Event, or a claim bound elsewhere: nothing
+    normal = event("pv-1", "FailedAttachVolume", type_="Normal", count=3, kind="PersistentVolume", ns="")
+    assert Harness(FAST).evicted(pods, [normal], pvcs=pvcs) == []
+    assert Harness(FAST).evicted(pods, [ev], pvcs=[claim("data-a", "pv-2")]) == []
+
+
+def test_pv_events_reach_the_pod_in_simulate(tmp_path: Path) -> None:
+    """Through the CLI: a snapshot with the pod, its claim, and an Event about the claim's volume."""
+    ready = {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "4", "pods": "110"}}
+    started = ts(NOW - timedelta(seconds=600))
+    items: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "status": ready} for n in ("n1", "n2")
+    ]
+    items += [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "db-0",
+                "namespace": "default",
+                "uid": "uid-db-0",
+                "creationTimestamp": started,
+                "ownerReferences": [{"kind": "StatefulSet", "name": "db", "controller": True, "uid": "s"}],
+            },
+            "spec": {
+                "nodeName": "n1",
+                "containers": [{"name": "c"}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}],
+            },
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": started},
+                    {"type": "Ready", "status": "False"},
+                ],
+                "containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "ContainerCreating"}}}],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data-db-0", "namespace": "default", "uid": "pvc-uid"},
+            "spec": {"volumeName": "pv-db-0"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "pv-db-0.attach", "namespace": "default", "uid": "ev-pv"},
+            "involvedObject": {"kind": "PersistentVolume", "name": "pv-db-0"},
+            "reason": "FailedAttachVolume",
+            "type": "Warning",
+            "count": 5,
+            "lastTimestamp": ts(NOW - timedelta(seconds=10)),
+        },
+    ]
+    (tmp_path / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    (tmp_path / "policy.json").write_text(json.dumps(policy_doc(FAST, default_evictor=True)))
+
+    def simulate(snapshot: Path) -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "desched.cli", "simulate", str(snapshot), "--policy",
+             str(tmp_path / "policy.json"), "--now", ts(NOW), "-o", "json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return [e["name"] for e in json.loads(proc.stdout)["evictions"]]
+
+    assert simulate(tmp_path / "cluster.json") == ["db-0"]
+    # without the claim in the snapshot the volume is unknown: its Event says nothing about the pod
+    items = [i for i in items if i["kind"] != "PersistentVolumeClaim"]
+    (tmp_path / "no-claim.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    assert simulate(tmp_path / "no-claim.json") == []
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ def policy_doc(args: dict[str, Any] | None, **top: Any) -> dict[str, Any]:
             {
                 "name": "p",
                 "pluginConfig": [{"name": PLUGIN, "args": args}],
+                "allowDisablingDefaultEvictor": True,
                 "plugins": {
                     "balance": {"enabled": [PLUGIN]},
                     "filter": {"disabled": ["DefaultEvictor"]},

@@ -1,0 +1,255 @@
+"""Upstream parity of the policy, through the CLI as users run it: the metrics-provider validation
+upstream does (``desched validate``: one line naming the field and the value, exit code 2), and
+DefaultEvictor always guarding a profile unless it opts in (``desched simulate``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+NOW = "2026-11-21T12:00:00Z"
+STARTED = "2026-11-21T10:00:00Z"
+
+
+def desched(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "desched.cli", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def validate(tmp_path: Path, doc: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        yaml.safe_dump({"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", **doc})
+    )
+    return desched("validate", str(path))
+
+
+PROM_URL = "https://prometheus-k8s.monitoring.svc:9091"
+
+
+@pytest.mark.parametrize(
+    ("doc", "line"),
+    [
+        (
+            {"metricsCollector": {"enabled": True}, "metricsProviders": [{"source": "KubernetesMetrics"}]},
+            "metricsCollector.enabled: it is not allowed to combine metrics provider when metrics collector "
+            "is enabled (got true with metricsProviders: KubernetesMetrics;",
+        ),
+        (
+            {
+                "metricsCollector": {"enabled": True},
+                "metricsProviders": [{"source": "Prometheus", "prometheus": {"url": PROM_URL}}],
+            },
+            "metricsCollector.enabled: it is not allowed to combine metrics provider when metrics collector "
+            "is enabled (got true with metricsProviders: Prometheus;",
+        ),
+        (
+            {
+                "metricsProviders": [
+                    {"source": "Prometheus", "prometheus": {"url": PROM_URL, "authToken": {}}}
+                ]
+            },
+            "metricsProviders[0].prometheus.authToken.secretReference: prometheus authToken secret is "
+            "expected to be set when authToken field is (got authToken without secretReference;",
+        ),
+        (
+            {
+                "metricsProviders": [
+                    {
+                        "source": "Prometheus",
+                        "prometheus": {"url": PROM_URL, "authToken": {"secretReference": {"name": "tok"}}},
+                    }
+                ]
+            },
+            "metricsProviders[0].prometheus.authToken.secretReference.namespace: prometheus authToken secret "
+            "reference does not set both namespace and name (got namespace='', name='tok')",
+        ),
+        (
+            {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "http://example.com:-80"}}]},
+            "metricsProviders[0].prometheus.url: error parsing prometheus URL: invalid port ':-80' after "
+            "host, got 'http://example.com:-80'",
+        ),
+        (
+            {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "prometheus:9090"}}]},
+            "metricsProviders[0].prometheus.url: error parsing prometheus URL: the scheme must be http or "
+            "https, not 'prometheus', got 'prometheus:9090'",
+        ),
+        (
+            {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "http://prom etheus"}}]},
+            "metricsProviders[0].prometheus.url: error parsing prometheus URL: invalid character in URL, "
+            "got 'http://prom etheus'",
+        ),
+        (
+            {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "https://p/%zz"}}]},
+            "metricsProviders[0].prometheus.url: error parsing prometheus URL: invalid URL escape, "
+            "got 'https://p/%zz'",
+        ),
+        (
+            {"metricsProviders": [{"source": "KubernetesMetrics"}, {"source": "KubernetesMetrics"}]},
+            "metricsProviders[1].source: metric provider 'KubernetesMetrics' is already configured, each "
+            "source can be configured only once",
+        ),
+        (
+            {
+                "metricsProviders": [
+                    {"source": "Prometheus", "prometheus": {"url": PROM_URL, "tlsConfig": {"certFile": "/c"}}}
+                ]
+            },
+            "metricsProviders[0].prometheus.tlsConfig.keyFile: required with certFile (got certFile='/c')",
+        ),
+        (
+            {
+                "metricsProviders": [
+                    {
+                        "source": "Prometheus",
+                        "prometheus": {
+                            "url": PROM_URL,
+                            "tlsConfig": {"insecureSkipVerify": True, "caFile": "/ca.crt"},
+                        },
+                    }
+                ]
+            },
+            "metricsProviders[0].prometheus.tlsConfig.insecureSkipVerify: true skips the verification that "
+            "caFile configures (got caFile='/ca.crt'); set one or the other",
+        ),
+        (
+            {
+                "metricsProviders": [
+                    {"source": "Prometheus", "prometheus": {"url": PROM_URL, "tlsConfig": {"caFle": "/x"}}}
+                ]
+            },
+            "metricsProviders[0].prometheus.tlsConfig.caFle: unknown field",
+        ),
+    ],
+)
+def test_validate_refuses_in_one_line(tmp_path: Path, doc: dict[str, Any], line: str) -> None:
+    proc = validate(tmp_path, doc)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stdout == ""
+    [only] = proc.stderr.splitlines()
+    assert only.startswith(f"desched: error: {line}"), only
+
+
+def test_validate_prints_the_tls_config(tmp_path: Path) -> None:
+    tls = {"caFile": "/etc/prometheus-ca/ca.crt", "serverName": "prometheus.monitoring.svc"}
+    doc = {
+        "metricsProviders": [
+            {
+                "source": "Prometheus",
+                "prometheus": {
+                    "url": PROM_URL,
+                    "authToken": {"secretReference": {"namespace": "kube-system", "name": "tok"}},
+                    "tlsConfig": tls,
+                },
+            }
+        ]
+    }
+    proc = validate(tmp_path, doc)
+    assert proc.returncode == 0, proc.stderr
+    [provider] = yaml.safe_load(proc.stdout)["metricsProviders"]
+    assert provider["prometheus"]["tlsConfig"] == {
+        **tls,
+        "certFile": "",
+        "keyFile": "",
+        "insecureSkipVerify": False,
+    }
+
+
+# ------------------------------------------------------------------------------ DefaultEvictor
+
+
+def pod(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "creationTimestamp": STARTED,
+            "ownerReferences": [
+                {"kind": "ReplicaSet", "name": f"{name}-rs", "uid": "rs", "controller": True}
+            ],
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "c"}], **spec},
+        "status": {
+            "phase": "Running",
+            "startTime": STARTED,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+SNAPSHOT = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": n},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"pods": "110"}},
+        }
+        for n in ("n1", "n2")
+    ]
+    + [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "system-cluster-critical"},
+            "value": 2000000000,
+        },
+        pod("kube-system", "coredns", priorityClassName="system-cluster-critical", priority=2000000000),
+        pod("default", "cache", volumes=[{"name": "scratch", "emptyDir": {}}]),
+        pod("default", "web"),
+    ],
+}
+
+
+def simulate(tmp_path: Path, profile: dict[str, Any]) -> tuple[list[str], str]:
+    (tmp_path / "cluster.json").write_text(json.dumps(SNAPSHOT))
+    policy = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [
+            {
+                "name": "everything-old",
+                "pluginConfig": [{"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}}],
+                "plugins": {
+                    "deschedule": {"enabled": ["PodLifeTime"]},
+                    "filter": {"disabled": ["DefaultEvictor"]},
+                    "preEvictionFilter": {"disabled": ["*"]},
+                },
+                **profile,
+            }
+        ],
+    }
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    proc = desched(
+        "simulate", str(tmp_path / "cluster.json"), "--policy", str(tmp_path / "policy.yaml"), "--now", NOW,
+        "-o", "json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    evicted = sorted(f"{e['namespace']}/{e['name']}" for e in json.loads(proc.stdout)["evictions"])
+    return evicted, proc.stderr
+
+
+def test_disabling_default_evictor_keeps_its_protections_as_upstream(tmp_path: Path) -> None:
+    evicted, stderr = simulate(tmp_path, {})
+    # the system-critical pod and the pod with local storage stay, as with upstream
+    assert evicted == ["default/web"]
+    assert "profiles[0].plugins.filter.disabled: 'DefaultEvictor' does not disable DefaultEvictor" in stderr
+    assert "set profiles[0].allowDisablingDefaultEvictor: true" in stderr
+
+
+def test_the_opt_in_removes_default_evictor(tmp_path: Path) -> None:
+    evicted, stderr = simulate(tmp_path, {"allowDisablingDefaultEvictor": True})
+    assert evicted == ["default/cache", "default/web", "kube-system/coredns"]
+    assert "DefaultEvictor" not in stderr
