@@ -838,6 +838,11 @@ class _Run:
                     f"topology {c.topology_key}={d.value} has {size} pods, not above the ideal "
                     f"average {ideal:.2f} ({c.describe()})"
                 )
+            elif size == d.size:
+                general = (
+                    f"topology {c.topology_key}={d.value} has {size} pods, above the ideal average "
+                    f"{ideal:.2f} but within maxSkew {c.max_skew} of the domains below it ({c.describe()})"
+                )
             else:
                 general = (
                     f"topology {c.topology_key}={d.value} has {size} pods, ideal average {ideal:.2f}: "

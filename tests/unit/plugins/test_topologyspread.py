@@ -601,3 +601,14 @@ def test_findings_for_pods_that_may_not_leave() -> None:
         f"topology zone=z0 gives pods ({C[1:-1]}), but this one fits none of the 1 eligible nodes of the "
         "domains below the ideal average (topologyBalanceNodeFit)"
     ]
+
+
+def test_findings_for_a_domain_above_the_average_that_gives_nothing() -> None:
+    # 7 pods over 3 zones: ideal 2.33; z1 gives 1 to z2, then z0 (3) is within maxSkew of both (2)
+    left = left_reasons(*zones(3, 3, 1))
+    assert left["p0-0"] == [
+        f"topology zone=z0 has 3 pods, above the ideal average 2.33 but within maxSkew 1 of the domains "
+        f"below it {C}"
+    ]
+    assert left["p2-0"] == [f"topology zone=z2 has 1 pods, not above the ideal average 2.33 {C}"]
+    assert len(left["p1-0"]) == 1 and "it gives 1" in left["p1-0"][0]
