@@ -206,6 +206,8 @@ class RemovePodsViolatingInterPodAntiAffinity:
         selected = None if self._selected is select_all else self._selected
         node_map = {n.metadata.name: n for n in nodes}
         considered = _ConsideredPods(snapshot, node_map, selected)
+        findings = self.handle.findings
+        left = findings.left if findings.enabled else None  # reasons only when someone listens
         #: node -> its considered pods that have required anti-affinity terms
         with_terms: dict[str, list[Pod]] = {}
         for name in node_map:
@@ -217,9 +219,11 @@ class RemovePodsViolatingInterPodAntiAffinity:
                     and affinity.pod_anti_affinity is not None
                     and affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
                     and occupies_node(pod)
-                    and (selected is None or selected(pod))
                 ):
-                    having.append(pod)
+                    if selected is None or selected(pod):
+                        having.append(pod)
+                    elif left is not None:
+                        left(pod, "not selected by the plugin's namespaces/labelSelector")
             if having:
                 with_terms[name] = having
         if not with_terms:
@@ -276,6 +280,25 @@ class RemovePodsViolatingInterPodAntiAffinity:
                     return True
             return False
 
+        def why_held(pod: Pod, node: Node) -> str:
+            """The reason a pod that violates none of its terms stays (for the findings)."""
+            terms = _anti_terms(pod)
+            labels = node.metadata.labels or {}
+            domains = []
+            for term in terms:
+                value = labels.get(term.topology_key)
+                domains.append(
+                    f"{term.topology_key}={value}"
+                    if value is not None
+                    else f"node {node.metadata.name} (no {term.topology_key} label)"
+                )
+            where = ", ".join(dict.fromkeys(domains))
+            if len(terms) == 1:
+                return f"no other pod matches its anti-affinity term in its topology domain {where}"
+            return (
+                f"no other pod matches any of its {len(terms)} anti-affinity terms in their domains {where}"
+            )
+
         ev = self.handle.evictor
         for node in nodes:
             on_node = with_terms.get(node.metadata.name)
@@ -283,6 +306,8 @@ class RemovePodsViolatingInterPodAntiAffinity:
                 continue
             for pod in self.handle.sort_pods(on_node, key=priority_low_to_high_key):
                 if not violates(pod, node):
+                    if left is not None:
+                        left(pod, why_held(pod, node))
                     continue
                 result = ev.evict(pod, reason="pod violates its required inter-pod anti-affinity")
                 if result.ok or result is EvictResult.ALREADY_EVICTED:

@@ -332,6 +332,8 @@ class RemoveAnomalyPods:
         visited: set[str] = set()
         judged: dict[str, list[Pod]] = {}
         states = self._states
+        findings = self.handle.findings
+        left = findings.left if findings.enabled else None  # reasons only when someone listens
         for node in nodes:
             for pod in snapshot.pods_on_node(node.metadata.name):
                 status = pod.status
@@ -347,12 +349,16 @@ class RemoveAnomalyPods:
                         continue  # the common case, healthy and never suspected: nothing to track
                 uid = pod.metadata.uid or pod.key
                 if not self._in_scope(pod):
+                    if left is not None:
+                        left(pod, self._out_of_scope(pod))
                     continue
                 visited.add(uid)
                 state = self._observe(uid, pod, now, stats)
                 if state is not None and state.anomalous:
                     judged.setdefault(node.metadata.name, []).append(pod)
                     stats.anomalous_pods.append(pod.key)
+                elif left is not None:
+                    left(pod, self._not_anomalous(pod, state, now))
         for uid in [u for u in self._states if u not in visited]:
             del self._states[uid]  # the pod is gone, finished, out of scope or on a node not ready
         stats.anomalous = sum(1 for s in self._states.values() if s.anomalous)
@@ -374,6 +380,40 @@ class RemoveAnomalyPods:
         if self._exclude_kinds and any(ref.kind in self._exclude_kinds for ref in k8s_pods.owner_refs(pod)):
             return False
         return self._selected(pod)
+
+    # ------------------------------------------------------------------ findings (when reported)
+
+    def _out_of_scope(self, pod: Pod) -> str:
+        """Why ``_in_scope`` refused the pod."""
+        if not pod.spec.node_name:
+            return "not bound to a node"
+        if pod.status.phase == "Succeeded":
+            return "pod has succeeded"
+        if k8s_pods.is_terminating(pod):
+            return "pod is terminating"
+        kinds = sorted({ref.kind for ref in k8s_pods.owner_refs(pod)} & self._exclude_kinds)
+        if kinds:
+            return f"owned by a {', '.join(kinds)}, in excludeOwnerKinds"
+        return "not selected by the plugin's namespaces/labelSelector"
+
+    def _not_anomalous(self, pod: Pod, state: _PodState | None, now: datetime) -> str:
+        """Why an observed pod is not (or not yet) judged anomalous."""
+        started = now - startup_time(pod)
+        if started < self._min_startup:
+            return (
+                f"started {int(started.total_seconds())}s ago, within minPodStartupSeconds "
+                f"{int(self._min_startup.total_seconds())}"
+            )
+        if state is None:
+            return (
+                f"phase {pod.status.phase or 'unknown'} and not ready, but no matching Event, "
+                "status reason or annotation hint"
+            )
+        seen = f" ({state.describe()})" if state.reasons else ""
+        ready = "running and ready; " if pod.status.phase == "Running" and k8s_pods.is_pod_ready(pod) else ""
+        return (
+            f"{ready}{state.abnormal} abnormal observations below the anomaly threshold {self._needed}{seen}"
+        )
 
     # ------------------------------------------------------------------ the state machine
 

@@ -36,6 +36,7 @@ from typing import ClassVar
 import msgspec
 
 from desched.api.types import ArgsModel, Namespaces
+from desched.framework.findings import PluginFindings
 from desched.framework.types import EvictResult, Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import taints as k8s_taints
@@ -71,6 +72,8 @@ class _Duplicates:
 
     occurrences: int = 0
     by_node: dict[str, list[Pod]] = field(default_factory=dict)
+    #: The pod each node keeps first (only gathered while findings are reported).
+    first: dict[str, Pod] = field(default_factory=dict)
 
 
 def _could_run_on(pod: Pod, node: Node) -> bool:
@@ -164,6 +167,7 @@ class RemoveDuplicates:
         if not hot:
             return {}
         ev = self.handle.evictor
+        reporting = self.handle.findings.enabled
         owners: dict[OwnerKey, _Duplicates] = {}
         for node_name, cands in per_node:
             kept = [
@@ -182,6 +186,9 @@ class RemoveDuplicates:
                     owners.setdefault(owner, _Duplicates()).occurrences += 1
                 if c.keys not in first_of:
                     first_of.add(c.keys)
+                    if reporting:
+                        for owner in c.owners:
+                            owners[owner].first.setdefault(node_name, c.pod)
                     continue
                 for owner in c.owners:
                     owners[owner].by_node.setdefault(node_name, []).append(c.pod)
@@ -221,6 +228,7 @@ class RemoveDuplicates:
         if not duplicates:
             return None
         ev = self.handle.evictor
+        findings = self.handle.findings
         cache: dict[bytes, frozenset[str]] = {}
         for owner, dups in duplicates.items():
             ns, kind, owner_name, _ = owner
@@ -231,11 +239,23 @@ class RemoveDuplicates:
                 log.debug(
                     "RemoveDuplicates: %s %s/%s fits fewer than two nodes; skipped", kind, ns, owner_name
                 )
+                if findings.enabled:
+                    for node_name, pods in dups.by_node.items():
+                        why = (
+                            f"{len(pods)} duplicates of owner {kind}/{owner_name} on node {node_name}, but "
+                            "its pods fit fewer than 2 nodes (taints, node selector, node affinity): "
+                            "nothing to spread them over"
+                        )
+                        first = dups.first.get(node_name)
+                        for pod in pods if first is None else [first, *pods]:
+                            findings.left(pod, why)
                 continue
             keep = math.ceil(dups.occurrences / feasible)
             for node_name, pods in dups.by_node.items():
                 # ``pods`` are the duplicates: the node holds one more pod of the owner.
                 excess = len(pods) + 1 - keep
+                if findings.enabled:
+                    _report_kept(findings, dups, owner, node_name, pods, keep, feasible, max(excess, 0))
                 if excess <= 0:
                     continue
                 reason = (
@@ -250,3 +270,29 @@ class RemoveDuplicates:
                     if result is EvictResult.TOTAL_LIMIT:
                         return None
         return None
+
+
+def _report_kept(
+    findings: PluginFindings,
+    dups: _Duplicates,
+    owner: OwnerKey,
+    node_name: str,
+    duplicates: list[Pod],
+    keep: int,
+    feasible: int,
+    excess: int,
+) -> None:
+    """Reports the pods of ``owner`` that ``node_name`` keeps: its first pod, and the duplicates
+    within the per-node share (the last ``excess`` duplicates are the ones evicted)."""
+    _, kind, owner_name, _ = owner
+    share = (
+        f"node {node_name} holds {len(duplicates) + 1} pods of owner {kind}/{owner_name} "
+        f"({len(duplicates)} duplicates), {excess} above the per-node share {keep} (its "
+        f"{dups.occurrences} pods over {feasible} feasible nodes: average {dups.occurrences / feasible:.3g}, "
+        "rounded up)"
+    )
+    first = dups.first.get(node_name)
+    if first is not None:
+        findings.left(first, f"the first pod of its owner on the node stays; {share}")
+    for pod in duplicates[: len(duplicates) - excess]:
+        findings.left(pod, f"within the per-node share; {share}")

@@ -614,8 +614,17 @@ class RemovePodsViolatingTopologySpreadConstraint:
             return None
         rank = {id(p): i for i, p in enumerate(plan.order)}
         limited_nodes: set[str] = set()
+        findings = self.handle.findings
         for pod in self.handle.sort_pods(plan.order, key=lambda p: rank[id(p)]):
             if pod.spec.node_name in limited_nodes or not plan.may_evict(pod):
+                if findings.enabled:
+                    findings.left(
+                        pod,
+                        f"node {pod.spec.node_name} reached its eviction limit"
+                        if pod.spec.node_name in limited_nodes
+                        else "chosen, but with the evictions refused so far, evicting it would leave a "
+                        "spread constraint of its namespace more skewed than max(its skew, its maxSkew)",
+                    )
                 continue
             result = ev.evict(pod, reason=plan.reasons[id(pod)])
             if result.ok or result is EvictResult.ALREADY_EVICTED:
@@ -652,6 +661,9 @@ class _Run:
         self.topology = _Topologies(self.nodes)
         #: id(pod) -> movable (the pods are the snapshot's, alive for the whole call)
         self.movable_cache: dict[int, bool] = {}
+        self.findings = plugin.handle.findings
+        #: reasons are composed only when someone listens (checked once per constraint)
+        self.reporting = self.findings.enabled
         self.plan = Plan()
 
     def scan(self) -> tuple[list[str], dict[str, list[Pod]], dict[str, list[Pod]]]:
@@ -713,6 +725,8 @@ class _Run:
         # Cheap test first, on the sparse counts: most constraints are balanced.
         # (Placing pending pods only fills the smallest domains: it never adds skew.)
         if spread.skew() <= c.max_skew:
+            if self.reporting:
+                self.report_within(ns, spread, spread.skew())
             return
         counts = spread.counts
         domains = [
@@ -737,14 +751,19 @@ class _Run:
             for k in range(c.min_domains - len(domains)):
                 domains.append(_Domain(f"<missing domain {k + 1}>", [], [], phantom=True))
         if len(domains) < 2:
+            if self.reporting:
+                self.report_within(ns, spread, None)
             return
         sizes = [d.size for d in domains]
         if max(sizes) - min(sizes) <= c.max_skew:
+            if self.reporting:
+                self.report_within(ns, spread, max(sizes) - min(sizes))
             return
         ideal = sum(sizes) / len(domains)
         domains.sort(key=lambda d: (d.size, not d.phantom, d.value))
         below_nodes = [n for d in domains if d.size < ideal for n in d.nodes]
         chooser = _Chooser(self, ns, spread, below_nodes)
+        initial = {d.value: d.size for d in domains} if self.reporting else {}
 
         i, j = 0, len(domains) - 1
         while i < j:
@@ -771,6 +790,68 @@ class _Run:
                 self.plan.add(pod, reason)
             high.size -= move
             low.size += move
+        if self.reporting:
+            self.report_kept(ns, spread, domains, initial, ideal, chooser.why)
+
+    # ------------------------------------------------------------------ findings (when reported)
+
+    def report_within(self, ns: _Namespace, spread: Spread, skew: int | None) -> None:
+        """Every pod the constraint counts stays: its domains are within maxSkew (``skew``), or
+        there are fewer than two of them (``skew`` None)."""
+        c = spread.constraint
+        left = self.findings.left
+        planned = ns.planned
+        for value, pods in spread.pods.items():
+            if skew is None:
+                why = (
+                    f"topology {c.topology_key}={value} is the only eligible domain of constraint "
+                    f"{c.describe()}: nothing to spread"
+                )
+            else:
+                why = (
+                    f"topology {c.topology_key}={value} has {spread.counts.get(value, 0)} pods, "
+                    f"skew {skew} <= maxSkew {c.max_skew} ({c.describe()})"
+                )
+            for pod in pods:
+                if id(pod) not in planned:
+                    left(pod, why)
+
+    def report_kept(
+        self,
+        ns: _Namespace,
+        spread: Spread,
+        domains: list[_Domain],
+        initial: dict[str, int],
+        ideal: float,
+        why: dict[int, str],
+    ) -> None:
+        """The pods a skewed constraint counts and did not choose: why each stays."""
+        c = spread.constraint
+        left = self.findings.left
+        planned = ns.planned
+        for d in domains:
+            if d.phantom:
+                continue
+            size = initial.get(d.value, 0)
+            if size <= ideal:
+                general = (
+                    f"topology {c.topology_key}={d.value} has {size} pods, not above the ideal "
+                    f"average {ideal:.2f} ({c.describe()})"
+                )
+            elif size == d.size:
+                general = (
+                    f"topology {c.topology_key}={d.value} has {size} pods, above the ideal average "
+                    f"{ideal:.2f} but within maxSkew {c.max_skew} of the domains below it ({c.describe()})"
+                )
+            else:
+                general = (
+                    f"topology {c.topology_key}={d.value} has {size} pods, ideal average {ideal:.2f}: "
+                    f"it gives {size - d.size}, this pod is kept by the keep order "
+                    f"(priority, node selector, evictability; {c.describe()})"
+                )
+            for pod in d.pods:
+                if id(pod) not in planned:
+                    left(pod, why.get(id(pod), general))
 
 
 class _Namespace:
@@ -884,6 +965,8 @@ class _Chooser:
         self.spread = spread
         self.below_nodes = below_nodes
         self._scans: dict[tuple[object, ...], _FitScan] = {}
+        #: id(pod) -> why a pod looked at was not chosen (only filled when findings are reported)
+        self.why: dict[int, str] = {}
 
     def keep_order(self, pods: list[Pod]) -> list[Pod]:
         """Upstream's order: the pods given away are taken from the back."""
@@ -951,6 +1034,26 @@ class _Chooser:
             else:
                 return
 
+    def _why_stays(self, pod: Pod, domain: _Domain) -> str:
+        """Why ``take`` passed over a pod of ``domain`` (for the findings; recomputes its tests)."""
+        run = self.run
+        c = self.spread.constraint
+        where = f"topology {c.topology_key}={domain.value} gives pods ({c.describe()}), but this one "
+        if not run.movable(pod):
+            match = run.plugin.label_match
+            if match is not None and not match(pod.metadata.labels or {}):
+                return where + "is not selected by the plugin's labelSelector"
+            return where + "is refused by the profile's filters"
+        if not self.ns.removal_allowed(pod, self.spread):
+            return where + (
+                "would leave another spread constraint of its namespace more skewed than "
+                "max(its skew, its maxSkew)"
+            )
+        return where + (
+            f"fits none of the {len(self.below_nodes)} eligible nodes of the domains below the ideal "
+            "average (topologyBalanceNodeFit)"
+        )
+
     def _other_hard_constraints(self, pod: Pod) -> list[Spread]:
         out = []
         for tsc in pod.spec.topology_spread_constraints or ():
@@ -986,6 +1089,8 @@ class _Chooser:
             if run.movable(pod) and ns.removal_allowed(pod, self.spread) and self.fits(pod):
                 chosen.append(idx)
                 ns.remove(pod)
+            elif run.reporting:
+                self.why[id(pod)] = self._why_stays(pod, domain)
         evict = [remaining[idx] for idx in chosen]
         taken = set(chosen)
         rest = [p for idx, p in enumerate(remaining) if idx not in taken]

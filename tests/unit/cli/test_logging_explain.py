@@ -152,6 +152,23 @@ def test_explain_json_and_explain_all() -> None:
     assert all("considered" in p for p in plugins)
     restarts = next(p for p in plugins if p["plugin"] == "RemovePodsHavingTooManyRestarts")
     assert any(c["reason"].endswith("< threshold 100") for c in restarts["considered"])
+    # the balancing plugins name the pods they leave, with their numbers
+    left = {
+        (p["plugin"], f"{c['namespace']}/{c['name']}"): c["reason"]
+        for p in plugins
+        for c in p["considered"]
+        if c["verdict"] == "left"
+    }
+    assert left[("RemoveDuplicates", "shop/web-7d9f8b6c5-1")].startswith(
+        "within the per-node share; node node-a1 holds 4 pods of owner ReplicaSet/web-7d9f8b6c5 "
+        "(3 duplicates), 2 above the per-node share 2 (its 6 pods over 5 feasible nodes"
+    )
+    assert left[("RemovePodsViolatingInterPodAntiAffinity", "shop/cart-1")] == (
+        "no other pod matches its anti-affinity term in its topology domain kubernetes.io/hostname=node-a2"
+    )
+    assert left[("RemovePodsViolatingTopologySpreadConstraint", "shop/api-6c8d7f9b4-0")].startswith(
+        "topology topology.kubernetes.io/zone=zone-a has 2 pods, ideal average 0.67: it gives 1"
+    )
     # without the flags, the document is what it was: no new keys
     base = json.loads(plain.stdout)
     assert "explain" not in base and all("considered" not in p for p in base["summary"]["plugins"])

@@ -13,6 +13,7 @@ from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
+from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.registry import default_registry
 from desched.k8s import affinity as k8s_affinity
@@ -365,3 +366,62 @@ def test_pod_affinity_term_namespaces(extra: dict[str, Any], expected: set[str])
 
 def test_required_pod_anti_affinity_terms_of_a_pod_without_any() -> None:
     assert k8s_affinity.required_pod_anti_affinity_terms(pod("a", "n1")) == []
+
+
+# ----------------------------------------------------------------------------- findings
+
+
+def left_reasons(
+    nodes: list[Node], pods: list[Pod], args: dict[str, Any] | None = None
+) -> dict[str, list[str]]:
+    """One cycle with findings on: the reasons given for each pod left, by pod name."""
+    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
+    fw = Framework(load_policy(policy_doc(args or {}), REG), REG, clock=lambda: NOW)
+    found: list[Finding] = []
+    fw.findings.attach(found.append)
+    fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    out: dict[str, list[str]] = {}
+    for f in found:
+        if f.verdict is Verdict.LEFT:
+            assert f.plugin == PLUGIN
+            out.setdefault(f.name, []).append(f.reason)
+    return out
+
+
+def test_findings_name_the_domain_where_no_pod_matches() -> None:
+    nodes = [node("n1", "a"), node("n2", "b"), node("n3")]
+    pods = [
+        pod("web", "n1", labels={"app": "web"}, anti=AVOID_DB),
+        pod("db", "n2", labels={"app": "db"}),
+        pod("cache", "n3", labels={"app": "cache"}, anti=[term({"app": "db"}), term({"app": "web"}, HOST)]),
+    ]
+    left = left_reasons(nodes, pods)
+    assert left == {
+        "web": [f"no other pod matches its anti-affinity term in its topology domain {ZONE}=a"],
+        "cache": [
+            "no other pod matches any of its 2 anti-affinity terms in their domains "
+            f"node n3 (no {ZONE} label), {HOST}=n3"
+        ],
+    }
+
+
+def test_findings_after_an_eviction_the_survivor_is_left() -> None:
+    nodes = [node("n1", "a"), node("n2", "b")]
+    avoid_db = [term({"app": "db"})]
+    pods = [
+        pod("low", "n1", labels={"app": "db"}, anti=avoid_db, priority=1),
+        pod("high", "n1", labels={"app": "db"}, anti=avoid_db, priority=2),
+    ]
+    left = left_reasons(nodes, pods)
+    # the lower priority goes; the other no longer has a matching neighbour
+    assert left == {"high": [f"no other pod matches its anti-affinity term in its topology domain {ZONE}=a"]}
+
+
+def test_findings_for_pods_the_args_do_not_select() -> None:
+    nodes = [node("n1", "a"), node("n2", "b")]
+    pods = [
+        pod("web", "n1", labels={"app": "web"}, anti=AVOID_DB, ns="shop"),
+        pod("db", "n1", labels={"app": "db"}, ns="shop"),
+    ]
+    left = left_reasons(nodes, pods, {"namespaces": {"exclude": ["shop"]}})
+    assert left == {"web": ["not selected by the plugin's namespaces/labelSelector"]}

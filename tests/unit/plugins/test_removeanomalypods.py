@@ -19,6 +19,7 @@ from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
+from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.nodeactions import (
     DOWNGRADE_ANNOTATION,
@@ -978,3 +979,41 @@ def test_live_dry_run_and_non_leaders_write_nothing(monkeypatch: pytest.MonkeyPa
     record = loop.run_until_complete(follower.downgrade(as_node(fake.nodes["n1"]), req()))
     assert record.result is ActionResult.FAILED and "not the leader" in record.detail
     assert fake.patches == 0 and fake.nodes["n1"]["metadata"]["labels"] == {}
+
+
+# ----------------------------------------------------------------------------- findings
+
+
+def test_findings_name_every_pod_observed_and_left() -> None:
+    h = Harness({**FAST, "excludeOwnerKinds": ["Job"], "namespaces": {"exclude": ["skip"]}})
+    found: list[Finding] = []
+    h.framework.findings.attach(found.append)
+    pods = [
+        pod("young", age=30),
+        pod("quiet"),
+        pod("flaky"),
+        pod("bad"),
+        pod("batch", owner="Job"),
+        pod("elsewhere", ns="skip"),
+        pod("healthy", phase="Running", ready=True),
+    ]
+    events = [event("flaky", count=2), event("bad", count=3), event("young", count=9)]
+    evicted, _ = h.cycle(pods, events)
+    assert evicted == ["bad"]
+    left = {f.name: f.reason for f in found if f.verdict is Verdict.LEFT}
+    assert all(f.plugin == NAME for f in found)
+    assert left == {
+        "young": "started 30s ago, within minPodStartupSeconds 60",
+        "quiet": "phase Pending and not ready, but no matching Event, status reason or annotation hint",
+        "flaky": "2 abnormal observations below the anomaly threshold 3 (FailedCreatePodSandBox x2)",
+        "batch": "owned by a Job, in excludeOwnerKinds",
+        "elsewhere": "not selected by the plugin's namespaces/labelSelector",
+    }  # a healthy pod never tracked is not a candidate: nothing reported, nothing computed
+    # the next cycle: flaky recovered (running and ready), its count is reset
+    found.clear()
+    h.cycle(
+        [pod("flaky", phase="Running", ready=True)], [event("flaky", count=2)], at=NOW + timedelta(seconds=10)
+    )
+    assert [(f.name, f.reason) for f in found] == [
+        ("flaky", "running and ready; 0 abnormal observations below the anomaly threshold 3")
+    ]

@@ -13,6 +13,7 @@ from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
+from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
@@ -195,3 +196,83 @@ def test_already_even_spread_evicts_nothing() -> None:
     pods = [pod("a", "n1"), pod("b", "n1"), pod("c", "n2"), pod("d", "n2"), pod("e", "n3")]
     # 5 pods, 3 nodes: at most 2 per node, which every node already respects
     assert evicted(run({}, three_nodes(), pods)) == []
+
+
+# ----------------------------------------------------------------------------- findings
+
+
+def left_reasons(args: dict[str, Any], nodes: list[Node], pods: list[Pod]) -> dict[str, list[str]]:
+    """Runs one cycle with findings on: the reasons given for each pod left, by pod name."""
+    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
+    fw = Framework(load_policy(policy_doc(args), REG), REG, clock=lambda: NOW)
+    found: list[Finding] = []
+    fw.findings.attach(found.append)
+    fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    out: dict[str, list[str]] = {}
+    for f in found:
+        assert f.plugin == PLUGIN
+        if f.verdict is Verdict.LEFT:
+            out.setdefault(f.name, []).append(f.reason)
+    return out
+
+
+def test_findings_name_the_pods_kept_with_the_share() -> None:
+    pods = [pod(f"p{i}", "n1", age_minutes=10 * (i + 1)) for i in range(4)]  # p0 youngest
+    pods.append(pod("q", "n2"))
+    left = left_reasons({}, three_nodes(), pods)
+    # n1 keeps 2 of its 4 (p3 oldest, first; p2 within the share); p0 and p1 are evicted
+    share = (
+        "node n1 holds 4 pods of owner ReplicaSet/rs (3 duplicates), 2 above the per-node share 2 "
+        "(its 5 pods over 3 feasible nodes: average 1.67, rounded up)"
+    )
+    assert left == {
+        "p3": [f"the first pod of its owner on the node stays; {share}"],
+        "p2": [f"within the per-node share; {share}"],
+    }
+
+
+def test_findings_when_the_duplicates_are_within_the_share() -> None:
+    # 2 on n1, 2 on n2, 0 on n3... 4 pods over 3 nodes: share ceil(4/3) = 2, nothing above it
+    pods = [
+        pod("a1", "n1"),
+        pod("a2", "n1", age_minutes=30),
+        pod("b1", "n2"),
+        pod("b2", "n2", age_minutes=30),
+    ]
+    left = left_reasons({}, three_nodes(), pods)
+    assert left["a2"] == [
+        "within the per-node share; node n1 holds 2 pods of owner ReplicaSet/rs (1 duplicates), 0 above "
+        "the per-node share 2 (its 4 pods over 3 feasible nodes: average 1.33, rounded up)"
+    ]
+    assert set(left) == {"a1", "a2", "b1", "b2"}
+
+
+def test_findings_when_the_owner_fits_one_node() -> None:
+    pods = [pod(f"p{i}", "n1", node_selector={"pool": "x"}) for i in range(3)]
+    nodes = [node("n1", labels={"pool": "x"}), node("n2"), node("n3")]
+    left = left_reasons({}, nodes, pods)
+    why = (
+        "2 duplicates of owner ReplicaSet/rs on node n1, but its pods fit fewer than 2 nodes "
+        "(taints, node selector, node affinity): nothing to spread them over"
+    )
+    assert left == {name: [why] for name in ("p0", "p1", "p2")}
+
+
+def test_findings_do_not_change_the_decisions() -> None:
+    pods = [pod(f"p{i}", "n1", age_minutes=10 * (i + 1)) for i in range(4)]
+    pods += [
+        pod("q", "n2"),
+        pod("r1", "n3", owners=[("ReplicaSet", "x")]),
+        pod("r2", "n3", owners=[("ReplicaSet", "x")]),
+    ]
+    decided = []
+    for listening in (False, True):
+        snapshot = ClusterSnapshot(nodes=three_nodes(), pods=pods)
+        fw = Framework(load_policy(policy_doc({}), REG), REG, clock=lambda: NOW)
+        if listening:
+            fw.findings.attach(lambda f: None)
+        assert fw.findings.enabled is listening
+        decided.append(
+            [(r.name, r.reason) for r in fw.run_cycle(snapshot, SimulatedBackend(snapshot)).evictions]
+        )
+    assert decided[0] == decided[1] and [name for name, _ in decided[0]] == ["p0", "p1", "r1"]

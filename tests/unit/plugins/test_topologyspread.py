@@ -14,6 +14,7 @@ from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
+from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import Framework
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
@@ -525,3 +526,89 @@ def test_selector_candidates_match_a_full_scan(selector: dict[str, Any]) -> None
     assert tsc.spec.topology_spread_constraints is not None
     c = ConstraintCache().build(tsc.spec.topology_spread_constraints[0], tsc)
     assert ns.matching(c) == [p for p in ns.pods if c.matches(p.metadata.labels or {})]
+
+
+# ----------------------------------------------------------------------------- findings
+
+
+def left_reasons(
+    nodes: list[Node], pods: list[Pod], args: dict[str, Any] | None = None
+) -> dict[str, list[str]]:
+    """One cycle with findings on: the reasons given for each pod left, by pod name."""
+    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
+    fw = Framework(load_policy(policy_doc(args or {}), REG), REG, clock=lambda: NOW)
+    found: list[Finding] = []
+    fw.findings.attach(found.append)
+    fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    out: dict[str, list[str]] = {}
+    for f in found:
+        if f.verdict is Verdict.LEFT:
+            assert f.plugin == PLUGIN
+            out.setdefault(f.name, []).append(f.reason)
+    return out
+
+
+C = "(topologyKey=zone maxSkew=1 DoNotSchedule)"
+
+
+def test_findings_for_a_constraint_within_max_skew() -> None:
+    left = left_reasons(*zones(2, 1))
+    assert left == {
+        "p0-0": [f"topology zone=z0 has 2 pods, skew 1 <= maxSkew 1 {C}"],
+        "p0-1": [f"topology zone=z0 has 2 pods, skew 1 <= maxSkew 1 {C}"],
+        "p1-0": [f"topology zone=z1 has 1 pods, skew 1 <= maxSkew 1 {C}"],
+    }
+
+
+def test_findings_for_a_single_domain() -> None:
+    nodes, pods = zones(3)
+    left = left_reasons([*nodes, node("other", None)], pods)  # (a node without the key: no domain)
+    assert left == {f"p0-{k}": [f"topology zone=z0 has 3 pods, skew 0 <= maxSkew 1 {C}"] for k in range(3)}
+    # minDomains 3 makes the skew 3, but without node fit nothing is planned towards missing domains
+    nodes, pods = zones(3, tsc=[spread(minDomains=3)])
+    left = left_reasons([*nodes, node("other", None)], pods, {"topologyBalanceNodeFit": False})
+    only = (
+        "topology zone=z0 is the only eligible domain of constraint topologyKey=zone maxSkew=1 DoNotSchedule"
+    )
+    assert left == {f"p0-{k}": [f"{only}: nothing to spread"] for k in range(3)}
+
+
+def test_findings_for_a_skewed_constraint_name_the_pods_kept() -> None:
+    nodes, pods = zones(4, 1, 1)
+    left = left_reasons(nodes, pods)
+    # 6 pods over 3 zones: ideal 2; z0 gives 2 of its 4 (the last names leave first)
+    kept = "topology zone=z0 has 4 pods, ideal average 2.00: it gives 2, this pod is kept by the keep order "
+    below = "not above the ideal average 2.00"
+    assert left == {
+        "p0-0": [f"{kept}(priority, node selector, evictability; {C[1:-1]})"],
+        "p0-1": [f"{kept}(priority, node selector, evictability; {C[1:-1]})"],
+        "p1-0": [f"topology zone=z1 has 1 pods, {below} {C}"],
+        "p2-0": [f"topology zone=z2 has 1 pods, {below} {C}"],
+    }
+
+
+def test_findings_for_pods_that_may_not_leave() -> None:
+    nodes, pods = zones(3, 0)
+    # the labelSelector lets no pod go; nothing fits the empty zone's node for the second case
+    left = left_reasons(nodes, pods, {"labelSelector": {"matchLabels": {"app": "other"}}})
+    assert set(left) == {"p0-0", "p0-1", "p0-2"}
+    gives = f"topology zone=z0 gives pods ({C[1:-1]}), but this one"
+    assert all(r == [f"{gives} is not selected by the plugin's labelSelector"] for r in left.values())
+    nodes = [node("n0", "z0"), node("n1", "z1", cpu="100m")]
+    pods = [pod(f"p{k}", "n0", cpu="500m") for k in range(3)]
+    left = left_reasons(nodes, pods)
+    assert left["p0"] == [
+        f"topology zone=z0 gives pods ({C[1:-1]}), but this one fits none of the 1 eligible nodes of the "
+        "domains below the ideal average (topologyBalanceNodeFit)"
+    ]
+
+
+def test_findings_for_a_domain_above_the_average_that_gives_nothing() -> None:
+    # 7 pods over 3 zones: ideal 2.33; z1 gives 1 to z2, then z0 (3) is within maxSkew of both (2)
+    left = left_reasons(*zones(3, 3, 1))
+    assert left["p0-0"] == [
+        f"topology zone=z0 has 3 pods, above the ideal average 2.33 but within maxSkew 1 of the domains "
+        f"below it {C}"
+    ]
+    assert left["p2-0"] == [f"topology zone=z2 has 1 pods, not above the ideal average 2.33 {C}"]
+    assert len(left["p1-0"]) == 1 and "it gives 1" in left["p1-0"][0]
