@@ -28,6 +28,7 @@ from desched.framework.evictor import (
     OutcomeUnknown,
     PodEvictor,
     ProfileEvictor,
+    RemembersEvictions,
 )
 from desched.framework.findings import Findings, PluginFindings, log_sink
 from desched.framework.findings import log as findings_log
@@ -97,6 +98,16 @@ class _CycleBackend:
     def __init__(self, backend: EvictionBackend, snapshot: ClusterSnapshot) -> None:
         self.backend = backend
         self.snapshot = snapshot
+
+    def already_evicted(self, pod: Pod) -> bool:
+        """The wrapped backend's memory of earlier cycles (:class:`RemembersEvictions`), if any:
+        the wrapper must not hide it, or a live run would evict a relisted pod a second time. A
+        pod it remembers is leaving, so it leaves the working snapshot as an evicted pod does."""
+        backend = self.backend
+        if isinstance(backend, RemembersEvictions) and backend.already_evicted(pod):
+            self.snapshot.remove_pod(pod)
+            return True
+        return False
 
     def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None:
         failure = self.backend.evict(pod, request)

@@ -213,3 +213,18 @@ def test_a_refused_eviction_stays_in_the_snapshot_and_costs_no_limit() -> None:
     ]
     assert snapshot.pod("default", "a-guarded") is not None
     assert snapshot.pod("default", "b-free") is None
+
+
+def test_the_cycle_asks_a_backend_that_remembers_earlier_cycles() -> None:
+    """The framework's wrapper around the backend must not hide the live backend's memory of
+    what it evicted in earlier cycles (after a relist the same pods come back as new objects)."""
+
+    class RememberingBackend(ApiShapedBackend):
+        def already_evicted(self, pod: Pod) -> bool:
+            return pod.metadata.name in ("evict-0", "evict-1")
+
+    nodes, pods = cluster_objects()
+    api = RememberingBackend()
+    evicted = run(ClusterSnapshot(nodes=nodes, pods=pods), api)
+    assert api.requests == ["default/evict-2", "default/evict-3"]
+    assert evicted == [(f"default/evict-{i}", "RemovePodsViolatingNodeTaints") for i in (2, 3)]
