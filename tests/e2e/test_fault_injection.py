@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -88,6 +89,9 @@ def prepare(
             make_pod(cp, ns, name, node, owner="owner")
             nodes[name] = node
     wait_running(cp, ns, len(nodes))
+    # every pod older than PodLifeTime's 1 s when the cycle starts (creation times are whole
+    # seconds): a pod created in the same second as the cycle is left ("age 1s, not above 1s")
+    time.sleep(2.5)
     doc = {
         "apiVersion": "descheduler/v1alpha2",
         "kind": "DeschedulerPolicy",
