@@ -13,7 +13,8 @@ has only what the pod would have:
 - **Files**: every ``volumeMount`` of the container becomes a directory under the test's temp dir,
   and every argument naming a path under a mount has that mount's prefix rewritten to it (e.g.
   ``--policy-config-file=/policy-dir/policy.yaml`` -> ``<tmp>/mnt/policy-dir/policy.yaml``,
-  ``--cert-dir=/tmp/certs`` -> ``<tmp>/mnt/tmp/certs``); nothing else in the arguments changes. A
+  ``--cert-dir=/tmp/certs`` -> ``<tmp>/replica-<i>/mnt/tmp/certs``: an emptyDir is each
+  replica's own); nothing else in the arguments changes. A
   configMap volume holds the ConfigMap as read back from the apiserver; an emptyDir is empty.
 - **Executable**: the image's programs map to this checkout's: ``desched`` (the image's
   ENTRYPOINT) to the venv's ``desched``, ``/bin/descheduler`` to ``deploy/bin/descheduler`` (the
@@ -182,6 +183,7 @@ class Pod:
         container = form.container
         self.command: list[str] = list(container["command"])
         self.args: list[str] = [str(a) for a in container.get("args", [])]
+        self.empty_dirs: set[str] = set()
         self.mounts = self._mount_volumes(container)
         self.kubeconfig = self._credentials()
 
@@ -199,6 +201,8 @@ class Pod:
                     (local / key).write_text(value)
             else:
                 assert "emptyDir" in volume, f"volume {m['name']}: only configMap and emptyDir are mapped"
+                # an emptyDir is each pod's own: every replica gets a directory of its own below
+                self.empty_dirs.add(m["mountPath"].rstrip("/"))
             mounts[m["mountPath"].rstrip("/")] = local
         return mounts
 
@@ -207,19 +211,22 @@ class Pod:
         token = self.cp.service_account_token(self.form.namespace, sa)
         return self.cp.kubeconfig_for_token(token, name=f"shipped-{sa}-{uuid.uuid4().hex[:4]}")
 
-    def _map_path(self, value: str) -> str:
+    def _map_path(self, value: str, replica: int) -> str:
         for prefix, local in self.mounts.items():
             if value == prefix or value.startswith(prefix + "/"):
+                if prefix in self.empty_dirs:
+                    local = self.tmp / f"replica-{replica}" / "mnt" / prefix.strip("/")
+                    local.mkdir(parents=True, exist_ok=True)
                 return str(local) + value[len(prefix) :]
         return value
 
-    def _map_arg(self, arg: str) -> str:
+    def _map_arg(self, arg: str, replica: int) -> str:
         if arg.startswith("--") and "=" in arg:
             flag, value = arg.split("=", 1)
-            return f"{flag}={self._map_path(value)}"
-        return self._map_path(arg)
+            return f"{flag}={self._map_path(value, replica)}"
+        return self._map_path(arg, replica)
 
-    def argv(self, port: int) -> list[str]:
+    def argv(self, port: int, replica: int = 0) -> list[str]:
         program = self.command[0]
         assert program in IMAGE_PROGRAMS, f"command {self.command}: not a program of desched's image"
         for arg in self.args:
@@ -228,7 +235,7 @@ class Pod:
         return [
             *IMAGE_PROGRAMS[program],
             *self.command[1:],
-            *(self._map_arg(a) for a in self.args),
+            *(self._map_arg(a, replica) for a in self.args),
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
         ]
@@ -245,7 +252,9 @@ class Pod:
         for i in range(self.form.replicas):
             port = free_port()
             log = self.tmp / f"replica-{i}.log"
-            proc = subprocess.Popen(self.argv(port), stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
+            proc = subprocess.Popen(
+                self.argv(port, i), stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env
+            )
             self.replicas.append(Replica(proc, port, log))
 
     def check_started(self) -> None:
