@@ -22,7 +22,12 @@ class UserError(Exception):
 _LONG_QUOTED = re.compile(r"'([^'\n]{80,})'")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _shorten(text: str) -> str:
+    # one line: a control character a user wrote (a newline in a key) is shown escaped
+    text = _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
     text = _LONG_QUOTED.sub(lambda m: f"'{m.group(1)[:30]}...{m.group(1)[-30:]}'", text)
     return text if len(text) <= 1000 else text[:997] + "..."
 

@@ -281,3 +281,10 @@ def test_strict_types_still_accept_native_values(tmp_path: Path, capsys: pytest.
     assert validate(write(tmp_path, text), capsys)[0] == 0
     args = {"minPodAge": "1h30m", "nodeFit": True, "priorityThreshold": {"value": 100}}
     assert validate(write(tmp_path, policy(args, "DefaultEvictor", "filter")), capsys)[0] == 0
+
+
+def test_a_newline_in_a_key_stays_on_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write(tmp_path, POLICY_HEAD + 'maxNoOfPodsToEvictPerNode: {"a\\nb": 99999999999999999999999}\n')
+    assert one_error(p, capsys) == (
+        "maxNoOfPodsToEvictPerNode.a\\nb: number 99999999999999999999999 is out of range"
+    )
