@@ -42,9 +42,7 @@ not yet looked at pass the filter, and score 0 in prioritize, and the answer goe
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import ssl
 import sys
 import threading
@@ -71,6 +69,7 @@ from desched.k8s import resources as k8s_resources
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, NodeSpec, ObjectMeta, Pod, ResourceList, Taint
 from desched.k8s.resources import PODS, Resources
+from desched.runtime.signals import stop_on_signals
 from desched.scheduling.scorer import (
     MAX_EXTENDER_SCORE,
     MAX_NODE_SCORE,
@@ -748,17 +747,7 @@ async def _serve(options: ExtenderOptions) -> int:
     cache: Any = None
     api: Any = None
     monitor: Any = None
-    stop = asyncio.Event()
-    signals: list[str] = []
-    loop = asyncio.get_running_loop()
-
-    def on_signal(sig: signal.Signals) -> None:
-        signals.append(sig.name)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, on_signal, sig)
+    stop, signals = stop_on_signals()
     if options.snapshot:
         from desched.cluster.file_source import load_snapshot_file
 

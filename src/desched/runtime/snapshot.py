@@ -7,10 +7,7 @@ line and exit code 2; SIGTERM/SIGINT end it at once; no partial file is left beh
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
 from pathlib import Path
 
 import msgspec
@@ -19,6 +16,7 @@ from desched.api.errors import UserError
 from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
 from desched.runtime.informer import DEFAULT_KINDS, RESOURCES, Informer
 from desched.runtime.kube import api_client
+from desched.runtime.signals import stop_on_signals
 
 
 async def save_snapshot(
@@ -30,17 +28,7 @@ async def save_snapshot(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
 ) -> int:
     """List every kind desched uses once and write them as one JSON v1 List (slim records)."""
-    stop = asyncio.Event()
-    signals: list[str] = []
-    loop = asyncio.get_running_loop()
-
-    def on_signal(sig: signal.Signals) -> None:
-        signals.append(sig.name)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, on_signal, sig)
+    stop, signals = stop_on_signals()
     cfg, source = await load_config_bounded(kubeconfig, context, connect_timeout, stop, signals)
     monitor = ConnectionMonitor(source, bound=connect_timeout)
     api = api_client(cfg)
