@@ -43,7 +43,8 @@ class _NodeUsage:
 
 
 class ClusterSnapshot:
-    """Nodes, pods and the objects around them, indexed; mutable only through :meth:`remove_pod`."""
+    """Nodes, pods and the objects around them, indexed; mutable only through :meth:`remove_pod` and
+    :meth:`add_pod`; plugins read it as a :class:`~desched.cluster.view.ClusterView`."""
 
     def __init__(
         self,

@@ -23,7 +23,13 @@ from typing import Protocol, runtime_checkable
 from desched.api.policy import EvictionLimits
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.findings import PluginFindings, Verdict
-from desched.framework.types import EvictResult, FilterPlugin, PreEvictionFilterPlugin
+from desched.framework.types import (
+    EvictResult,
+    ExplainsFilter,
+    ExplainsPreEvictionFilter,
+    FilterPlugin,
+    PreEvictionFilterPlugin,
+)
 from desched.k8s.objects import Pod
 
 log = logging.getLogger(__name__)
@@ -235,6 +241,13 @@ class ProfileEvictor:
         self._plugin = plugin
         self._filters = filters
         self._pre_filters = pre_eviction_filters
+        # the filters that tell why they refuse a pod (for findings), found once
+        self._filter_reasons = {id(f): f.filter_reasons for f in filters if isinstance(f, ExplainsFilter)}
+        self._pre_filter_reasons = {
+            id(f): f.pre_eviction_filter_reasons
+            for f in pre_eviction_filters
+            if isinstance(f, ExplainsPreEvictionFilter)
+        }
         self._findings = findings
 
     def filter(self, pod: Pod) -> bool:
@@ -242,7 +255,9 @@ class ProfileEvictor:
             if not f.filter(pod):
                 findings = self._findings
                 if findings is not None and findings.enabled:
-                    findings.report(pod, Verdict.FILTERED, _refusal(f, pod, "filter_reasons"))
+                    explain = self._filter_reasons.get(id(f))
+                    reasons = explain(pod) if explain is not None else []
+                    findings.report(pod, Verdict.FILTERED, _refusal(f.name, reasons))
                 return False
         return True
 
@@ -251,7 +266,9 @@ class ProfileEvictor:
             if not f.pre_eviction_filter(pod):
                 findings = self._findings
                 if findings is not None and findings.enabled:
-                    findings.report(pod, Verdict.FILTERED, _refusal(f, pod, "pre_eviction_filter_reasons"))
+                    explain = self._pre_filter_reasons.get(id(f))
+                    reasons = explain(pod) if explain is not None else []
+                    findings.report(pod, Verdict.FILTERED, _refusal(f.name, reasons))
                 return False
         return True
 
@@ -284,9 +301,6 @@ class ProfileEvictor:
         return self._evictor.total_limit_reached()
 
 
-def _refusal(plugin: object, pod: Pod, reasons_method: str) -> str:
+def _refusal(name: str, reasons: Sequence[str]) -> str:
     """Why a filter plugin refused a pod: its own reasons when it can tell them."""
-    name = getattr(plugin, "name", type(plugin).__name__)
-    explain = getattr(plugin, reasons_method, None)
-    reasons = explain(pod) if callable(explain) else []
     return f"{name}: {'; '.join(reasons)}" if reasons else f"refused by {name}"

@@ -40,14 +40,19 @@ from desched.framework.nodeactions import (
 )
 from desched.framework.registry import Registry
 from desched.framework.types import (
+    EXTENSION_PROTOCOLS,
     BalancePlugin,
+    CycleStartHook,
     DeschedulePlugin,
     EvictResult,
     ExtensionPoint,
     FilterPlugin,
     PreEvictionFilterPlugin,
+    PreSortKeyPlugin,
     PreSortPlugin,
+    SortKeyPlugin,
     SortPlugin,
+    Status,
 )
 from desched.k8s.objects import Node, Pod
 
@@ -176,17 +181,12 @@ class PluginHandle:
         return self._ctx.clock()
 
     def sort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
-        sorters = self._profile.sorters
-        return _ordered(pods, [s.less for s in sorters], key, [getattr(s, "sort_key", None) for s in sorters])
+        profile = self._profile
+        return _ordered(pods, profile.sort_less, key, profile.sort_keys)
 
     def presort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
-        presorters = self._profile.presorters
-        return _ordered(
-            pods,
-            [s.pre_less for s in presorters],
-            key,
-            [getattr(s, "presort_key", None) for s in presorters],
-        )
+        profile = self._profile
+        return _ordered(pods, profile.presort_less, key, profile.presort_keys)
 
 
 def _ordered(
@@ -242,12 +242,6 @@ class Profile:
         self.name = config.name
         self.config = config
         self.instances: dict[str, object] = {}
-        self.filters: list[FilterPlugin] = []
-        self.pre_eviction_filters: list[PreEvictionFilterPlugin] = []
-        self.sorters: list[SortPlugin] = []
-        self.presorters: list[PreSortPlugin] = []
-        self.deschedulers: list[DeschedulePlugin] = []
-        self.balancers: list[BalancePlugin] = []
         for name, args in config.args.items():
             spec = registry.get(name)
             if spec is None:
@@ -259,18 +253,40 @@ class Profile:
                 raise
             except ValueError as e:
                 raise FrameworkError(f"profile {self.name}: plugin {name}: {e}") from None
-        for name in config.enabled(ExtensionPoint.FILTER):
-            self.filters.append(self.instances[name])  # type: ignore[arg-type]
-        for name in config.enabled(ExtensionPoint.PRE_EVICTION_FILTER):
-            self.pre_eviction_filters.append(self.instances[name])  # type: ignore[arg-type]
-        for name in config.enabled(ExtensionPoint.SORT):
-            self.sorters.append(self.instances[name])  # type: ignore[arg-type]
-        for name in config.enabled(ExtensionPoint.PRESORT):
-            self.presorters.append(self.instances[name])  # type: ignore[arg-type]
-        for name in config.enabled(ExtensionPoint.DESCHEDULE):
-            self.deschedulers.append(self.instances[name])  # type: ignore[arg-type]
-        for name in config.enabled(ExtensionPoint.BALANCE):
-            self.balancers.append(self.instances[name])  # type: ignore[arg-type]
+        # each enabled extension point and each optional hook is checked once, here (``_enabled``
+        # makes sure every instance serves its point: the isinstance filters below drop none)
+        self.filters = [p for p in self._enabled(ExtensionPoint.FILTER) if isinstance(p, FilterPlugin)]
+        self.pre_eviction_filters = [
+            p
+            for p in self._enabled(ExtensionPoint.PRE_EVICTION_FILTER)
+            if isinstance(p, PreEvictionFilterPlugin)
+        ]
+        self.sorters = [p for p in self._enabled(ExtensionPoint.SORT) if isinstance(p, SortPlugin)]
+        self.presorters = [p for p in self._enabled(ExtensionPoint.PRESORT) if isinstance(p, PreSortPlugin)]
+        self.deschedulers = [
+            p for p in self._enabled(ExtensionPoint.DESCHEDULE) if isinstance(p, DeschedulePlugin)
+        ]
+        self.balancers = [p for p in self._enabled(ExtensionPoint.BALANCE) if isinstance(p, BalancePlugin)]
+        self.cycle_hooks = [inst for inst in self.instances.values() if isinstance(inst, CycleStartHook)]
+        self.sort_less = [s.less for s in self.sorters]
+        self.presort_less = [s.pre_less for s in self.presorters]
+        #: the sorters' keys, when every one offers one (see :func:`_ordered`)
+        self.sort_keys = [s.sort_key for s in self.sorters if isinstance(s, SortKeyPlugin)]
+        if len(self.sort_keys) < len(self.sorters):
+            self.sort_keys = []
+        self.presort_keys = [s.presort_key for s in self.presorters if isinstance(s, PreSortKeyPlugin)]
+        if len(self.presort_keys) < len(self.presorters):
+            self.presort_keys = []
+
+    def _enabled(self, point: ExtensionPoint) -> list[object]:
+        """The instances the policy enables at ``point``, in policy order (each must serve it)."""
+        out = []
+        for name in self.config.enabled(point):
+            inst = self.instances[name]
+            if not isinstance(inst, EXTENSION_PROTOCOLS[point]):
+                raise FrameworkError(f"profile {self.name}: plugin {name} does not implement {point.value}")
+            out.append(inst)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,10 +370,8 @@ class Framework:
             observers=observers,
         )
         for profile in self.profiles:
-            for inst in profile.instances.values():
-                hook = getattr(inst, "on_cycle_start", None)
-                if callable(hook):
-                    hook()
+            for hook in profile.cycle_hooks:
+                hook.on_cycle_start()
 
     def run_extension_point(
         self,
@@ -368,13 +382,15 @@ class Framework:
         """Run one extension point (Deschedule or Balance) of every profile, in policy order."""
         runs: list[PluginRun] = []
         for profile in self.profiles:
-            plugins: Sequence[DeschedulePlugin | BalancePlugin] = (
-                profile.deschedulers if point is ExtensionPoint.DESCHEDULE else profile.balancers
+            plugins: Sequence[tuple[str, Callable[[Sequence[Node]], Status | None]]] = (
+                [(p.name, p.deschedule) for p in profile.deschedulers]
+                if point is ExtensionPoint.DESCHEDULE
+                else [(p.name, p.balance) for p in profile.balancers]
             )
-            for plugin in plugins:
+            for name, extension in plugins:
                 if self.ctx.evictor.total_limit_reached():
                     return runs
-                run = self._run_plugin(profile, plugin, point, nodes)
+                run = self._run_plugin(profile, name, extension, point, nodes)
                 runs.append(run)
                 if on_plugin_run is not None:
                     on_plugin_run(run)
@@ -421,7 +437,8 @@ class Framework:
     def _run_plugin(
         self,
         profile: Profile,
-        plugin: DeschedulePlugin | BalancePlugin,
+        name: str,
+        extension: Callable[[Sequence[Node]], Status | None],
         point: ExtensionPoint,
         nodes: list[Node],
     ) -> PluginRun:
@@ -431,22 +448,19 @@ class Framework:
         crashed = False
         span = self.plugin_span
         try:
-            with span(profile.name, plugin.name, point.value) if span else contextlib.nullcontext():
-                if point is ExtensionPoint.DESCHEDULE:
-                    status = plugin.deschedule(nodes)  # type: ignore[union-attr]
-                else:
-                    status = plugin.balance(nodes)  # type: ignore[union-attr]
+            with span(profile.name, name, point.value) if span else contextlib.nullcontext():
+                status = extension(nodes)
             if status is not None:
                 error = status.error
         except Exception as e:  # one broken plugin must not end the cycle for the others
             error = f"{type(e).__name__}: {str(e)[:300]}{_object_of(e)}"
             crashed = True
             # one line; the traceback at -v 4 (a one-shot run and simulate then exit non-zero)
-            log.error("plugin %s of profile %s failed: %s", plugin.name, profile.name, error)
-            log.debug("plugin %s of profile %s failed", plugin.name, profile.name, exc_info=True)
+            log.error("plugin %s of profile %s failed: %s", name, profile.name, error)
+            log.debug("plugin %s of profile %s failed", name, profile.name, exc_info=True)
         return PluginRun(
             profile.name,
-            plugin.name,
+            name,
             point.value,
             time.perf_counter() - t0,
             self.ctx.evictor.total - before,

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from desched.framework.types import EXTENSION_METHODS, ExtensionPoint
+from desched.framework.types import EXTENSION_PROTOCOLS, ExtensionPoint, Plugin, PluginWithArgs
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,9 @@ class PluginSpec:
 
 
 def extension_points_of(cls: type) -> frozenset[ExtensionPoint]:
-    """The extension points a plugin class implements, from the methods it defines."""
-    return frozenset(p for p, method in EXTENSION_METHODS.items() if callable(getattr(cls, method, None)))
+    """The extension points a plugin class implements: the protocols of :data:`EXTENSION_PROTOCOLS`
+    its class satisfies."""
+    return frozenset(p for p, proto in EXTENSION_PROTOCOLS.items() if isinstance(cls, proto))
 
 
 class Registry:
@@ -56,14 +57,14 @@ class Registry:
         self._broken: dict[str, str] = {}
 
     def register(self, cls: type, *, origin: str = "in-tree") -> PluginSpec:
-        name = getattr(cls, "name", None)
+        name = cls.name if isinstance(cls, Plugin) else None
         if not isinstance(name, str) or not name:
             raise RegistryError(f"plugin class {cls.__qualname__} has no 'name' class attribute")
         if name in self._specs:
             raise RegistryError(
                 f"plugin {name!r} from {origin} is already registered from {self._specs[name].origin}"
             )
-        args_model = getattr(cls, "Args", None)
+        args_model: object = cls.Args if isinstance(cls, PluginWithArgs) else None
         if args_model is not None and not (
             isinstance(args_model, type) and issubclass(args_model, BaseModel)
         ):

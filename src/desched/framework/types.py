@@ -1,7 +1,10 @@
-"""The extension points of KEP-753, one small protocol each, and the values they exchange.
+"""The extension points of KEP-753, one small protocol each, the optional hooks, and the values
+they exchange.
 
-A plugin implements only the extension points it needs. The framework finds out which by
-``isinstance`` against these runtime-checkable protocols.
+A plugin implements only the extension points and hooks it needs. Which ones it serves is found
+once, by ``isinstance`` against these runtime-checkable protocols: the extension points when its
+class is registered (:data:`EXTENSION_PROTOCOLS`), the hooks when its profile is built. Nothing
+is looked up by name when the framework calls it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel
 
 from desched.k8s.objects import Node, Pod
 
@@ -27,10 +32,19 @@ class Status:
     error: str
 
 
+@runtime_checkable
 class Plugin(Protocol):
     """Every plugin has a name: the registered name the policy uses."""
 
     name: ClassVar[str]
+
+
+@runtime_checkable
+class PluginWithArgs(Protocol):
+    """A plugin class with arguments declares their pydantic model as ``Args``
+    (see :class:`desched.api.types.ArgsModel`)."""
+
+    Args: ClassVar[type[BaseModel]]
 
 
 @runtime_checkable
@@ -92,16 +106,7 @@ class ExtensionPoint(enum.StrEnum):
     PRE_EVICTION_FILTER = "preEvictionFilter"
 
 
-#: The method that marks a plugin class as serving an extension point.
-EXTENSION_METHODS: dict[ExtensionPoint, str] = {
-    ExtensionPoint.PRESORT: "pre_less",
-    ExtensionPoint.SORT: "less",
-    ExtensionPoint.DESCHEDULE: "deschedule",
-    ExtensionPoint.BALANCE: "balance",
-    ExtensionPoint.FILTER: "filter",
-    ExtensionPoint.PRE_EVICTION_FILTER: "pre_eviction_filter",
-}
-
+#: The protocol a plugin class implements to serve an extension point.
 EXTENSION_PROTOCOLS: dict[ExtensionPoint, type] = {
     ExtensionPoint.PRESORT: PreSortPlugin,
     ExtensionPoint.SORT: SortPlugin,
@@ -110,6 +115,52 @@ EXTENSION_PROTOCOLS: dict[ExtensionPoint, type] = {
     ExtensionPoint.FILTER: FilterPlugin,
     ExtensionPoint.PRE_EVICTION_FILTER: PreEvictionFilterPlugin,
 }
+
+
+# ---------------------------------------------------------------------------- optional hooks
+
+
+@runtime_checkable
+class CycleStartHook(Protocol):
+    """Called at the start of every cycle, once the handle reaches the cycle's snapshot (e.g. to
+    drop per-cycle caches)."""
+
+    def on_cycle_start(self) -> None: ...
+
+
+@runtime_checkable
+class SortKeyPlugin(Protocol):
+    """A Sort plugin that also offers a key consistent with its ``less``: ``less(a, b)`` exactly
+    when ``sort_key(a) < sort_key(b)``. When every Sort plugin of a profile offers one, pods are
+    sorted by the tuple of the keys (the same order as pairwise ``less``, several times faster)."""
+
+    def sort_key(self, pod: Pod) -> Any: ...
+
+
+@runtime_checkable
+class PreSortKeyPlugin(Protocol):
+    """The same for a PreSort plugin: ``pre_less(a, b)`` exactly when
+    ``presort_key(a) < presort_key(b)``."""
+
+    def presort_key(self, pod: Pod) -> Any: ...
+
+
+@runtime_checkable
+class ExplainsFilter(Protocol):
+    """A Filter plugin that can tell why it refuses a pod (for ``--explain`` and ``--v=4``)."""
+
+    def filter_reasons(self, pod: Pod) -> list[str]:
+        """Every reason ``filter`` refuses ``pod`` ([] if it accepts it)."""
+        ...
+
+
+@runtime_checkable
+class ExplainsPreEvictionFilter(Protocol):
+    """A PreEvictionFilter plugin that can tell why it refuses a pod."""
+
+    def pre_eviction_filter_reasons(self, pod: Pod) -> list[str]:
+        """Every reason ``pre_eviction_filter`` refuses ``pod`` ([] if it accepts it)."""
+        ...
 
 
 class EvictResult(enum.Enum):
