@@ -16,7 +16,7 @@ same pod), and not if the backend remembers sending one in an earlier cycle
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -293,6 +293,41 @@ class ProfileEvictor:
                 error = records[-1].error if result is EvictResult.FAILED and records else ""
                 findings.report(pod, Verdict.NOT_EVICTED, error or result.value)
         return result
+
+    def evict_in_order(
+        self,
+        pods: Iterable[Pod],
+        reason: str | Callable[[Pod], str],
+        *,
+        only_if: Callable[[Pod], bool] | None = None,
+        on_gone: Callable[[Pod], None] | None = None,
+        on_node_full: Callable[[Pod], None] | None = None,
+    ) -> bool:
+        """Evict ``pods`` in their order, as far as the policy's limits allow; True when the
+        per-cycle total stopped it (the plugin should stop too).
+
+        Once the per-node limit refuses a pod, the rest of that node's pods are skipped
+        (``on_node_full(pod)`` hears of each); a pod the per-namespace limit refuses is passed
+        over (a later pod may be of another namespace). ``only_if(pod)`` is asked right before
+        each eviction (after the evictions before it); ``on_gone(pod)`` hears of each pod
+        evicted, possibly evicted (outcome unknown) or already evicted in this cycle.
+        """
+        full_nodes: set[str] = set()
+        for pod in pods:
+            if full_nodes and pod.spec.node_name in full_nodes:
+                if on_node_full is not None:
+                    on_node_full(pod)
+                continue
+            if only_if is not None and not only_if(pod):
+                continue
+            result = self.evict(pod, reason=reason if isinstance(reason, str) else reason(pod))
+            if result is EvictResult.NODE_LIMIT:
+                full_nodes.add(pod.spec.node_name)
+            elif result is EvictResult.TOTAL_LIMIT:
+                return True
+            elif on_gone is not None and (result.ok or result is EvictResult.ALREADY_EVICTED):
+                on_gone(pod)
+        return False
 
     def node_limit_reached(self, node_name: str) -> bool:
         return self._evictor.node_limit_reached(node_name)

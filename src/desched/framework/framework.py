@@ -30,8 +30,9 @@ from desched.framework.evictor import (
     ProfileEvictor,
     RemembersEvictions,
 )
-from desched.framework.findings import Findings, PluginFindings, log_sink
+from desched.framework.findings import AnomalyReport, Findings, PluginFindings, PluginReport, log_sink
 from desched.framework.findings import log as findings_log
+from desched.framework.metrics import MetricsProviders
 from desched.framework.nodeactions import (
     NodeActionBackend,
     NodeActionRecord,
@@ -43,10 +44,12 @@ from desched.framework.types import (
     EXTENSION_PROTOCOLS,
     BalancePlugin,
     CycleStartHook,
+    DeclaresLiveInputs,
     DeschedulePlugin,
     EvictResult,
     ExtensionPoint,
     FilterPlugin,
+    LiveInputs,
     PreEvictionFilterPlugin,
     PreSortKeyPlugin,
     PreSortPlugin,
@@ -55,6 +58,7 @@ from desched.framework.types import (
     Status,
 )
 from desched.k8s.objects import Node, Pod
+from desched.scheduling import nodefit
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +84,10 @@ class CycleContext:
         self.node_actions: NodeActionBackend = SimulatedNodeActions(clock)
         #: decision findings (what each plugin decided about a pod, and why): off until a sink listens
         self.findings = Findings()
+        #: what plugins reported in this cycle (``handle.report_anomalies``), for the cycle result
+        self.reports: list[PluginReport] = []
+        #: the metrics providers of the run (the runtime, a simulation or a test hands them over)
+        self.metrics = MetricsProviders()
 
 
 class _NoBackend:
@@ -177,8 +185,31 @@ class PluginHandle:
     def plugin_name(self) -> str:
         return self._plugin_name
 
+    @property
+    def metrics(self) -> MetricsProviders:
+        """The run's metrics providers (``metrics.k8s.io``, Prometheus): each ``None`` if absent."""
+        return self._ctx.metrics
+
     def now(self) -> datetime:
         return self._ctx.clock()
+
+    def report_anomalies(self, report: AnomalyReport) -> None:
+        """Hand this cycle's anomaly judgements to the cycle result (metrics and reports read them)."""
+        self._ctx.reports.append(PluginReport(self._profile.name, self._plugin_name, report))
+
+    def fits_other_node(self, pod: Pod, nodes: Sequence[Node]) -> bool:
+        """The pod fits one of ``nodes`` other than its own (descheduler's NodeFit,
+        ``PodFitsAnyOtherNode``)."""
+        return nodefit.pod_fits_any_other_node(self._ctx.snapshot, pod, nodes)
+
+    def fits_node(self, pod: Pod, node: Node) -> bool:
+        """The pod fits ``node`` (``PodFitsCurrentNode``: its own node's resources are not
+        checked, where it is already counted)."""
+        return nodefit.pod_fits_current_node(self._ctx.snapshot, pod, node)
+
+    def node_fit_failures(self, pod: Pod, node: Node) -> list[str]:
+        """Why the pod would not fit ``node`` ([]: it fits), the first failing check only."""
+        return nodefit.node_fit_failures(self._ctx.snapshot, pod, node)
 
     def sort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
         profile = self._profile
@@ -312,6 +343,8 @@ class CycleResult:
     seconds: float = 0.0
     #: What the cycle's node-action backend did (or, simulated, would do) to nodes.
     node_actions: list[NodeActionRecord] = field(default_factory=list)
+    #: What plugins reported in this cycle (e.g. anomaly judgements), in the order they ran.
+    reports: list[PluginReport] = field(default_factory=list)
 
     @property
     def evictions(self) -> list[EvictionRecord]:
@@ -348,6 +381,19 @@ class Framework:
         if v_enabled(findings_log, 4):  # --v=4: every candidate left, and why
             self.findings.attach(log_sink)
 
+    def use_metrics(self, providers: MetricsProviders) -> None:
+        """The metrics providers plugins reach through ``handle.metrics`` from now on."""
+        self.ctx.metrics = providers
+
+    def live_inputs(self) -> LiveInputs:
+        """What the profiles' plugins need from a live run beyond the snapshot (they declare it)."""
+        needs = LiveInputs()
+        for profile in self.profiles:
+            for inst in profile.instances.values():
+                if isinstance(inst, DeclaresLiveInputs):
+                    needs = needs | inst.live_inputs()
+        return needs
+
     def begin_cycle(
         self,
         snapshot: ClusterSnapshot,
@@ -362,6 +408,7 @@ class Framework:
         """
         ctx = self.ctx
         ctx.snapshot = snapshot
+        ctx.reports = []
         ctx.node_actions = node_actions if node_actions is not None else SimulatedNodeActions(ctx.clock)
         ctx.evictor = PodEvictor(
             _CycleBackend(backend, snapshot),
@@ -431,6 +478,7 @@ class Framework:
                 gc.enable()
         result.records = list(self.ctx.evictor.records)
         result.node_actions = list(self.ctx.node_actions.records)
+        result.reports = list(self.ctx.reports)
         result.seconds = time.perf_counter() - start
         return result
 

@@ -10,7 +10,7 @@ is looked up by name when the framework calls it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -21,7 +21,8 @@ from desched.k8s.objects import Node, Pod
 
 if TYPE_CHECKING:
     from desched.cluster.snapshot import ClusterSnapshot
-    from desched.framework.findings import PluginFindings
+    from desched.framework.findings import AnomalyReport, PluginFindings
+    from desched.framework.metrics import MetricsProviders
     from desched.framework.nodeactions import NodeActions
 
 
@@ -163,6 +164,30 @@ class ExplainsPreEvictionFilter(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class LiveInputs:
+    """What a plugin needs from a live run beyond the snapshot: a run reads the declarations of
+    its plugins (:class:`DeclaresLiveInputs`) to decide what to watch and fetch."""
+
+    #: Warning Events about pods and their claims (a run then watches Events).
+    warning_events: bool = False
+    #: The Prometheus queries the plugin runs (a run checks them when it connects).
+    prometheus_queries: tuple[str, ...] = ()
+
+    def __or__(self, other: LiveInputs) -> LiveInputs:
+        return LiveInputs(
+            self.warning_events or other.warning_events,
+            tuple(dict.fromkeys((*self.prometheus_queries, *other.prometheus_queries))),
+        )
+
+
+@runtime_checkable
+class DeclaresLiveInputs(Protocol):
+    """A plugin that needs live inputs (see :class:`LiveInputs`) declares them."""
+
+    def live_inputs(self) -> LiveInputs: ...
+
+
 class EvictResult(enum.Enum):
     """The outcome of one eviction request, as a plugin needs to react to it."""
 
@@ -203,6 +228,19 @@ class Evictor(Protocol):
 
     def evict(self, pod: Pod, reason: str = "") -> EvictResult: ...
 
+    def evict_in_order(
+        self,
+        pods: Iterable[Pod],
+        reason: str | Callable[[Pod], str],
+        *,
+        only_if: Callable[[Pod], bool] | None = None,
+        on_gone: Callable[[Pod], None] | None = None,
+        on_node_full: Callable[[Pod], None] | None = None,
+    ) -> bool:
+        """Evict ``pods`` in order up to the node, namespace and total limits (True: the total
+        stopped it; see :meth:`desched.framework.evictor.ProfileEvictor.evict_in_order`)."""
+        ...
+
     def node_limit_reached(self, node_name: str) -> bool: ...
 
     def total_limit_reached(self) -> bool: ...
@@ -230,7 +268,28 @@ class Handle(Protocol):
         """Report candidates considered and left, with the reason (test ``findings.enabled`` first)."""
         ...
 
+    @property
+    def metrics(self) -> MetricsProviders:
+        """The run's metrics providers (``metrics.k8s.io``, Prometheus), each ``None`` if absent."""
+        ...
+
     def now(self) -> datetime: ...
+
+    def report_anomalies(self, report: AnomalyReport) -> None:
+        """Hand this cycle's anomaly judgements to the cycle result (metrics and reports read them)."""
+        ...
+
+    def fits_other_node(self, pod: Pod, nodes: Sequence[Node]) -> bool:
+        """The pod fits one of ``nodes`` other than its own (descheduler's NodeFit)."""
+        ...
+
+    def fits_node(self, pod: Pod, node: Node) -> bool:
+        """The pod fits ``node`` (its own node's resources are not checked)."""
+        ...
+
+    def node_fit_failures(self, pod: Pod, node: Node) -> list[str]:
+        """Why the pod would not fit ``node`` ([]: it fits)."""
+        ...
 
     def sort_pods(self, pods: Sequence[Pod], key: Callable[[Pod], Any] | None = None) -> list[Pod]:
         """Order pods for eviction: the profile's Sort plugins first, then the plugin's own ``key``."""
