@@ -24,7 +24,7 @@ from desched.framework.framework import Framework
 from desched.framework.registry import Registry, default_registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import KINDS, Node, Pod
-from desched.scheduling.usage import StaticNodeMetrics, StaticPrometheus
+from desched.plugins.nodeutilization.usage import StaticNodeMetrics, StaticPrometheus
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

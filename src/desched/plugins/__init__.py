@@ -1,39 +1,39 @@
-"""In-tree plugins. Each module holds one plugin's whole story: its args, their validation, the plugin."""
+"""In-tree plugins: one folder per plugin, named as upstream names it (args, plugin, private helpers).
+
+In-tree plugins are independent of each other; what several share lives in :mod:`._shared` or lower.
+"""
 
 from __future__ import annotations
 
-import importlib
+from desched.plugins.defaultevictor import DefaultEvictor
+from desched.plugins.nodeutilization import HighNodeUtilization, LowNodeUtilization
+from desched.plugins.podlifetime import PodLifeTime
+from desched.plugins.removeanomalypods import RemoveAnomalyPods
+from desched.plugins.removeduplicates import RemoveDuplicates
+from desched.plugins.removefailedpods import RemoveFailedPods
+from desched.plugins.removepodshavingtoomanyrestarts import RemovePodsHavingTooManyRestarts
+from desched.plugins.removepodsviolatinginterpodantiaffinity import RemovePodsViolatingInterPodAntiAffinity
+from desched.plugins.removepodsviolatingnodeaffinity import RemovePodsViolatingNodeAffinity
+from desched.plugins.removepodsviolatingnodetaints import RemovePodsViolatingNodeTaints
+from desched.plugins.removepodsviolatingtopologyspreadconstraint import (
+    RemovePodsViolatingTopologySpreadConstraint,
+)
+from desched.plugins.sorters import PodAgeSort, PrioritySort
 
-# (module, class) of every in-tree plugin, in the order `desched validate` lists them.
-_IN_TREE = [
-    ("desched.plugins.defaultevictor", "DefaultEvictor"),
-    ("desched.plugins.sorters", "PrioritySort"),
-    ("desched.plugins.sorters", "PodAgeSort"),
-    ("desched.plugins.podlifetime", "PodLifeTime"),
-    ("desched.plugins.removefailedpods", "RemoveFailedPods"),
-    ("desched.plugins.toomanyrestarts", "RemovePodsHavingTooManyRestarts"),
-    ("desched.plugins.nodetaints", "RemovePodsViolatingNodeTaints"),
-    ("desched.plugins.nodeaffinity", "RemovePodsViolatingNodeAffinity"),
-    ("desched.plugins.interpodantiaffinity", "RemovePodsViolatingInterPodAntiAffinity"),
-    ("desched.plugins.removeduplicates", "RemoveDuplicates"),
-    ("desched.plugins.nodeutilization", "LowNodeUtilization"),
-    ("desched.plugins.nodeutilization", "HighNodeUtilization"),
-    ("desched.plugins.topologyspread", "RemovePodsViolatingTopologySpreadConstraint"),
-    ("desched.plugins.removeanomalypods", "RemoveAnomalyPods"),
-]
-
-
-def _load() -> list[type]:
-    classes = []
-    for module, cls in _IN_TREE:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            continue  # not written yet
-        classes.append(getattr(mod, cls))
-    return classes
-
-
-IN_TREE_PLUGINS: list[type] = _load()
+# Every in-tree plugin, in the order `desched validate` lists them.
+IN_TREE_PLUGINS: tuple[type, ...] = (
+    DefaultEvictor,
+    PrioritySort,
+    PodAgeSort,
+    PodLifeTime,
+    RemoveFailedPods,
+    RemovePodsHavingTooManyRestarts,
+    RemovePodsViolatingNodeTaints,
+    RemovePodsViolatingNodeAffinity,
+    RemovePodsViolatingInterPodAntiAffinity,
+    RemoveDuplicates,
+    LowNodeUtilization,
+    HighNodeUtilization,
+    RemovePodsViolatingTopologySpreadConstraint,
+    RemoveAnomalyPods,
+)

@@ -124,7 +124,7 @@ def _indented(value: Any) -> str:
 
 def anomaly_findings(profiles: Iterable[Any]) -> list[dict[str, Any]]:
     """What each RemoveAnomalyPods instance judged in the cycle: anomalous and suspected pods."""
-    from desched.plugins.removeanomalypods import AnomalyStats
+    from desched.plugins.removeanomalypods.plugin import AnomalyStats
 
     out = []
     for profile in profiles:

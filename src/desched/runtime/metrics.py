@@ -200,7 +200,7 @@ class Metrics:
 
     def observe_anomaly_plugins(self, profiles: Iterable[Any]) -> None:
         """Read the ``anomaly_stats`` of every RemoveAnomalyPods instance after a cycle."""
-        from desched.plugins.removeanomalypods import AnomalyStats
+        from desched.plugins.removeanomalypods.plugin import AnomalyStats
 
         for profile in profiles:
             for inst in profile.instances.values():

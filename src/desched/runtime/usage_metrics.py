@@ -2,7 +2,7 @@
 
 A policy's ``metricsProviders`` name where actual usage comes from; a LowNodeUtilization whose
 ``metricsUtilization.source`` asks for one reads it through the protocols of
-:mod:`desched.scheduling.usage`. Those are synchronous and called from the cycle's worker thread,
+:mod:`desched.plugins.nodeutilization.usage`. Those are synchronous and called from the cycle's worker thread,
 so the data is fetched on the event loop (which owns the connections) before the cycle:
 
 - :class:`NodeMetricsCollector` (``source: KubernetesMetrics``), as upstream's MetricsCollector:
@@ -45,10 +45,10 @@ from desched.api.policy import MetricsProvider, Policy, PrometheusProvider, Prom
 from desched.k8s import resources as k8s_resources
 from desched.k8s.quantity import QuantityError
 from desched.k8s.resources import CPU, MEMORY, Resources
-from desched.plugins.nodeutilization import KUBERNETES_METRICS, PROMETHEUS, MetricsUtilizationArgs
+from desched.plugins.nodeutilization.plugin import KUBERNETES_METRICS, PROMETHEUS, MetricsUtilizationArgs
+from desched.plugins.nodeutilization.usage import PrometheusSample, UsageError
 from desched.runtime import kube
 from desched.runtime.kube import ApiError, RateLimiter
-from desched.scheduling.usage import PrometheusSample, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def _describe(e: BaseException) -> str:
 class NodeMetricsCollector:
     """metrics.k8s.io for the cycle: smoothed node usage, pod usage on demand.
 
-    Implements :class:`desched.scheduling.usage.NodeMetricsProvider` for the worker thread; the
+    Implements :class:`desched.plugins.nodeutilization.usage.NodeMetricsProvider` for the worker thread; the
     polling (:meth:`run`) and :meth:`begin_cycle` run on the event loop.
     """
 
@@ -272,7 +272,7 @@ class NodeMetricsCollector:
 class PrometheusQueries:
     """Prometheus for the cycle: each query run once before it, answered from memory during it.
 
-    Implements :class:`desched.scheduling.usage.PrometheusClient` for the worker thread.
+    Implements :class:`desched.plugins.nodeutilization.usage.PrometheusClient` for the worker thread.
     """
 
     def __init__(

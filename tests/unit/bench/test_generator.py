@@ -138,9 +138,9 @@ def test_policy_all_runs_and_most_plugins_evict(small_file: Path) -> None:
 
 
 def test_both_policies_name_every_in_tree_plugin() -> None:
-    from desched.plugins import _IN_TREE
+    from desched.plugins import IN_TREE_PLUGINS
 
-    in_tree = {cls for _, cls in _IN_TREE} - {"DefaultEvictor"}
+    in_tree = {cls.__name__ for cls in IN_TREE_PLUGINS} - {"DefaultEvictor"}
     for path in POLICIES.values():
         doc = yaml.safe_load(path.read_text())
         missing = in_tree - set(plugin_names(doc))

@@ -18,9 +18,9 @@ from desched.framework.registry import default_registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s._compile_cache import ContentKeys
 from desched.k8s.objects import Node, Pod, PodDisruptionBudget, PriorityClass, Toleration
-from desched.plugins.defaultevictor import DefaultEvictor, DefaultEvictorArgs
-from desched.plugins.nodeaffinity import _AffinePods
-from desched.plugins.topologyspread import ConstraintCache
+from desched.plugins.defaultevictor.plugin import DefaultEvictor, DefaultEvictorArgs
+from desched.plugins.removepodsviolatingnodeaffinity.plugin import _AffinePods
+from desched.plugins.removepodsviolatingtopologyspreadconstraint.plugin import ConstraintCache
 from desched.scheduling import nodefit
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

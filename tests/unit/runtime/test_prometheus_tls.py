@@ -22,8 +22,8 @@ from kubernetes_asyncio import client
 
 from desched.api.errors import PolicyError
 from desched.api.policy import PrometheusProvider
+from desched.plugins.nodeutilization.usage import UsageError
 from desched.runtime.usage_metrics import PrometheusQueries
-from desched.scheduling.usage import UsageError
 
 QUERY = "instance:node_cpu:rate:sum"
 SERVER_NAME = "prometheus.monitoring.svc"

@@ -23,6 +23,7 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.framework import Framework
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
+from desched.plugins.nodeutilization.usage import UsageError
 from desched.runtime.backend import ApiEvictionBackend
 from desched.runtime.usage_metrics import (
     BETA,
@@ -31,7 +32,6 @@ from desched.runtime.usage_metrics import (
     UsageMetrics,
     weighted_average,
 )
-from desched.scheduling.usage import UsageError
 
 REG = default_registry(entry_points=False)
 SECRET = "/api/v1/namespaces/kube-system/secrets/prom-token"

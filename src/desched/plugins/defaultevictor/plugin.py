@@ -1,0 +1,577 @@
+"""DefaultEvictor: which pods may be evicted at all (Filter), and a last check before (PreEvictionFilter).
+
+Upstream's ``pkg/framework/plugins/defaultevictor`` (v0.36), rule for rule.
+
+``filter(pod)``, in upstream's order:
+
+1. the ``descheduler.alpha.kubernetes.io/evict`` annotation makes any pod evictable;
+2. with ``noEvictionPolicy: Mandatory``, the ``descheduler.alpha.kubernetes.io/prefer-no-eviction``
+   annotation makes it not evictable (``Preferred`` only sorts such pods last);
+3. mirror, static and terminating pods are not evictable;
+4. then the pod protections, each a reason to keep the pod:
+
+   - ``SystemCriticalPods`` (default): priority ≥ 2·10⁹; and, with a ``priorityThreshold`` that
+     sets ``value`` or ``name``, a priority ≥ the threshold (a pod without ``spec.priority``
+     passes). With this protection disabled the threshold is ignored, as upstream.
+   - ``FailedBarePods`` (default): a pod without owner references; disabled, such a pod is kept
+     unless it is Failed.
+   - ``PodsWithLocalStorage`` (default): an emptyDir or hostPath volume.
+   - ``DaemonSetPods`` (default): owned by a DaemonSet.
+   - ``PodsWithPVC`` (extra): a persistentVolumeClaim volume; with
+     ``config.PodsWithPVC.protectedStorageClasses`` only claims of those classes protect, and a
+     claim that is not in the snapshot, or has no storage class, protects too (it cannot be told).
+   - ``PodsWithoutPDB`` (extra): no PodDisruptionBudget selects the pod.
+   - ``PodsWithResourceClaims`` (extra): ``spec.resourceClaims`` is set.
+
+   Protections come from ``podProtections`` when its ``extraEnabled`` or ``defaultDisabled`` is
+   non-empty, else from the deprecated booleans (``evictLocalStoragePods`` ...);
+5. ``labelSelector`` must match the pod's labels;
+6. ``minReplicas`` (> 1): a pod with exactly one owner reference is kept when fewer than
+   ``minReplicas`` pods of the snapshot name that owner (same uid) at the start of the cycle;
+   pods with no or several owners pass. The count is the cycle's first one: upstream checks it
+   once, when a plugin lists a node's pods, and then evicts from that list (and a live cluster
+   still lists the pods evicted during the cycle, terminating), so two replicas on a tainted node
+   are both evicted;
+7. ``minPodAge``: a pod without ``status.startTime``, or started less than ``minPodAge`` ago, is
+   kept.
+
+Within a cycle, what ``filter`` finds from the pod itself and the cycle's settings (steps 1-5)
+is remembered per pod; ``minReplicas`` (from the counts taken at the cycle's start) and
+``minPodAge`` (the clock) are checked at every call.
+
+``pre_eviction_filter(pod)``: with ``nodeFit``, the pod must fit (:mod:`desched.scheduling.nodefit`)
+some *other* ready node of the snapshot matching ``nodeSelector`` (all of them, not only the nodes
+the strategy was given); then, with a non-empty ``namespaceLabelSelector``, the pod's Namespace
+must exist in the snapshot and match it.
+
+A ``priorityThreshold.name`` is resolved at the start of every cycle from the snapshot's
+PriorityClasses (the built-in ``system-*-critical`` classes are always known). If the class does
+not exist, upstream fails to build the profile and skips it for the cycle; desched does the same
+in effect: the profile's DefaultEvictor refuses every pod for that cycle and logs an error, so the
+profile evicts nothing rather than more than intended.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import Field, field_validator, model_validator
+
+from desched.api.types import ArgsModel, LabelSelectorArg, PriorityThreshold, parse_go_duration
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.k8s import labels as k8s_labels
+from desched.k8s import pods as k8s_pods
+from desched.k8s.objects import Node, Pod
+from desched.k8s.priority import BUILTIN_PRIORITY_CLASSES
+from desched.scheduling import nodefit
+
+if TYPE_CHECKING:
+    from desched.framework.framework import PluginHandle
+
+log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
+
+
+class PodProtection(enum.StrEnum):
+    PODS_WITH_LOCAL_STORAGE = "PodsWithLocalStorage"
+    DAEMON_SET_PODS = "DaemonSetPods"
+    SYSTEM_CRITICAL_PODS = "SystemCriticalPods"
+    FAILED_BARE_PODS = "FailedBarePods"
+    PODS_WITH_PVC = "PodsWithPVC"
+    PODS_WITHOUT_PDB = "PodsWithoutPDB"
+    PODS_WITH_RESOURCE_CLAIMS = "PodsWithResourceClaims"
+
+
+#: Enabled unless listed in ``podProtections.defaultDisabled`` (upstream's order).
+DEFAULT_POD_PROTECTIONS: tuple[PodProtection, ...] = (
+    PodProtection.PODS_WITH_LOCAL_STORAGE,
+    PodProtection.SYSTEM_CRITICAL_PODS,
+    PodProtection.FAILED_BARE_PODS,
+    PodProtection.DAEMON_SET_PODS,
+)
+#: Enabled only when listed in ``podProtections.extraEnabled``.
+EXTRA_POD_PROTECTIONS: tuple[PodProtection, ...] = (
+    PodProtection.PODS_WITH_PVC,
+    PodProtection.PODS_WITHOUT_PDB,
+    PodProtection.PODS_WITH_RESOURCE_CLAIMS,
+)
+
+NO_EVICTION_PREFERRED = "Preferred"
+NO_EVICTION_MANDATORY = "Mandatory"
+
+#: The deprecated booleans, by wire name, and what each stands for.
+_DEPRECATED = {
+    "evictLocalStoragePods": "podProtections.defaultDisabled: [PodsWithLocalStorage]",
+    "evictDaemonSetPods": "podProtections.defaultDisabled: [DaemonSetPods]",
+    "evictSystemCriticalPods": "podProtections.defaultDisabled: [SystemCriticalPods]",
+    "evictFailedBarePods": "podProtections.defaultDisabled: [FailedBarePods]",
+    "ignorePvcPods": "podProtections.extraEnabled: [PodsWithPVC]",
+    "ignorePodsWithoutPDB": "podProtections.extraEnabled: [PodsWithoutPDB]",
+}
+
+
+# --------------------------------------------------------------------------- args
+
+
+class ProtectedStorageClass(ArgsModel):
+    name: str
+
+
+class PodsWithPVCConfig(ArgsModel):
+    protected_storage_classes: list[ProtectedStorageClass] | None = None
+
+
+class PodProtectionsConfig(ArgsModel):
+    pods_with_pvc: PodsWithPVCConfig | None = Field(default=None, alias="PodsWithPVC")
+
+
+def _check_protections(values: list[str] | None, allowed: tuple[PodProtection, ...], what: str) -> None:
+    seen: set[str] = set()
+    for v in values or ():
+        if v not in allowed:
+            valid = ", ".join(allowed)
+            raise ValueError(f"invalid pod protection {v!r}: {what} accepts {valid}")
+        if v in seen:
+            raise ValueError(f"duplicate entry {v!r}")
+        seen.add(v)
+
+
+class PodProtections(ArgsModel):
+    extra_enabled: list[str] | None = None
+    default_disabled: list[str] | None = None
+    config: PodProtectionsConfig | None = None
+
+    @field_validator("extra_enabled")
+    @classmethod
+    def _extra(cls, v: list[str] | None) -> list[str] | None:
+        _check_protections(v, EXTRA_POD_PROTECTIONS, "extraEnabled")
+        return v
+
+    @field_validator("default_disabled")
+    @classmethod
+    def _disabled(cls, v: list[str] | None) -> list[str] | None:
+        _check_protections(v, DEFAULT_POD_PROTECTIONS, "defaultDisabled")
+        return v
+
+    @property
+    def in_use(self) -> bool:
+        """Whether these settings replace the deprecated booleans (upstream's rule)."""
+        return bool(self.extra_enabled) or bool(self.default_disabled)
+
+    def protected_storage_classes(self) -> frozenset[str]:
+        cfg = self.config.pods_with_pvc if self.config is not None else None
+        if cfg is None:
+            return frozenset()
+        return frozenset(sc.name for sc in cfg.protected_storage_classes or ())
+
+
+class DefaultEvictorArgs(ArgsModel):
+    node_selector: str = ""
+    label_selector: LabelSelectorArg | None = None
+    namespace_label_selector: LabelSelectorArg | None = None
+    priority_threshold: PriorityThreshold | None = None
+    node_fit: bool = False
+    min_replicas: int = Field(default=0, ge=0)
+    min_pod_age: str | None = None
+    no_eviction_policy: str = ""
+    pod_protections: PodProtections = Field(default_factory=PodProtections)
+    # deprecated (upstream still reads them when podProtections is not in use)
+    evict_local_storage_pods: bool = False
+    evict_daemon_set_pods: bool = False
+    evict_system_critical_pods: bool = False
+    ignore_pvc_pods: bool = False
+    ignore_pods_without_pdb: bool = Field(default=False, alias="ignorePodsWithoutPDB")
+    evict_failed_bare_pods: bool = False
+
+    @field_validator("node_selector")
+    @classmethod
+    def _node_selector(cls, v: str) -> str:
+        if v:
+            try:
+                k8s_labels.parse_selector_string(v)
+            except k8s_labels.SelectorError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("min_pod_age")
+    @classmethod
+    def _min_pod_age(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_go_duration(v)
+        return v
+
+    @field_validator("no_eviction_policy")
+    @classmethod
+    def _no_eviction_policy(cls, v: str) -> str:
+        if v not in ("", NO_EVICTION_PREFERRED, NO_EVICTION_MANDATORY):
+            raise ValueError(
+                f"must be {NO_EVICTION_PREFERRED!r} or {NO_EVICTION_MANDATORY!r} (or empty), got {v!r}"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _no_mixing(self) -> DefaultEvictorArgs:
+        if self.pod_protections.in_use:
+            used = [name for name in _DEPRECATED if getattr(self, _field_of(name))]
+            if used:
+                hint = "; ".join(f"{name} -> {_DEPRECATED[name]}" for name in used)
+                raise ValueError(
+                    f"deprecated {', '.join(used)} cannot be combined with podProtections.extraEnabled "
+                    f"or podProtections.defaultDisabled (use instead: {hint})"
+                )
+        return self
+
+    @property
+    def min_pod_age_duration(self) -> timedelta | None:
+        return parse_go_duration(self.min_pod_age) if self.min_pod_age is not None else None
+
+    def effective_protections(self) -> frozenset[PodProtection]:
+        """Upstream's getEffectivePodProtections."""
+        pp = self.pod_protections
+        if pp.in_use:
+            disabled = set(pp.default_disabled or ())
+            out = {p for p in DEFAULT_POD_PROTECTIONS if p not in disabled}
+            out.update(PodProtection(p) for p in pp.extra_enabled or ())
+            return frozenset(out)
+        legacy: set[PodProtection] = set()
+        if not self.evict_local_storage_pods:
+            legacy.add(PodProtection.PODS_WITH_LOCAL_STORAGE)
+        if not self.evict_daemon_set_pods:
+            legacy.add(PodProtection.DAEMON_SET_PODS)
+        if not self.evict_system_critical_pods:
+            legacy.add(PodProtection.SYSTEM_CRITICAL_PODS)
+        if not self.evict_failed_bare_pods:
+            legacy.add(PodProtection.FAILED_BARE_PODS)
+        if self.ignore_pvc_pods:
+            legacy.add(PodProtection.PODS_WITH_PVC)
+        if self.ignore_pods_without_pdb:
+            legacy.add(PodProtection.PODS_WITHOUT_PDB)
+        return frozenset(legacy)
+
+
+def _field_of(wire: str) -> str:
+    return {
+        "evictLocalStoragePods": "evict_local_storage_pods",
+        "evictDaemonSetPods": "evict_daemon_set_pods",
+        "evictSystemCriticalPods": "evict_system_critical_pods",
+        "evictFailedBarePods": "evict_failed_bare_pods",
+        "ignorePvcPods": "ignore_pvc_pods",
+        "ignorePodsWithoutPDB": "ignore_pods_without_pdb",
+    }[wire]
+
+
+# --------------------------------------------------------------------------- the plugin
+
+#: (why the pod is kept, the test that says it is kept)
+_Constraint = tuple[str, Callable[[Pod], bool]]
+
+_BELOW_MIN_REPLICAS = "owner has fewer replicas than minReplicas"
+_TOO_YOUNG = "pod is younger than minPodAge"
+
+#: What ``filter`` found out about a pod once per cycle, from the pod alone (see ``_verdict``).
+_REFUSE = 0
+_ACCEPT = 1
+_CHECK = 2  # passes the checks that depend on the pod alone; minReplicas and minPodAge still apply
+
+#: (namespace, owner kind, owner name, owner uid)
+_OwnerKey = tuple[str, str, str, str]
+
+
+class DefaultEvictor:
+    """Filter + PreEvictionFilter, as upstream's DefaultEvictor."""
+
+    name: ClassVar[str] = "DefaultEvictor"
+    Args: ClassVar[type[DefaultEvictorArgs]] = DefaultEvictorArgs
+
+    def __init__(self, args: DefaultEvictorArgs, handle: PluginHandle) -> None:
+        self.args = args
+        self.handle = handle
+        self.protections = args.effective_protections()
+        self._mandatory = args.no_eviction_policy == NO_EVICTION_MANDATORY
+        self._min_pod_age = args.min_pod_age_duration
+        self._protected_classes = args.pod_protections.protected_storage_classes()
+        sel = args.label_selector.to_selector() if args.label_selector is not None else None
+        self._label_match: k8s_labels.Matcher | None = None
+        if sel is not None and (sel.match_labels or sel.match_expressions):
+            self._label_match = k8s_labels.compile_label_selector(sel, none_matches=True)
+        ns_sel = args.namespace_label_selector.to_selector() if args.namespace_label_selector else None
+        self._namespace_match: k8s_labels.Matcher | None = None
+        if ns_sel is not None and (ns_sel.match_labels or ns_sel.match_expressions):
+            self._namespace_match = k8s_labels.compile_label_selector(ns_sel, none_matches=True)
+        if args.min_replicas == 1:
+            log.info("DefaultEvictor: minReplicas 1 has no effect (it must be greater than 1 to apply)")
+        self._threshold_spec = args.priority_threshold
+        if self._threshold_spec is not None and (
+            PodProtection.SYSTEM_CRITICAL_PODS not in self.protections
+            or (self._threshold_spec.value is None and not self._threshold_spec.name)
+        ):
+            self._threshold_spec = None  # upstream ignores it then
+        # per cycle
+        self._snapshot: ClusterSnapshot | None = None
+        self._broken: str | None = None
+        self._threshold: int | None = None
+        self._constraints: list[_Constraint] = []
+        self._static_checks: tuple[Callable[[Pod], bool], ...] = ()
+        self._ready_nodes: list[Node] | None = None
+        #: owner -> how many pods named it when the cycle started (minReplicas > 1 only)
+        self._owner_counts: dict[_OwnerKey, int] = {}
+        #: id(pod) -> (pod, verdict, the owner minReplicas counts or None), for this cycle
+        self._verdicts: dict[int, tuple[Pod, int, _OwnerKey | None]] = {}
+
+    # ---------------------------------------------------------------- cycle
+
+    def on_cycle_start(self) -> None:
+        """Bind to this cycle's snapshot: resolve the priority threshold, drop per-cycle caches."""
+        snapshot = self.handle.snapshot
+        self._snapshot = snapshot
+        self._broken = None
+        self._threshold = None
+        self._ready_nodes = None
+        self._owner_counts = self._count_owners(snapshot) if self.args.min_replicas > 1 else {}
+        self._verdicts = {}
+        spec = self._threshold_spec
+        if spec is not None:
+            if spec.value is not None:
+                self._threshold = spec.value
+            else:
+                pc = snapshot.priority_classes.get(spec.name)
+                if pc is not None:
+                    self._threshold = pc.value
+                elif spec.name in BUILTIN_PRIORITY_CLASSES:
+                    self._threshold = BUILTIN_PRIORITY_CLASSES[spec.name]
+                else:
+                    self._broken = (
+                        f"priorityThreshold.name: PriorityClass {spec.name!r} does not exist; "
+                        f"profile {self.handle.profile_name!r} evicts nothing this cycle"
+                    )
+                    log.error("DefaultEvictor: %s", self._broken)
+        self._constraints = self._build_constraints()
+        # Every constraint but minReplicas (evictions change the counts) and minPodAge (the clock)
+        # depends on the pod, the cycle's settings and what evictions leave alone.
+        self._static_checks = tuple(
+            kept for reason, kept in self._constraints if reason not in (_BELOW_MIN_REPLICAS, _TOO_YOUNG)
+        )
+
+    def _current(self) -> None:
+        if self._snapshot is not self.handle.snapshot:
+            self.on_cycle_start()
+
+    @property
+    def error(self) -> str | None:
+        """Why this evictor refuses every pod in the current cycle, if it does."""
+        self._current()
+        return self._broken
+
+    def _build_constraints(self) -> list[_Constraint]:
+        on = self.protections
+        out: list[_Constraint] = []
+        if PodProtection.SYSTEM_CRITICAL_PODS in on:
+            out.append(("pod has system critical priority", k8s_pods.is_critical_pod))
+            threshold = self._threshold
+            if threshold is not None:
+                out.append(
+                    (
+                        "pod has higher priority than the priority threshold",
+                        lambda p: p.spec.priority is not None and p.spec.priority >= threshold,
+                    )
+                )
+        if PodProtection.FAILED_BARE_PODS in on:
+            out.append(("pod does not have any ownerRefs", k8s_pods.is_bare_pod))
+        else:
+            out.append(
+                (
+                    "pod does not have any ownerRefs and is not in failed phase",
+                    lambda p: k8s_pods.is_bare_pod(p) and p.status.phase != "Failed",
+                )
+            )
+        if PodProtection.PODS_WITH_LOCAL_STORAGE in on:
+            out.append(("pod has local storage", k8s_pods.has_local_storage))
+        if PodProtection.DAEMON_SET_PODS in on:
+            out.append(("pod is owned by a DaemonSet", k8s_pods.is_daemonset_pod))
+        if PodProtection.PODS_WITH_PVC in on:
+            if self._protected_classes:
+                out.append(("pod uses a protected storage class", self._uses_protected_storage_class))
+            else:
+                out.append(("pod has a PVC", k8s_pods.has_pvc))
+        if PodProtection.PODS_WITHOUT_PDB in on:
+            out.append(("pod is not covered by a PodDisruptionBudget", self._without_pdb))
+        if PodProtection.PODS_WITH_RESOURCE_CLAIMS in on:
+            out.append(("pod has ResourceClaims", k8s_pods.has_resource_claims))
+        label_match = self._label_match
+        if label_match is not None:
+            out.append(("pod labels do not match labelSelector", lambda p: not label_match(p.labels)))
+        if self.args.min_replicas > 1:
+            out.append((_BELOW_MIN_REPLICAS, self._below_min_replicas))
+        if self._min_pod_age is not None:
+            out.append((_TOO_YOUNG, self._too_young))
+        return out
+
+    # ---------------------------------------------------------------- constraints
+
+    def _uses_protected_storage_class(self, pod: Pod) -> bool:
+        snapshot = self.handle.snapshot
+        protected = self._protected_classes
+        for claim_name in k8s_pods.pvc_claim_names(pod):
+            claim = snapshot.pvc(pod.namespace, claim_name)
+            if claim is None or not claim.spec.storage_class_name:
+                return True  # cannot tell the class: keep the pod
+            if claim.spec.storage_class_name in protected:
+                return True
+        return False
+
+    def _without_pdb(self, pod: Pod) -> bool:
+        return not self.handle.snapshot.pdbs_for_pod(pod)
+
+    def _below_min_replicas(self, pod: Pod) -> bool:
+        key = self._owner_key(pod)
+        return key is not None and self._owner_replicas(key) < self.args.min_replicas
+
+    @staticmethod
+    def _owner_key(pod: Pod) -> _OwnerKey | None:
+        """The owner whose replicas minReplicas counts: the only owner reference (None if the pod
+        has none or several)."""
+        refs = pod.metadata.owner_references
+        if not refs or len(refs) > 1:
+            return None
+        ref = refs[0]
+        return (pod.metadata.namespace, ref.kind, ref.name, ref.uid)
+
+    def _owner_replicas(self, key: _OwnerKey) -> int:
+        """How many pods of the snapshot named this owner (same kind, name and uid) when the cycle
+        started: evictions during the cycle do not lower it (see the module docstring)."""
+        return self._owner_counts.get(key, 0)
+
+    @staticmethod
+    def _count_owners(snapshot: ClusterSnapshot) -> dict[_OwnerKey, int]:
+        """Pods per owner reference (each pod once per distinct reference), over the snapshot as
+        it is now: at the start of the cycle."""
+        counts: dict[_OwnerKey, int] = {}
+        for pod in snapshot.iter_pods():
+            refs = pod.metadata.owner_references
+            if not refs:
+                continue
+            namespace = pod.metadata.namespace
+            if len(refs) == 1:
+                ref = refs[0]
+                key = (namespace, ref.kind, ref.name, ref.uid)
+                counts[key] = counts.get(key, 0) + 1
+                continue
+            for key in {(namespace, ref.kind, ref.name, ref.uid) for ref in refs}:
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def _too_young(self, pod: Pod) -> bool:
+        started = pod.status.start_time
+        assert self._min_pod_age is not None
+        return started is None or self.handle.now() - started < self._min_pod_age
+
+    # ---------------------------------------------------------------- extension points
+
+    def filter(self, pod: Pod) -> bool:
+        snapshot = self.handle.snapshot
+        if self._snapshot is not snapshot:
+            self.on_cycle_start()
+        if self._broken is not None:
+            return False
+        hit = self._verdicts.get(id(pod))
+        if hit is not None and hit[0] is pod:
+            _, verdict, owner = hit
+        else:
+            verdict = self._verdict(pod)
+            owner = self._owner_key(pod) if verdict == _CHECK and self.args.min_replicas > 1 else None
+            # (the entry holds the pod, so its id is not reused while cached)
+            self._verdicts[id(pod)] = (pod, verdict, owner)
+        if verdict != _CHECK:
+            return verdict == _ACCEPT
+        if owner is not None and self._owner_counts.get(owner, 0) < self.args.min_replicas:
+            return False
+        return self._min_pod_age is None or not self._too_young(pod)
+
+    def _verdict(self, pod: Pod) -> int:
+        """Upstream's filter up to the checks whose answer can change within a cycle."""
+        meta = pod.metadata
+        annotations = meta.annotations
+        if annotations:
+            if k8s_pods.EVICT_ANNOTATION in annotations:
+                return _ACCEPT
+            if self._mandatory and k8s_pods.PREFER_NO_EVICTION_ANNOTATION in annotations:
+                return _REFUSE
+            if k8s_pods.MIRROR_POD_ANNOTATION in annotations:  # k8s_pods.is_mirror_pod
+                return _REFUSE
+            source = annotations.get(k8s_pods.CONFIG_SOURCE_ANNOTATION)
+            if source is not None and source != "api":  # k8s_pods.is_static_pod
+                return _REFUSE
+        if meta.deletion_timestamp is not None:  # k8s_pods.is_terminating
+            return _REFUSE
+        for kept in self._static_checks:
+            if kept(pod):
+                return _REFUSE
+        return _CHECK
+
+    def filter_reasons(self, pod: Pod) -> list[str]:
+        """Every reason ``filter`` refuses the pod ([] if it accepts it), for explanations."""
+        self._current()
+        if self._broken is not None:
+            return [self._broken]
+        annotations = pod.annotations
+        if k8s_pods.EVICT_ANNOTATION in annotations:
+            return []
+        if self._mandatory and k8s_pods.PREFER_NO_EVICTION_ANNOTATION in annotations:
+            return ["pod has the prefer-no-eviction annotation and noEvictionPolicy is Mandatory"]
+        out = []
+        if k8s_pods.is_mirror_pod(pod):
+            out.append("pod is a mirror pod")
+        if k8s_pods.is_static_pod(pod):
+            out.append("pod is a static pod")
+        if k8s_pods.is_terminating(pod):
+            out.append("pod is terminating")
+        out.extend(reason for reason, kept in self._constraints if kept(pod))
+        return out
+
+    def nodes_for_fit(self) -> list[Node]:
+        """The ready nodes matching ``nodeSelector``: where nodeFit looks (one list per cycle)."""
+        self._current()
+        if self._ready_nodes is None:
+            self._ready_nodes = self.handle.snapshot.ready_nodes(self.args.node_selector or None)
+        return self._ready_nodes
+
+    def pre_eviction_filter(self, pod: Pod) -> bool:
+        self._current()
+        if self._broken is not None:
+            return False
+        snapshot = self.handle.snapshot
+        if self.args.node_fit and not nodefit.pod_fits_any_other_node(snapshot, pod, self.nodes_for_fit()):
+            log.debug("pod %s fits no other node; not evicted", pod.key)
+            return False
+        match = self._namespace_match
+        if match is not None:
+            ns = snapshot.namespace(pod.namespace)
+            if ns is None or not match(ns.metadata.labels or {}):
+                log.debug("namespace of pod %s does not match namespaceLabelSelector", pod.key)
+                return False
+        return True
+
+    def pre_eviction_filter_reasons(self, pod: Pod) -> list[str]:
+        """Why ``pre_eviction_filter`` refuses the pod, with each other node's first misfit."""
+        self._current()
+        if self._broken is not None:
+            return [self._broken]
+        out: list[str] = []
+        snapshot = self.handle.snapshot
+        if self.args.node_fit and not nodefit.pod_fits_any_other_node(snapshot, pod, self.nodes_for_fit()):
+            others = [n for n in self.nodes_for_fit() if n.metadata.name != pod.spec.node_name]
+            misfits = [
+                f"{n.metadata.name}: {'; '.join(nodefit.node_fit_failures(snapshot, pod, n)) or 'no fit'}"
+                for n in others[:3]
+            ]
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            out.append(f"nodeFit: fits no other node ({', '.join(misfits) or 'no other ready node'}{more})")
+        match = self._namespace_match
+        if match is not None:
+            ns = snapshot.namespace(pod.namespace)
+            if ns is None or not match(ns.metadata.labels or {}):
+                out.append(f"namespace {pod.namespace} does not match namespaceLabelSelector")
+        return out

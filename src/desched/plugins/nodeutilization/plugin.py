@@ -1,0 +1,715 @@
+"""LowNodeUtilization and HighNodeUtilization: balance nodes by how much of them is in use.
+
+Both plugins share one model (upstream ``pkg/framework/plugins/nodeutilization``):
+
+1. **Usage.** A :class:`~desched.plugins.nodeutilization.usage.UsageSource` gives each node's usage in integer
+   amounts: by default the sum of the requests of the pods occupying it (``pods`` = their number);
+   LowNodeUtilization can read actual usage from metrics.k8s.io or Prometheus instead
+   (``metricsUtilization``). The resources looked at are ``cpu``, ``memory``, ``pods`` and every
+   resource a threshold names (e.g. ``nvidia.com/gpu``); with Prometheus only ``MetricResource``.
+2. **Percentages.** Usage over allocatable (capacity if a node reports no allocatable), times 100,
+   as float64. A node without a resource reads 0% of it; a node offering none of it too.
+3. **Classification.** A node is *under-utilised* when every threshold resource is at or below its
+   ``thresholds`` value (``<=``), and *over-utilised* when some resource is strictly above its
+   ``targetThresholds`` value (``>``); under is decided first. ``cpu``, ``memory`` and ``pods``
+   default to 100% when the thresholds leave them out (so they only matter for a node whose
+   requests exceed its allocatable); other resources count only when named. With
+   ``useDeviationThresholds`` the thresholds are distances from the mean percentage over the
+   nodes (each resource averaged over the nodes that offer it; only the named resources): under
+   means <= mean - thresholds, over means > mean + targetThresholds, both clamped to [0, 100].
+   With Prometheus only ``MetricResource`` is classified.
+4. **Capacity to move into.** Each node's capacity capped at its high threshold
+   (``int(threshold * 0.01 * capacity)``; uncapped for a resource without a threshold, zero for a
+   resource the node does not have) minus its usage, summed over the destination nodes: the
+   budget every eviction spends from.
+5. **Eviction.** Source nodes are taken in order of the sum of their raw usage amounts (largest
+   first for LowNodeUtilization, smallest first for HighNodeUtilization; ties by node name). On
+   each, the pods the profile's Filter lets go (with ``evictionModes: [OnlyThresholdingResources]``
+   only those that request a threshold resource) are ordered by priority (lowest first), then
+   BestEffort before Burstable before Guaranteed (the profile's Sort plugins first, if any). A pod
+   is skipped when it tolerates the taints of no destination node, or when its namespace is in
+   ``evictableNamespaces.exclude``. After each eviction its usage is taken off its node and off the
+   budget. A node is left once the stop rule says so; every plugin stops once any resource of the
+   budget is used up (<= 0). LowNodeUtilization also stops moving pods off a node as soon as the
+   node is no longer above its target for any resource (usage > capped capacity), checked before
+   the first eviction and after each; ``evictionLimits.node`` caps the evictions per node.
+   When the usage source cannot tell what one pod uses (Prometheus), at most one pod is evicted
+   per node, or ``evictionLimits.node`` pods if that is set.
+
+The plugin does nothing when no node is under-utilised, when the under-utilised nodes are not
+more than ``numberOfNodes``, when all nodes are under-utilised, or when there is no node to move
+pods from (LowNodeUtilization: none over-utilised) or to (HighNodeUtilization: no schedulable node
+that is not under-utilised). A cordoned node is never a LowNodeUtilization destination, and never
+a HighNodeUtilization destination.
+
+Deliberate differences from upstream v0.36: ties between nodes of equal usage and between pods of
+equal priority and QoS are broken by name instead of by Go's map order; a pod "tolerates a
+destination" when every taint of that node is tolerated (upstream also requires the pod to have at
+least as many tolerations as the node has taints, which wrongly rejects a single wildcard
+toleration); LowNodeUtilization accepts ``evictionModes`` too, as newer upstream releases do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from desched.api.types import ArgsModel, EvictionLimits, FieldValueError, Namespaces, policy_checks_enabled
+from desched.framework.types import Evictor, EvictResult, Handle, Status
+from desched.k8s import nodes as k8s_nodes
+from desched.k8s import taints as k8s_taints
+from desched.k8s.objects import Node, Pod, Taint
+from desched.k8s.resources import PODS, Resources
+from desched.plugins._shared import priority_low_to_high_key
+from desched.plugins.nodeutilization.usage import (
+    BASIC_RESOURCES,
+    METRIC_RESOURCE,
+    MetricsUsage,
+    NodeMetricsProvider,
+    PodUsageError,
+    PrometheusClient,
+    PrometheusUsage,
+    RequestedUsage,
+    UsageError,
+    UsageSource,
+    node_capacity,
+    usage_percentages,
+)
+
+log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
+
+MIN_PERCENTAGE = 0.0
+MAX_PERCENTAGE = 100.0
+
+KUBERNETES_METRICS = "KubernetesMetrics"
+PROMETHEUS = "Prometheus"
+
+#: ``evictionModes`` value: evict only pods that request one of the threshold resources.
+ONLY_THRESHOLDING_RESOURCES = "OnlyThresholdingResources"
+EVICTION_MODES = (ONLY_THRESHOLDING_RESOURCES,)
+
+ResourceThresholds = dict[str, float]
+
+
+# ----------------------------------------------------------------------------------------- args
+
+
+def check_thresholds(thresholds: ResourceThresholds, field: str = "thresholds") -> None:
+    """upstream ``validateThresholds``: at least one resource, each percentage in [0, 100]. The
+    error names the leaf field and the value (upstream: "cpu threshold not in [0, 100] range")."""
+    if not thresholds:
+        raise FieldValueError(field, "no resource threshold is configured")
+    for name, percent in thresholds.items():
+        if not MIN_PERCENTAGE <= percent <= MAX_PERCENTAGE:
+            raise FieldValueError(
+                f"{field}.{name}",
+                f"must be between {MIN_PERCENTAGE:g} and {MAX_PERCENTAGE:g}, got {percent:g}",
+            )
+
+
+def _known_eviction_modes(modes: list[str] | None) -> list[str] | None:
+    for mode in modes or ():
+        if mode not in EVICTION_MODES:
+            raise ValueError(f"invalid eviction mode {mode}")
+    return modes
+
+
+def _only_exclude(namespaces: Namespaces | None) -> None:
+    if namespaces is not None and namespaces.include:
+        raise ValueError("only Exclude namespaces can be set, inclusion is not supported")
+
+
+class PrometheusQueryArgs(ArgsModel):
+    #: An instant query returning one sample per node (label ``instance``), each in [0, 1].
+    query: str = ""
+
+
+class MetricsUtilizationArgs(ArgsModel):
+    #: Deprecated: the same as ``source: KubernetesMetrics``.
+    metrics_server: bool = False
+    source: str = ""
+    prometheus: PrometheusQueryArgs | None = None
+
+    @model_validator(mode="after")
+    def _check(self, info: ValidationInfo) -> MetricsUtilizationArgs:
+        source = self.source
+        if policy_checks_enabled(info):
+            if source == KUBERNETES_METRICS and self.metrics_server:
+                raise ValueError(
+                    f'it is not allowed to set both "{KUBERNETES_METRICS}" source and metricsServer'
+                )
+            if source == KUBERNETES_METRICS and self.prometheus is not None:
+                raise ValueError(
+                    "prometheus configuration is not allowed to set when source is set to "
+                    f'"{KUBERNETES_METRICS}"'
+                )
+            if source == PROMETHEUS and (self.prometheus is None or not self.prometheus.query):
+                raise ValueError(f'prometheus query is required when metrics source is set to "{PROMETHEUS}"')
+        # What upstream's constructor refuses.
+        if source not in ("", KUBERNETES_METRICS, PROMETHEUS):
+            raise ValueError(
+                f"unrecognized metrics source {source!r} (expected {KUBERNETES_METRICS} or {PROMETHEUS})"
+            )
+        if not source and not self.metrics_server:
+            raise ValueError("metrics source is empty")
+        if source == PROMETHEUS and self.metrics_server:
+            raise ValueError(
+                f'metricsServer means source "{KUBERNETES_METRICS}"; it cannot be used with "{PROMETHEUS}"'
+            )
+        return self
+
+    @property
+    def effective_source(self) -> str:
+        """KubernetesMetrics or Prometheus (metricsServer means KubernetesMetrics)."""
+        return PROMETHEUS if self.source == PROMETHEUS else KUBERNETES_METRICS
+
+    @property
+    def query(self) -> str:
+        return self.prometheus.query if self.prometheus is not None else ""
+
+
+class LowNodeUtilizationArgs(ArgsModel):
+    use_deviation_thresholds: bool = False
+    thresholds: ResourceThresholds = Field(default_factory=dict)
+    target_thresholds: ResourceThresholds = Field(default_factory=dict)
+    number_of_nodes: int = 0
+    metrics_utilization: MetricsUtilizationArgs | None = None
+    #: ``OnlyThresholdingResources``: evict only pods that request a threshold resource.
+    eviction_modes: list[str] | None = None
+    #: Only ``exclude``: pods of these namespaces count towards usage but are not evicted.
+    evictable_namespaces: Namespaces | None = None
+    eviction_limits: EvictionLimits | None = None
+
+    @field_validator("eviction_modes")
+    @classmethod
+    def _known_modes(cls, modes: list[str] | None) -> list[str] | None:
+        return _known_eviction_modes(modes)
+
+    @model_validator(mode="after")
+    def _check(self, info: ValidationInfo) -> LowNodeUtilizationArgs:
+        if policy_checks_enabled(info):
+            _only_exclude(self.evictable_namespaces)
+            check_thresholds(self.thresholds)
+            check_thresholds(self.target_thresholds, "targetThresholds")
+            if len(self.thresholds) != len(self.target_thresholds):
+                raise ValueError("thresholds and targetThresholds configured different resources")
+            for name, value in self.thresholds.items():
+                target = self.target_thresholds.get(name)
+                if target is None:
+                    raise ValueError("thresholds and targetThresholds configured different resources")
+                if value > target and not self.use_deviation_thresholds:
+                    raise ValueError(f"thresholds' {name} percentage is greater than targetThresholds'")
+        metrics = self.metrics_utilization
+        if metrics is not None and metrics.effective_source == PROMETHEUS:
+            for field, thresholds in (
+                ("thresholds", self.thresholds),
+                ("targetThresholds", self.target_thresholds),
+            ):
+                if list(thresholds) != [METRIC_RESOURCE]:
+                    raise ValueError(
+                        f'{field} are expected to specify a single instance of "{METRIC_RESOURCE}" resource, '
+                        f"got {sorted(thresholds)} instead"
+                    )
+        return self
+
+    @property
+    def metrics_source(self) -> str | None:
+        """The ``metricsProviders`` source this plugin reads usage from (None: resource requests)."""
+        metrics = self.metrics_utilization
+        return metrics.effective_source if metrics is not None else None
+
+
+class HighNodeUtilizationArgs(ArgsModel):
+    thresholds: ResourceThresholds = Field(default_factory=dict)
+    number_of_nodes: int = 0
+    #: Only ``exclude``: pods of these namespaces count towards usage but are not evicted.
+    evictable_namespaces: Namespaces | None = None
+    #: ``OnlyThresholdingResources``: evict only pods that request a threshold resource.
+    eviction_modes: list[str] | None = None
+
+    @field_validator("eviction_modes")
+    @classmethod
+    def _known_modes(cls, modes: list[str] | None) -> list[str] | None:
+        return _known_eviction_modes(modes)
+
+    @model_validator(mode="after")
+    def _check(self, info: ValidationInfo) -> HighNodeUtilizationArgs:
+        if policy_checks_enabled(info):
+            _only_exclude(self.evictable_namespaces)
+            check_thresholds(self.thresholds)
+        return self
+
+
+# ------------------------------------------------------------------------------------ the model
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """A classified node: its usage (updated as pods leave) and its capacity capped at its high
+    threshold."""
+
+    node: Node
+    usage: Resources
+    available: Resources
+
+    @property
+    def name(self) -> str:
+        return self.node.metadata.name
+
+
+def _percents(percentages: dict[str, float], only: ResourceThresholds | None = None) -> str:
+    """``cpu 62%, memory 40%`` (the threshold resources only, when given): for explanations."""
+    keys = sorted(only) if only is not None else sorted(percentages)
+    return ", ".join(f"{k} {percentages.get(k, 0.0):.0f}%" for k in keys)
+
+
+def is_below(percentages: dict[str, float], thresholds: ResourceThresholds) -> bool:
+    """Every threshold resource at or below its threshold (a missing percentage reads 0)."""
+    return all(percentages.get(name, 0.0) <= limit for name, limit in thresholds.items())
+
+
+def is_above(percentages: dict[str, float], thresholds: ResourceThresholds) -> bool:
+    """Some threshold resource strictly above its threshold."""
+    return any(percentages.get(name, 0.0) > limit for name, limit in thresholds.items())
+
+
+def deviation_thresholds(
+    percentages: Sequence[dict[str, float]], low_span: ResourceThresholds, high_span: ResourceThresholds
+) -> tuple[ResourceThresholds, ResourceThresholds]:
+    """(mean - low_span, mean + high_span), clamped to [0, 100], for each resource some node has."""
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for pct in percentages:
+        for name, value in pct.items():
+            total[name] = total.get(name, 0.0) + value
+            count[name] = count.get(name, 0) + 1
+    low: ResourceThresholds = {}
+    high: ResourceThresholds = {}
+    for name, value in total.items():
+        mean = value / count[name]
+        low[name] = _clamp(mean - low_span.get(name, 0.0))
+        high[name] = _clamp(mean + high_span.get(name, 0.0))
+    return low, high
+
+
+def with_basic_defaults(thresholds: ResourceThresholds) -> ResourceThresholds:
+    """``cpu``, ``memory`` and ``pods`` at 100% unless the thresholds name them."""
+    out = dict.fromkeys(BASIC_RESOURCES, MAX_PERCENTAGE)
+    out.update(thresholds)
+    return out
+
+
+def _clamp(value: float) -> float:
+    return min(max(value, MIN_PERCENTAGE), MAX_PERCENTAGE)
+
+
+def capped_capacity(capacity: Resources, thresholds: ResourceThresholds, names: Sequence[str]) -> Resources:
+    """Each resource's capacity capped at its threshold (upstream ``capNodeCapacitiesToThreshold``)."""
+    out: Resources = {}
+    for name in names:
+        amount = capacity.get(name)
+        if amount is None:
+            out[name] = 0
+            continue
+        threshold = thresholds.get(name)
+        out[name] = amount if threshold is None else int(threshold * 0.01 * amount)
+    return out
+
+
+def usage_rank(usage: Resources) -> int:
+    """The sum of a node's raw usage amounts (millicores, bytes, pods...), as upstream sorts by."""
+    return sum(usage.values())
+
+
+def is_above_target(info: NodeInfo) -> bool:
+    """Some resource's usage exceeds the node's capped capacity."""
+    available = info.available
+    for name, used in info.usage.items():
+        cap = available.get(name)
+        if cap is not None and cap < used:
+            return True
+    return False
+
+
+class DestinationTaints:
+    """Whether a pod tolerates every taint of at least one destination node (any effect)."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        distinct: dict[tuple[tuple[str, str, str], ...], list[Taint]] = {}
+        for node in nodes:
+            taints = node.spec.taints or []
+            distinct.setdefault(tuple((t.key, t.value, t.effect) for t in taints), taints)
+        self._untainted = () in distinct
+        self._taint_sets = list(distinct.values())
+
+    def tolerated_by(self, pod: Pod) -> bool:
+        if self._untainted:
+            return True
+        tolerations = pod.spec.tolerations
+        if not tolerations:
+            return False
+        return any(all(k8s_taints.tolerates_taint(tolerations, t) for t in ts) for ts in self._taint_sets)
+
+
+def requests_any(pod: Pod, names: Sequence[str]) -> bool:
+    """Some container or init container requests one of ``names`` (even a zero amount)."""
+    spec = pod.spec
+    for container in (*spec.containers, *(spec.init_containers or ())):
+        requests = container.resources.requests if container.resources is not None else None
+        if requests and any(name in requests for name in names):
+            return True
+    return False
+
+
+KeepGoing = Callable[[NodeInfo, Resources], bool]
+
+
+def _unique(names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
+
+
+class _NodeUtilization:
+    """What LowNodeUtilization and HighNodeUtilization share: assessing nodes, and evicting."""
+
+    handle: Handle
+    _threshold_names: tuple[str, ...]
+    _resource_names: tuple[str, ...]
+    _excluded_namespaces: frozenset[str]
+    _node_limit: int | None = None
+    _only_thresholding: bool = False
+
+    def _assess(
+        self, source: UsageSource, nodes: Sequence[Node]
+    ) -> tuple[dict[str, Resources], dict[str, Resources]] | Status:
+        try:
+            source.sync(self.handle.snapshot, nodes)
+        except UsageError as e:
+            return Status(f"error getting node usage: {e}")
+        usages = {n.metadata.name: source.node_usage(n.metadata.name) for n in nodes}
+        capacities = {n.metadata.name: node_capacity(n) for n in nodes}
+        return usages, capacities
+
+    def _pod_filter(self, ev: Evictor, pod: Pod) -> bool:
+        if self._only_thresholding and not requests_any(pod, self._threshold_names):
+            return False
+        return ev.filter(pod)
+
+    def _evict(
+        self,
+        source: UsageSource,
+        sources: Sequence[NodeInfo],
+        destinations: Sequence[NodeInfo],
+        keep_going: KeepGoing,
+        reason: Callable[[NodeInfo], str],
+    ) -> None:
+        budget: Resources = {}
+        for dest in destinations:
+            for name in self._resource_names:
+                if name not in dest.usage:
+                    log.warning(
+                        "%s: unable to find %s resource in node %s usage, terminating eviction",
+                        type(self).__name__,
+                        name,
+                        dest.name,
+                    )
+                    return
+                budget[name] = budget.get(name, 0) + dest.available.get(name, 0) - dest.usage[name]
+        log.debug("%s: total capacity to be moved: %s", type(self).__name__, budget)
+        taints = DestinationTaints([d.node for d in destinations])
+        ev = self.handle.evictor
+        for info in sources:
+            pods = source.pods(info.name)
+            if not pods:
+                continue
+            # Sorted first and filtered as the loop reaches them: the same candidates in the same
+            # order (the sort key tells every pod apart), without filtering the many pods left
+            # behind once the node is done. (Filters only turn a pod down as evictions go on.)
+            ordered = self.handle.sort_pods(pods, key=priority_low_to_high_key)
+            if not self._evict_from_node(ev, source, info, ordered, budget, taints, keep_going, reason(info)):
+                return
+
+    def _evict_from_node(
+        self,
+        ev: Evictor,
+        source: UsageSource,
+        info: NodeInfo,
+        pods: Sequence[Pod],
+        budget: Resources,
+        taints: DestinationTaints,
+        keep_going: KeepGoing,
+        reason: str,
+    ) -> bool:
+        """Evict pods of one node (those the filters accept) until the stop rule holds. False
+        when the total limit is reached."""
+        if not keep_going(info, budget):
+            return True
+        node_limit = self._node_limit
+        excluded = self._excluded_namespaces
+        evicted = 0
+        for pod in pods:
+            if node_limit is not None and evicted >= node_limit:
+                break
+            if not self._pod_filter(ev, pod):
+                continue
+            if not taints.tolerated_by(pod):
+                continue
+            if pod.metadata.namespace in excluded:
+                continue
+            try:
+                freed = source.pod_usage(pod)
+            except PodUsageError as e:
+                log.info("%s: not evicting %s: %s", type(self).__name__, pod.key, e)
+                continue
+            result = ev.evict(pod, reason=reason)
+            if result is EvictResult.NODE_LIMIT:
+                return True
+            if result is EvictResult.TOTAL_LIMIT:
+                return False
+            if not result.ok:
+                continue
+            if freed is None:
+                # The source cannot tell what the pod frees: one pod per node, or up to the limit.
+                if node_limit is None:
+                    break
+                evicted += 1
+                continue
+            evicted += 1
+            usage = info.usage
+            for name in budget:
+                amount = 1 if name == PODS else freed.get(name, 0)
+                usage[name] = usage.get(name, 0) - amount
+                budget[name] -= amount
+            if not keep_going(info, budget):
+                break
+        return True
+
+
+def budget_left(_info: NodeInfo, budget: Resources) -> bool:
+    """Every resource of the destinations' budget is still positive."""
+    return all(amount > 0 for amount in budget.values())
+
+
+# ------------------------------------------------------------------------------ the two plugins
+
+
+class LowNodeUtilization(_NodeUtilization):
+    """Move pods off over-utilised nodes so that they land on under-utilised ones."""
+
+    name: ClassVar[str] = "LowNodeUtilization"
+    Args: ClassVar[type[LowNodeUtilizationArgs]] = LowNodeUtilizationArgs
+
+    def __init__(self, args: LowNodeUtilizationArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self._threshold_names = tuple(args.thresholds)
+        metrics = args.metrics_utilization
+        self._metrics_source = metrics.effective_source if metrics is not None else None
+        if self._metrics_source == PROMETHEUS:
+            self._resource_names = self._threshold_names
+        else:
+            self._resource_names = _unique([*self._threshold_names, *BASIC_RESOURCES])
+        self._excluded_namespaces = frozenset(
+            (args.evictable_namespaces.exclude or ()) if args.evictable_namespaces else ()
+        )
+        self._node_limit = args.eviction_limits.node if args.eviction_limits is not None else None
+        self._only_thresholding = ONLY_THRESHOLDING_RESOURCES in (args.eviction_modes or ())
+        self._requested = RequestedUsage(self._resource_names)
+        self._node_metrics: NodeMetricsProvider | None = None
+        self._prometheus: PrometheusClient | None = None
+
+    def attach_metrics(
+        self, *, node_metrics: NodeMetricsProvider | None = None, prometheus: PrometheusClient | None = None
+    ) -> None:
+        """Give the plugin the metrics its ``metricsUtilization`` asks for (the runtime, a simulation
+        or a test does; without them a metrics-based LowNodeUtilization reports an error and does
+        nothing)."""
+        if node_metrics is not None:
+            self._node_metrics = node_metrics
+        if prometheus is not None:
+            self._prometheus = prometheus
+
+    def usage_source(self) -> UsageSource | Status:
+        """Where this cycle's usage comes from."""
+        if self._metrics_source is None:
+            return self._requested
+        if self._metrics_source == KUBERNETES_METRICS:
+            if self._node_metrics is None:
+                return Status("metrics client not initialized: no metrics.k8s.io provider is available")
+            return MetricsUsage(self._resource_names, self._node_metrics)
+        if self._prometheus is None:
+            return Status("prometheus client not initialized: no Prometheus provider is available")
+        metrics = self.args.metrics_utilization
+        return PrometheusUsage(metrics.query if metrics is not None else "", self._prometheus)
+
+    def balance(self, nodes: Sequence[Node]) -> Status | None:
+        source = self.usage_source()
+        if isinstance(source, Status):
+            return source
+        assessed = self._assess(source, nodes)
+        if isinstance(assessed, Status):
+            return assessed
+        usages, capacities = assessed
+        args = self.args
+        if args.use_deviation_thresholds:
+            names = self._threshold_names
+            percentages = {
+                name: usage_percentages({r: u[r] for r in names if r in u}, capacities[name])
+                for name, u in usages.items()
+            }
+            low, high = deviation_thresholds(
+                list(percentages.values()), args.thresholds, args.target_thresholds
+            )
+        else:
+            percentages = {name: usage_percentages(u, capacities[name]) for name, u in usages.items()}
+            low, high = args.thresholds, args.target_thresholds
+            if self._metrics_source != PROMETHEUS:
+                low, high = with_basic_defaults(low), with_basic_defaults(high)
+
+        under: list[NodeInfo] = []
+        over: list[NodeInfo] = []
+        findings = self.handle.findings
+        for node in nodes:
+            name = node.metadata.name
+            pct = percentages[name]
+            if not k8s_nodes.is_node_unschedulable(node) and is_below(pct, low):
+                group = under
+                if findings.enabled:
+                    findings.node_left(
+                        name, f"node under-utilised ({_percents(pct, low)} <= thresholds {_percents(low)})"
+                    )
+            elif is_above(pct, high):
+                group = over
+            else:
+                if findings.enabled:
+                    findings.node_left(
+                        name, f"node not over target ({_percents(pct, high)}, targets {_percents(high)})"
+                    )
+                continue
+            group.append(
+                NodeInfo(node, usages[name], capped_capacity(capacities[name], high, self._resource_names))
+            )
+        log.debug(
+            "LowNodeUtilization: %d under-utilised nodes (%s), %d over-utilised nodes (%s)",
+            len(under),
+            low,
+            len(over),
+            high,
+        )
+        idle = ""
+        if not under:
+            idle = "no node is under-utilised; you might tune the thresholds"
+        elif len(under) <= args.number_of_nodes:
+            idle = f"{len(under)} under-utilised nodes <= numberOfNodes {args.number_of_nodes}"
+        elif len(under) == len(nodes):
+            idle = "all nodes are under-utilised"
+        elif not over:
+            idle = "no node is above its target utilisation"
+        if idle:
+            log.debug("LowNodeUtilization: %s", idle)
+            if findings.enabled:
+                findings.node_left("", f"nothing to do: {idle}")
+            return None
+
+        over.sort(key=lambda i: (-usage_rank(i.usage), i.name))
+        self._evict(source, over, under, self._keep_going, self._reason)
+        return None
+
+    @staticmethod
+    def _keep_going(info: NodeInfo, budget: Resources) -> bool:
+        return is_above_target(info) and budget_left(info, budget)
+
+    @staticmethod
+    def _reason(info: NodeInfo) -> str:
+        return f"node {info.name} is over-utilized; moving pods to under-utilized nodes"
+
+
+class HighNodeUtilization(_NodeUtilization):
+    """Move pods off under-utilised nodes so that they pack onto the others (and the emptied nodes
+    can be scaled down). Pair it with kube-scheduler's ``MostAllocated`` scoring."""
+
+    name: ClassVar[str] = "HighNodeUtilization"
+    Args: ClassVar[type[HighNodeUtilizationArgs]] = HighNodeUtilizationArgs
+
+    def __init__(self, args: HighNodeUtilizationArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self._threshold_names = tuple(args.thresholds)
+        self._low = with_basic_defaults(args.thresholds)
+        #: The model works with a low and a high threshold; here the high one is the whole node.
+        self._high: ResourceThresholds = dict.fromkeys(self._low, MAX_PERCENTAGE)
+        self._resource_names = _unique([*self._threshold_names, *BASIC_RESOURCES])
+        self._excluded_namespaces = frozenset(
+            (args.evictable_namespaces.exclude or ()) if args.evictable_namespaces else ()
+        )
+        self._only_thresholding = ONLY_THRESHOLDING_RESOURCES in (args.eviction_modes or ())
+        self._requested = RequestedUsage(self._resource_names)
+
+    def balance(self, nodes: Sequence[Node]) -> Status | None:
+        source = self._requested
+        assessed = self._assess(source, nodes)
+        if isinstance(assessed, Status):
+            return assessed
+        usages, capacities = assessed
+        low = self._low
+        under: list[NodeInfo] = []
+        schedulable: list[NodeInfo] = []
+        findings = self.handle.findings
+        for node in nodes:
+            name = node.metadata.name
+            pct = usage_percentages(usages[name], capacities[name])
+            if is_below(pct, low):
+                group = under
+            elif not k8s_nodes.is_node_unschedulable(node):
+                group = schedulable
+                if findings.enabled:
+                    findings.node_left(
+                        name, f"node not under-utilised ({_percents(pct, low)}, thresholds {_percents(low)})"
+                    )
+            else:
+                if findings.enabled:
+                    findings.node_left(name, "node is cordoned and not under-utilised")
+                continue
+            group.append(
+                NodeInfo(
+                    node, usages[name], capped_capacity(capacities[name], self._high, self._resource_names)
+                )
+            )
+        log.debug("HighNodeUtilization: %d under-utilised nodes (%s)", len(under), low)
+        idle = ""
+        if not under:
+            idle = "no node is under-utilised; you might tune the thresholds"
+        elif len(under) <= self.args.number_of_nodes:
+            idle = f"{len(under)} under-utilised nodes <= numberOfNodes {self.args.number_of_nodes}"
+        elif len(under) == len(nodes):
+            idle = "all nodes are under-utilised"
+        elif not schedulable:
+            idle = "no node is available to schedule the pods"
+        if idle:
+            log.debug("HighNodeUtilization: %s", idle)
+            if findings.enabled:
+                findings.node_left("", f"nothing to do: {idle}")
+            return None
+
+        under.sort(key=lambda i: (usage_rank(i.usage), i.name))
+        self._evict(source, under, schedulable, budget_left, self._reason)
+        return None
+
+    @staticmethod
+    def _reason(info: NodeInfo) -> str:
+        return f"node {info.name} is under-utilized; packing its pods onto other nodes"
+
+
+__all__ = [
+    "EVICTION_MODES",
+    "HighNodeUtilization",
+    "HighNodeUtilizationArgs",
+    "LowNodeUtilization",
+    "LowNodeUtilizationArgs",
+    "MetricsUtilizationArgs",
+    "NodeInfo",
+    "PrometheusQueryArgs",
+]

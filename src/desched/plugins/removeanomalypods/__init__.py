@@ -1,0 +1,8 @@
+"""RemoveAnomalyPods: evict pods stuck after scheduling and downgrade the nodes that cause it."""
+
+from desched.plugins.removeanomalypods.plugin import (
+    RemoveAnomalyPods,
+    RemoveAnomalyPodsArgs,
+)
+
+__all__ = ["RemoveAnomalyPods", "RemoveAnomalyPodsArgs"]

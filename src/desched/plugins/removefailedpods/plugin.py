@@ -1,0 +1,65 @@
+"""RemoveFailedPods: evict pods in phase Failed, optionally by reason, exit code, age and owner kind.
+
+Upstream (``pkg/framework/plugins/removefailedpods``) runs PodLifeTime with the phase fixed to
+Failed, and so does desched (see :mod:`desched.plugins.podlifetime.plugin`):
+
+- ``reasons`` act as PodLifeTime ``states``: the pod's phase or ``status.reason``, or a waiting or
+  terminated reason of a container (of init containers too with ``includingInitContainers``);
+- ``exitCodes``: a terminated container's exit code (init containers with the same flag);
+- ``minPodLifetimeSeconds`` (default 3600): whole seconds since creation strictly above it. ``0``
+  means no minimum age (upstream would still skip pods younger than one second);
+- ``excludeOwnerKinds``: pods with an owner of one of these kinds are left alone.
+
+Matching pods of all the given nodes are evicted oldest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from pydantic import Field
+
+from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.framework.framework import PluginHandle
+from desched.framework.types import Status
+from desched.k8s.objects import Node
+from desched.plugins._shared import pod_selector
+from desched.plugins.podlifetime.plugin import Int32, LifetimeCriteria, evict_oldest_first
+
+DEFAULT_MIN_POD_LIFETIME_SECONDS = 3600
+
+
+class RemoveFailedPodsArgs(ArgsModel):
+    namespaces: Namespaces | None = None
+    label_selector: LabelSelectorArg | None = None
+    exclude_owner_kinds: list[str] | None = None
+    reasons: list[str] | None = None
+    exit_codes: list[Int32] | None = None
+    including_init_containers: bool = False
+    min_pod_lifetime_seconds: int = Field(default=DEFAULT_MIN_POD_LIFETIME_SECONDS, ge=0)
+
+
+class RemoveFailedPods:
+    """Deschedule: evict failed pods matching the configured reasons and exit codes, oldest first."""
+
+    name: ClassVar[str] = "RemoveFailedPods"
+    Args: ClassVar[type[RemoveFailedPodsArgs]] = RemoveFailedPodsArgs
+
+    def __init__(self, args: RemoveFailedPodsArgs, handle: PluginHandle) -> None:
+        self.args = args
+        self.handle = handle
+        self._selected = pod_selector(args.namespaces, args.label_selector)
+        self._criteria = LifetimeCriteria(
+            max_age_seconds=args.min_pod_lifetime_seconds or None,
+            states=frozenset(args.reasons or ()),
+            exit_codes=frozenset(args.exit_codes or ()),
+            exclude_owner_kinds=frozenset(args.exclude_owner_kinds or ()),
+            including_init=args.including_init_containers,
+            failed_only=True,
+        )
+
+    def deschedule(self, nodes: Sequence[Node]) -> Status | None:
+        return evict_oldest_first(
+            self.handle, nodes, self._selected, self._criteria, "RemoveFailedPods: pod failed"
+        )
