@@ -728,6 +728,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from desched.api.policy import load_policy_file
     from desched.cluster.file_source import load_snapshot_file
     from desched.framework.evictor import EvictionBackend
+    from desched.framework.findings import PluginReport
     from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
     from desched.framework.nodeactions import SimulatedNodeActions
     from desched.framework.registry import default_registry
@@ -787,7 +788,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 on_plugin_run=on_plugin_run,
             )
             progress.stop()
-            anomalies = anomaly_findings(framework.profiles)
+            anomalies = anomaly_findings(result.reports)
             if args.output == "json":
                 write_json(result, sys.stdout, now=_format_now(now), anomalies=anomalies, amend=amend)
             else:
@@ -799,6 +800,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             return _plugin_failures(result.crashes)
 
         crashes: list[PluginRun] = []
+        #: each plugin's last report over the cycles (what the report shows of anomalies)
+        reports: dict[tuple[str, str], PluginReport] = {}
 
         from desched.scheduling.placement import PlacementOptions, simulate
 
@@ -816,6 +819,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 on_plugin_run=on_plugin_run,
             )
             crashes.extend(result.crashes)
+            reports.update(((r.profile, r.plugin), r) for r in result.reports)
             return result
 
         sim = simulate(
@@ -829,7 +833,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         )
     finally:
         progress.stop()
-    anomalies = anomaly_findings(framework.profiles)
+    anomalies = anomaly_findings(reports.values())
     if args.output == "json":
         write_simulation_json(sim, sys.stdout, now=_format_now(now), anomalies=anomalies, amend=amend)
     else:

@@ -21,6 +21,7 @@ from desched.api.types import SKIP_POLICY_CHECKS
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
+from desched.framework.metrics import MetricsProviders
 from desched.framework.registry import Registry, default_registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import KINDS, Node, Pod
@@ -166,11 +167,7 @@ def attach_fixture_metrics(framework: Framework, fixture: dict[str, Any]) -> Non
         return
     node_metrics = StaticNodeMetrics.from_objects(objects) if objects is not None else None
     prometheus = StaticPrometheus.from_api_results(answers) if answers is not None else None
-    for profile in framework.profiles:
-        for instance in profile.instances.values():
-            attach = getattr(instance, "attach_metrics", None)
-            if callable(attach):
-                attach(node_metrics=node_metrics, prometheus=prometheus)
+    framework.use_metrics(MetricsProviders(node_metrics, prometheus))
 
 
 def run_default_evictor(fixture: dict[str, Any]) -> list[bool]:

@@ -14,6 +14,10 @@ from typing import Protocol
 
 from desched.k8s.resources import Resources
 
+#: ``metricsProviders[].source`` and ``metricsUtilization.source`` values.
+KUBERNETES_METRICS = "KubernetesMetrics"
+PROMETHEUS = "Prometheus"
+
 
 class UsageError(Exception):
     """The usage of the nodes could not be assessed; the plugin does nothing this cycle."""

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 import msgspec
 
+from desched.framework.findings import PluginReport
 from desched.framework.framework import CycleResult
 
 
@@ -122,24 +123,17 @@ def _indented(value: Any) -> str:
     return text.replace("\n", "\n  ")  # a JSON string never holds a raw newline
 
 
-def anomaly_findings(profiles: Iterable[Any]) -> list[dict[str, Any]]:
-    """What each RemoveAnomalyPods instance judged in the cycle: anomalous and suspected pods."""
-    from desched.plugins.removeanomalypods.plugin import AnomalyStats
-
-    out = []
-    for profile in profiles:
-        for inst in profile.instances.values():
-            stats = getattr(inst, "anomaly_stats", None)
-            if isinstance(stats, AnomalyStats):
-                out.append(
-                    {
-                        "profile": profile.name,
-                        "plugin": getattr(inst, "name", ""),
-                        "anomalous": list(stats.anomalous_pods),
-                        "suspected": dict(stats.suspected_pods),
-                    }
-                )
-    return out
+def anomaly_findings(reports: Iterable[PluginReport]) -> list[dict[str, Any]]:
+    """What plugins judged in a cycle (its ``CycleResult.reports``): anomalous and suspected pods."""
+    return [
+        {
+            "profile": r.profile,
+            "plugin": r.plugin,
+            "anomalous": list(r.anomalies.anomalous_pods),
+            "suspected": dict(r.anomalies.suspected_pods),
+        }
+        for r in reports
+    ]
 
 
 class _Lines:

@@ -11,7 +11,7 @@ Every cycle takes one consistent snapshot of the cache and runs the framework in
 while the event loop keeps the watches, the lease and the evictions going.
 ``--descheduling-interval 0`` runs one cycle and exits (Job/CronJob). With
 ``--event-driven`` a relevant change in the cluster (a node added or removed, relabelled, tainted or
-cordoned; a pod failing or crash-looping; with RemoveAnomalyPods, a new Warning Event about a pod
+cordoned; a pod failing or crash-looping; with a plugin that reads them, a new Warning Event about a pod
 or its claim) also starts a cycle, after a debounce window so a burst
 of changes runs one cycle. SIGTERM stops new evictions at once, lets an in-flight one finish,
 releases the lease and exits. With ``metricsProviders`` in the policy, actual usage for
@@ -106,15 +106,16 @@ def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
         new_restarts = sum(s.restart_count for s in new.status.container_statuses or ())
         return new_restarts > old_restarts
     if kind == "Event" and kind_event in ("ADDED", "MODIFIED") and isinstance(new, Event):
-        # a new occurrence of a Warning about a pod or its claim (only watched for RemoveAnomalyPods,
-        # which counts occurrences, not cycles); a re-sent Event with no new occurrence is not one
+        # a new occurrence of a Warning about a pod or its claim (only watched when a plugin declares
+        # it reads them; it counts occurrences, not cycles); a re-sent Event with no new occurrence
+        # is not one
         if new.type != "Warning" or new.involved_object.kind not in _EVENT_SUBJECTS:
             return False
         return not isinstance(old, Event) or _occurrences(new) > _occurrences(old)
     return False
 
 
-#: The objects whose Warning Events RemoveAnomalyPods reads.
+#: The objects whose Warning Events plugins read (``LiveInputs.warning_events``).
 _EVENT_SUBJECTS = ("Pod", "PersistentVolumeClaim")
 
 
@@ -158,7 +159,9 @@ class Descheduler:
         monitor = ConnectionMonitor(source, bound=opts.connect_timeout)
         api = api_client(cfg)
         limiter = rate_limiter(opts.qps, opts.burst)
-        kinds = DEFAULT_KINDS + (("Event",) if self._needs_events() else ())
+        framework = Framework(self.policy, self.registry)
+        # what the plugins declare they read beyond the default kinds (e.g. Warning Events)
+        kinds = DEFAULT_KINDS + (("Event",) if framework.live_inputs().warning_events else ())
         cache = LiveCache(api, kinds, limiter=limiter, on_change=self._on_change, monitor=monitor)
         server = None
         if not opts.disable_serving:
@@ -181,8 +184,7 @@ class Descheduler:
         tasks: list[asyncio.Task[None]] = []
         usage: UsageMetrics | None = None
         try:
-            framework = Framework(self.policy, self.registry)
-            usage = UsageMetrics.for_policy(self.policy, framework.profiles, api, loop, limiter=limiter)
+            usage = UsageMetrics.for_policy(self.policy, framework, api, loop, limiter=limiter)
 
             async def connect() -> None:
                 await discover(api, monitor, need_eviction=True)
@@ -197,7 +199,7 @@ class Descheduler:
                 elector = LeaderElector(api, opts.leader)
                 tasks.append(asyncio.create_task(elector.run(self.stop)))
             events = EventRecorder(api, loop, failures=self.policy.eviction_failure_event_notification)
-            # node downgrades (RemoveAnomalyPods): expiry is read from the nodes, at every cycle's
+            # node downgrades (plugins' node actions): expiry is read from the nodes, at every cycle's
             # start and when the earliest one is due, never from memory
             downgrades = NodeDowngrades(
                 api,
@@ -239,9 +241,6 @@ class Descheduler:
         if opts.interval <= 0 and self.plugin_crashes:
             return EXIT_PLUGIN_FAILED
         return 0
-
-    def _needs_events(self) -> bool:
-        return any("RemoveAnomalyPods" in p.args for p in self.policy.profiles)
 
     async def _cache_in_sync(self, cache: LiveCache) -> bool:
         """Wait (up to --client-connection-timeout) for every informer to reflect the server."""
@@ -342,7 +341,7 @@ class Descheduler:
         self.plugin_crashes += len(result.crashes)
         if self.metrics is not None:
             self.metrics.observe_cycle(result.seconds)
-            self.metrics.observe_anomaly_plugins(framework.profiles)
+            self.metrics.observe_reports(result.reports)
             if downgrades is not None:
                 self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
         for r in result.evictions:

@@ -22,7 +22,6 @@ import subprocess
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -35,6 +34,7 @@ from prometheus_client import (
 
 from desched import __version__
 from desched.framework.evictor import EvictionRecord
+from desched.framework.findings import PluginReport
 from desched.framework.framework import PluginRun
 from desched.framework.types import EvictResult
 
@@ -198,19 +198,14 @@ class Metrics:
     def observe_cycle(self, seconds: float) -> None:
         self.loop_duration.observe(seconds)
 
-    def observe_anomaly_plugins(self, profiles: Iterable[Any]) -> None:
-        """Read the ``anomaly_stats`` of every RemoveAnomalyPods instance after a cycle."""
-        from desched.plugins.removeanomalypods.plugin import AnomalyStats
-
-        for profile in profiles:
-            for inst in profile.instances.values():
-                stats = getattr(inst, "anomaly_stats", None)
-                if not isinstance(stats, AnomalyStats):
-                    continue
-                self.anomaly_pods_anomalous.labels(profile.name).set(stats.anomalous)
-                self.anomaly_pods_suspected.labels(profile.name).set(stats.suspected)
-                for reason, n in stats.judged_by_reason.items():
-                    self.anomalies.labels(profile.name, reason).inc(n)
+    def observe_reports(self, reports: Iterable[PluginReport]) -> None:
+        """The anomaly judgements plugins reported in a cycle (its ``CycleResult.reports``)."""
+        for report in reports:
+            stats = report.anomalies
+            self.anomaly_pods_anomalous.labels(report.profile).set(stats.anomalous)
+            self.anomaly_pods_suspected.labels(report.profile).set(stats.suspected)
+            for reason, n in stats.judged_by_reason.items():
+                self.anomalies.labels(report.profile, reason).inc(n)
 
     def observe_downgraded_nodes(self, count: int) -> None:
         self.anomaly_nodes_downgraded.set(count)

@@ -42,11 +42,17 @@ from kubernetes_asyncio import client
 
 from desched.api.errors import PolicyError
 from desched.api.policy import MetricsProvider, Policy, PrometheusProvider, PrometheusTLSConfig
+from desched.framework.framework import Framework
+from desched.framework.metrics import (
+    KUBERNETES_METRICS,
+    PROMETHEUS,
+    MetricsProviders,
+    PrometheusSample,
+    UsageError,
+)
 from desched.k8s import resources as k8s_resources
 from desched.k8s.quantity import QuantityError
 from desched.k8s.resources import CPU, MEMORY, Resources
-from desched.plugins.nodeutilization.plugin import KUBERNETES_METRICS, PROMETHEUS, MetricsUtilizationArgs
-from desched.plugins.nodeutilization.usage import PrometheusSample, UsageError
 from desched.runtime import kube
 from desched.runtime.kube import ApiError, RateLimiter
 
@@ -442,17 +448,6 @@ def configured_sources(policy: Policy) -> dict[str, MetricsProvider | None]:
     return sources
 
 
-def _prometheus_queries(profiles: Iterable[Any]) -> list[str]:
-    """The queries of the plugins whose ``metricsUtilization.source`` is Prometheus."""
-    queries = []
-    for profile in profiles:
-        for inst in profile.instances.values():
-            metrics = getattr(getattr(inst, "args", None), "metrics_utilization", None)
-            if isinstance(metrics, MetricsUtilizationArgs) and metrics.effective_source == PROMETHEUS:
-                queries.append(metrics.query)
-    return queries
-
-
 class UsageMetrics:
     """The live metrics providers a policy configures, attached to its plugins."""
 
@@ -469,14 +464,14 @@ class UsageMetrics:
     def for_policy(
         cls,
         policy: Policy,
-        profiles: Sequence[Any],
+        framework: Framework,
         api: client.ApiClient,
         loop: asyncio.AbstractEventLoop,
         *,
         limiter: RateLimiter | None = None,
     ) -> UsageMetrics | None:
-        """The providers of the policy's ``metricsProviders`` (None if it configures none), given
-        to every plugin that takes metrics (``attach_metrics``)."""
+        """The providers of the policy's ``metricsProviders`` (None if it configures none), handed
+        to the framework (plugins reach them through ``handle.metrics``)."""
         sources = configured_sources(policy)
         if not sources:
             return None
@@ -490,16 +485,11 @@ class UsageMetrics:
             prometheus = PrometheusQueries(
                 api,
                 provider.prometheus,
-                _prometheus_queries(profiles),
+                framework.live_inputs().prometheus_queries,
                 field_path=f"metricsProviders[{index}].prometheus",
             )
-        usage = cls(node_metrics, prometheus)
-        for profile in profiles:
-            for inst in profile.instances.values():
-                attach = getattr(inst, "attach_metrics", None)
-                if callable(attach):
-                    attach(node_metrics=node_metrics, prometheus=prometheus)
-        return usage
+        framework.use_metrics(MetricsProviders(node_metrics, prometheus))
+        return cls(node_metrics, prometheus)
 
     async def start(self, stop: asyncio.Event, sync_timeout: float = SYNC_TIMEOUT_SECONDS) -> None:
         """Start polling node metrics and wait for the first answer (a warning if none comes)."""

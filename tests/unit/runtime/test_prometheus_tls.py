@@ -22,7 +22,7 @@ from kubernetes_asyncio import client
 
 from desched.api.errors import PolicyError
 from desched.api.policy import PrometheusProvider
-from desched.plugins.nodeutilization.usage import UsageError
+from desched.framework.metrics import UsageError
 from desched.runtime.usage_metrics import PrometheusQueries
 
 QUERY = "instance:node_cpu:rate:sum"

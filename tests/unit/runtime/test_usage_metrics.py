@@ -21,9 +21,9 @@ from kubernetes_asyncio import client
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.framework import Framework
+from desched.framework.metrics import UsageError
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
-from desched.plugins.nodeutilization.usage import UsageError
 from desched.runtime.backend import ApiEvictionBackend
 from desched.runtime.usage_metrics import (
     BETA,
@@ -416,7 +416,7 @@ KM_THRESHOLDS = ({"cpu": 20, "memory": 20}, {"cpu": 50, "memory": 50})
 async def live_cycle(policy: Any, api: client.ApiClient) -> tuple[Any, list[str]]:
     loop = asyncio.get_running_loop()
     framework = Framework(policy, REG)
-    usage = UsageMetrics.for_policy(policy, framework.profiles, api, loop)
+    usage = UsageMetrics.for_policy(policy, framework, api, loop)
     assert usage is not None
     stop = asyncio.Event()
     try:

@@ -59,7 +59,8 @@ from typing import ClassVar
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from desched.api.types import ArgsModel, EvictionLimits, FieldValueError, Namespaces, policy_checks_enabled
-from desched.framework.types import Evictor, EvictResult, Handle, Status
+from desched.framework.metrics import KUBERNETES_METRICS, PROMETHEUS
+from desched.framework.types import Evictor, EvictResult, Handle, LiveInputs, Status
 from desched.k8s import nodes as k8s_nodes
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, Taint
@@ -69,9 +70,7 @@ from desched.plugins.nodeutilization.usage import (
     BASIC_RESOURCES,
     METRIC_RESOURCE,
     MetricsUsage,
-    NodeMetricsProvider,
     PodUsageError,
-    PrometheusClient,
     PrometheusUsage,
     RequestedUsage,
     UsageError,
@@ -85,8 +84,6 @@ log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --
 MIN_PERCENTAGE = 0.0
 MAX_PERCENTAGE = 100.0
 
-KUBERNETES_METRICS = "KubernetesMetrics"
-PROMETHEUS = "Prometheus"
 
 #: ``evictionModes`` value: evict only pods that request one of the threshold resources.
 ONLY_THRESHOLDING_RESOURCES = "OnlyThresholdingResources"
@@ -518,32 +515,28 @@ class LowNodeUtilization(_NodeUtilization):
         self._node_limit = args.eviction_limits.node if args.eviction_limits is not None else None
         self._only_thresholding = ONLY_THRESHOLDING_RESOURCES in (args.eviction_modes or ())
         self._requested = RequestedUsage(self._resource_names)
-        self._node_metrics: NodeMetricsProvider | None = None
-        self._prometheus: PrometheusClient | None = None
 
-    def attach_metrics(
-        self, *, node_metrics: NodeMetricsProvider | None = None, prometheus: PrometheusClient | None = None
-    ) -> None:
-        """Give the plugin the metrics its ``metricsUtilization`` asks for (the runtime, a simulation
-        or a test does; without them a metrics-based LowNodeUtilization reports an error and does
-        nothing)."""
-        if node_metrics is not None:
-            self._node_metrics = node_metrics
-        if prometheus is not None:
-            self._prometheus = prometheus
+    def live_inputs(self) -> LiveInputs:
+        """The Prometheus query of ``metricsUtilization``, when Prometheus is its source."""
+        metrics = self.args.metrics_utilization
+        if metrics is not None and self._metrics_source == PROMETHEUS:
+            return LiveInputs(prometheus_queries=(metrics.query,))
+        return LiveInputs()
 
     def usage_source(self) -> UsageSource | Status:
         """Where this cycle's usage comes from."""
         if self._metrics_source is None:
             return self._requested
         if self._metrics_source == KUBERNETES_METRICS:
-            if self._node_metrics is None:
+            node_metrics = self.handle.metrics.node_metrics
+            if node_metrics is None:
                 return Status("metrics client not initialized: no metrics.k8s.io provider is available")
-            return MetricsUsage(self._resource_names, self._node_metrics)
-        if self._prometheus is None:
+            return MetricsUsage(self._resource_names, node_metrics)
+        prometheus = self.handle.metrics.prometheus
+        if prometheus is None:
             return Status("prometheus client not initialized: no Prometheus provider is available")
         metrics = self.args.metrics_utilization
-        return PrometheusUsage(metrics.query if metrics is not None else "", self._prometheus)
+        return PrometheusUsage(metrics.query if metrics is not None else "", prometheus)
 
     def balance(self, nodes: Sequence[Node]) -> Status | None:
         source = self.usage_source()

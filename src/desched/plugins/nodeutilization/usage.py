@@ -27,10 +27,10 @@ captured elsewhere (the conformance fixtures, tests).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.metrics import NodeMetricsProvider, PrometheusClient, PrometheusSample, UsageError
 from desched.k8s import resources as k8s_resources
 from desched.k8s.objects import Node, Pod
 from desched.k8s.pods import occupies_node
@@ -61,10 +61,6 @@ METRIC_RESOURCE = "MetricResource"
 
 #: Resources every node-utilization plugin tracks, whatever its thresholds name.
 BASIC_RESOURCES = (CPU, MEMORY, PODS)
-
-
-class UsageError(Exception):
-    """The usage of the nodes could not be assessed; the plugin does nothing this cycle."""
 
 
 class PodUsageError(Exception):
@@ -160,18 +156,6 @@ class RequestedUsage(_SnapshotPods):
 # ------------------------------------------------------------------------------------- metrics
 
 
-class NodeMetricsProvider(Protocol):
-    """``metrics.k8s.io``: what the nodes and pods use right now."""
-
-    def node_usage(self) -> Mapping[str, Resources]:
-        """Usage by node name (canonical amounts). Raises :class:`UsageError`."""
-        ...
-
-    def pod_usage(self, namespace: str, name: str) -> Resources | None:
-        """A pod's usage summed over its containers, or ``None`` if there is no PodMetrics for it."""
-        ...
-
-
 class MetricsUsage(_SnapshotPods):
     """Usage from metrics.k8s.io (``metricsUtilization.source: KubernetesMetrics``)."""
 
@@ -210,20 +194,6 @@ class MetricsUsage(_SnapshotPods):
         if used is None:
             raise PodUsageError(f"unable to get podmetrics for {pod.key!r}")
         return {name: used[name] for name in self.resource_names if name in used}
-
-
-@dataclass(frozen=True, slots=True)
-class PrometheusSample:
-    """One sample of an instant vector."""
-
-    labels: Mapping[str, str]
-    value: float
-
-
-class PrometheusClient(Protocol):
-    def query(self, query: str) -> Sequence[PrometheusSample]:
-        """Run an instant query that returns a vector. Raises :class:`UsageError`."""
-        ...
 
 
 class PrometheusUsage(_SnapshotPods):

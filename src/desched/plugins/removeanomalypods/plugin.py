@@ -58,7 +58,9 @@ then the anomalous pods are evicted, node by node, in the profile's Sort order t
 and name. The downgrade is recorded on the node (see :mod:`desched.framework.nodeactions`), and
 removed ``ttl`` after the node last produced an anomalous pod, by whichever desched runs then.
 
-Statistics for metrics are in :attr:`RemoveAnomalyPods.anomaly_stats` (no metrics library here).
+Each cycle's statistics go to the cycle result (``handle.report_anomalies``): a live run's metrics
+and simulate's report read them there (no metrics library here). The plugin declares that it reads
+Warning Events (``live_inputs``), so a live run watches them.
 """
 
 from __future__ import annotations
@@ -74,9 +76,9 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces, Seconds, parse_go_duration
-from desched.framework.framework import PluginHandle
+from desched.framework.findings import AnomalyReport
 from desched.framework.nodeactions import METHOD_LABEL, METHOD_TAINT, ActionResult, active_entries
-from desched.framework.types import EvictResult, Status
+from desched.framework.types import EvictResult, Handle, LiveInputs, Status
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Event, Node, Pod
@@ -226,7 +228,7 @@ class Pattern:
 
 @dataclass
 class AnomalyStats:
-    """What the plugin saw in its last cycle, for metrics (read by the runtime after each cycle)."""
+    """What the plugin saw in its last cycle (reported to the cycle result as an AnomalyReport)."""
 
     #: Pods currently judged anomalous (still present, not reset or expired).
     anomalous: int = 0
@@ -307,7 +309,7 @@ class RemoveAnomalyPods:
     name: ClassVar[str] = PLUGIN_NAME
     Args: ClassVar[type[RemoveAnomalyPodsArgs]] = RemoveAnomalyPodsArgs
 
-    def __init__(self, args: RemoveAnomalyPodsArgs, handle: PluginHandle) -> None:
+    def __init__(self, args: RemoveAnomalyPodsArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self._selected = pod_selector(args.namespaces, args.label_selector)
@@ -322,6 +324,10 @@ class RemoveAnomalyPods:
         self._min_startup = timedelta(seconds=args.min_pod_startup_seconds)
         self._states: dict[str, _PodState] = {}
         self.anomaly_stats = AnomalyStats()
+
+    def live_inputs(self) -> LiveInputs:
+        """The plugin reads Warning Events about pods and their claims."""
+        return LiveInputs(warning_events=True)
 
     # ------------------------------------------------------------------ the cycle
 
@@ -367,6 +373,15 @@ class RemoveAnomalyPods:
         }
         stats.suspected = len(stats.suspected_pods)
         self.anomaly_stats = stats
+        self.handle.report_anomalies(
+            AnomalyReport(
+                stats.anomalous,
+                stats.suspected,
+                dict(stats.judged_by_reason),
+                list(stats.anomalous_pods),
+                dict(stats.suspected_pods),
+            )
+        )
         if not judged:
             return None
         if self.args.node_downgrade_policy is not None:

@@ -15,6 +15,7 @@ from desched.api.types import SKIP_POLICY_CHECKS
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework
+from desched.framework.metrics import MetricsProviders
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
 from desched.plugins.nodeutilization.plugin import (
@@ -611,9 +612,8 @@ def test_lnu_kubernetes_metrics() -> None:
     ]
     args = {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics"}}
     fw = framework(LNU, args, metricsProviders=[{"source": "KubernetesMetrics"}])
-    plugin = fw.profiles[0].instances[LNU]
-    assert isinstance(plugin, LowNodeUtilization)
-    plugin.attach_metrics(node_metrics=StaticNodeMetrics.from_objects(objects))
+    assert isinstance(fw.profiles[0].instances[LNU], LowNodeUtilization)
+    fw.use_metrics(MetricsProviders(node_metrics=StaticNodeMetrics.from_objects(objects)))
     snapshot = ClusterSnapshot(nodes=three_nodes(), pods=busy_n1(3))
     result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))
     # 3 cpu of 4 = 75% -> p1 (2 cpu, 50%: no longer above target)
@@ -636,9 +636,8 @@ def test_lnu_prometheus_evicts_one_pod_per_node_unless_limited() -> None:
             {**args, **extra},
             metricsProviders=[{"source": "Prometheus", "prometheus": {"url": "http://prometheus:9090"}}],
         )
-        plugin = fw.profiles[0].instances[LNU]
-        assert isinstance(plugin, LowNodeUtilization)
-        plugin.attach_metrics(prometheus=StaticPrometheus(samples))
+        assert isinstance(fw.profiles[0].instances[LNU], LowNodeUtilization)
+        fw.use_metrics(MetricsProviders(prometheus=StaticPrometheus(samples)))
         snapshot = ClusterSnapshot(nodes=three_nodes(), pods=pods)
         assert evicted(fw.run_cycle(snapshot, SimulatedBackend(snapshot))) == expected
 

@@ -786,13 +786,17 @@ def test_simulated_restore_of_expired_downgrades() -> None:
 # ----------------------------------------------------------------------------- metrics, simulate
 
 
-def test_metrics_read_the_plugin_stats() -> None:
+def test_metrics_read_the_plugin_report_in_the_cycle_result() -> None:
     from desched.runtime.metrics import Metrics
 
     h = Harness(FAST)
-    h.cycle([pod("a"), pod("b")], [event("a", count=3), event("b", count=1)])
+    _, result = h.cycle([pod("a"), pod("b")], [event("a", count=3), event("b", count=1)])
+    [report] = result.reports
+    assert (report.profile, report.plugin) == ("p", NAME)
+    assert list(report.anomalies.anomalous_pods) == ["default/a"]
+    assert dict(report.anomalies.suspected_pods) == {"default/b": 1}
     metrics = Metrics()
-    metrics.observe_anomaly_plugins(h.framework.profiles)
+    metrics.observe_reports(result.reports)
     metrics.observe_downgraded_nodes(2)
     value = metrics.registry.get_sample_value
     assert value("descheduler_anomaly_pods_anomalous", {"profile": "p"}) == 1
