@@ -20,6 +20,7 @@ from typing import Any
 
 from desched.api.policy import Policy, ProfileConfig
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.cluster.view import ClusterView
 from desched.framework.evictor import (
     EvictionBackend,
     EvictionObserver,
@@ -150,7 +151,8 @@ class PluginHandle:
         return self._findings
 
     @property
-    def snapshot(self) -> ClusterSnapshot:
+    def snapshot(self) -> ClusterView:
+        """The cycle's cluster, read-only for the plugin."""
         return self._ctx.snapshot
 
     @property

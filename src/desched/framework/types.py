@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from desched.k8s.objects import Node, Pod
 
 if TYPE_CHECKING:
-    from desched.cluster.snapshot import ClusterSnapshot
+    from desched.cluster.view import ClusterView
     from desched.framework.findings import AnomalyReport, PluginFindings
     from desched.framework.metrics import MetricsProviders
     from desched.framework.nodeactions import NodeActions
@@ -250,7 +250,9 @@ class Handle(Protocol):
     """Everything a plugin may use. Plugins never talk to the API server."""
 
     @property
-    def snapshot(self) -> ClusterSnapshot: ...
+    def snapshot(self) -> ClusterView:
+        """The cycle's cluster, read-only (an evicted pod leaves it at once)."""
+        ...
 
     @property
     def evictor(self) -> Evictor: ...

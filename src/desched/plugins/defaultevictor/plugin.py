@@ -39,7 +39,7 @@ Within a cycle, what ``filter`` finds from the pod itself and the cycle's settin
 is remembered per pod; ``minReplicas`` (from the counts taken at the cycle's start) and
 ``minPodAge`` (the clock) are checked at every call.
 
-``pre_eviction_filter(pod)``: with ``nodeFit``, the pod must fit (:mod:`desched.scheduling.nodefit`)
+``pre_eviction_filter(pod)``: with ``nodeFit``, the pod must fit (``handle.fits_other_node``)
 some *other* ready node of the snapshot matching ``nodeSelector`` (all of them, not only the nodes
 the strategy was given); then, with a non-empty ``namespaceLabelSelector``, the pod's Namespace
 must exist in the snapshot and match it.
@@ -62,15 +62,14 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import Field, field_validator, model_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, PriorityThreshold, parse_go_duration
-from desched.cluster.snapshot import ClusterSnapshot
+from desched.cluster.view import ClusterView
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Node, Pod
 from desched.k8s.priority import BUILTIN_PRIORITY_CLASSES
-from desched.scheduling import nodefit
 
 if TYPE_CHECKING:
-    from desched.framework.framework import PluginHandle
+    from desched.framework.types import Handle
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
@@ -286,7 +285,7 @@ class DefaultEvictor:
     name: ClassVar[str] = "DefaultEvictor"
     Args: ClassVar[type[DefaultEvictorArgs]] = DefaultEvictorArgs
 
-    def __init__(self, args: DefaultEvictorArgs, handle: PluginHandle) -> None:
+    def __init__(self, args: DefaultEvictorArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self.protections = args.effective_protections()
@@ -310,7 +309,7 @@ class DefaultEvictor:
         ):
             self._threshold_spec = None  # upstream ignores it then
         # per cycle
-        self._snapshot: ClusterSnapshot | None = None
+        self._snapshot: ClusterView | None = None
         self._broken: str | None = None
         self._threshold: int | None = None
         self._constraints: list[_Constraint] = []
@@ -445,7 +444,7 @@ class DefaultEvictor:
         return self._owner_counts.get(key, 0)
 
     @staticmethod
-    def _count_owners(snapshot: ClusterSnapshot) -> dict[_OwnerKey, int]:
+    def _count_owners(snapshot: ClusterView) -> dict[_OwnerKey, int]:
         """Pods per owner reference (each pod once per distinct reference), over the snapshot as
         it is now: at the start of the cycle."""
         counts: dict[_OwnerKey, int] = {}
@@ -543,7 +542,7 @@ class DefaultEvictor:
         if self._broken is not None:
             return False
         snapshot = self.handle.snapshot
-        if self.args.node_fit and not nodefit.pod_fits_any_other_node(snapshot, pod, self.nodes_for_fit()):
+        if self.args.node_fit and not self.handle.fits_other_node(pod, self.nodes_for_fit()):
             log.debug("pod %s fits no other node; not evicted", pod.key)
             return False
         match = self._namespace_match
@@ -561,10 +560,10 @@ class DefaultEvictor:
             return [self._broken]
         out: list[str] = []
         snapshot = self.handle.snapshot
-        if self.args.node_fit and not nodefit.pod_fits_any_other_node(snapshot, pod, self.nodes_for_fit()):
+        if self.args.node_fit and not self.handle.fits_other_node(pod, self.nodes_for_fit()):
             others = [n for n in self.nodes_for_fit() if n.metadata.name != pod.spec.node_name]
             misfits = [
-                f"{n.metadata.name}: {'; '.join(nodefit.node_fit_failures(snapshot, pod, n)) or 'no fit'}"
+                f"{n.metadata.name}: {'; '.join(self.handle.node_fit_failures(pod, n)) or 'no fit'}"
                 for n in others[:3]
             ]
             more = f" and {len(others) - 3} more" if len(others) > 3 else ""

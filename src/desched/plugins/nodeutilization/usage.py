@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from desched.cluster.snapshot import ClusterSnapshot
+from desched.cluster.view import ClusterView
 from desched.framework.metrics import NodeMetricsProvider, PrometheusClient, PrometheusSample, UsageError
 from desched.k8s import resources as k8s_resources
 from desched.k8s.objects import Node, Pod
@@ -93,7 +93,7 @@ def usage_percentages(usage: Mapping[str, int], capacity: Mapping[str, int]) -> 
 class UsageSource(Protocol):
     """Node and pod usage for one cycle (see the module docstring)."""
 
-    def sync(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> None:
+    def sync(self, snapshot: ClusterView, nodes: Sequence[Node]) -> None:
         """Take this cycle's picture of ``nodes``. Raises :class:`UsageError`."""
         ...
 
@@ -115,9 +115,9 @@ class _SnapshotPods:
     """The pods part every source shares: read from the cycle's snapshot, on demand."""
 
     def __init__(self) -> None:
-        self._snapshot: ClusterSnapshot | None = None
+        self._snapshot: ClusterView | None = None
 
-    def _bind(self, snapshot: ClusterSnapshot) -> None:
+    def _bind(self, snapshot: ClusterView) -> None:
         self._snapshot = snapshot
 
     def pods(self, node_name: str) -> list[Pod]:
@@ -135,7 +135,7 @@ class RequestedUsage(_SnapshotPods):
         names.extend(n for n in resource_names if n not in names)
         self.resource_names: tuple[str, ...] = tuple(names)
 
-    def sync(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> None:
+    def sync(self, snapshot: ClusterView, nodes: Sequence[Node]) -> None:
         self._bind(snapshot)
 
     def node_usage(self, node_name: str) -> Resources:
@@ -167,7 +167,7 @@ class MetricsUsage(_SnapshotPods):
         self.provider = provider
         self._usage: dict[str, Resources] = {}
 
-    def sync(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> None:
+    def sync(self, snapshot: ClusterView, nodes: Sequence[Node]) -> None:
         self._bind(snapshot)
         collected = self.provider.node_usage()
         usage: dict[str, Resources] = {}
@@ -207,7 +207,7 @@ class PrometheusUsage(_SnapshotPods):
         self.client = client
         self._usage: dict[str, Resources] = {}
 
-    def sync(self, snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> None:
+    def sync(self, snapshot: ClusterView, nodes: Sequence[Node]) -> None:
         self._bind(snapshot)
         by_node: dict[str, Resources] = {}
         for sample in self.client.query(self.query):

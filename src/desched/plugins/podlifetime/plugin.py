@@ -32,8 +32,7 @@ from typing import Annotated, ClassVar
 from pydantic import Field, field_validator, model_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
-from desched.framework.framework import PluginHandle
-from desched.framework.types import EvictResult, Status
+from desched.framework.types import Handle, Status
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import ZERO_TIME, ContainerStatus, Node, Pod, PodCondition
 from desched.plugins._shared import PodPredicate, pod_selector, select_all
@@ -292,7 +291,7 @@ class LifetimeCriteria:
 
 
 def evict_oldest_first(
-    handle: PluginHandle,
+    handle: Handle,
     nodes: Sequence[Node],
     selected: PodPredicate,
     criteria: LifetimeCriteria,
@@ -339,15 +338,7 @@ def evict_oldest_first(
             continue
         if ev.filter(pod):
             candidates.append(pod)
-    full_nodes: set[str] = set()
-    for pod in handle.sort_pods(candidates, key=criteria.oldest_first_key):
-        if pod.spec.node_name in full_nodes:
-            continue
-        result = ev.evict(pod, reason=reason)
-        if result is EvictResult.NODE_LIMIT:
-            full_nodes.add(pod.spec.node_name)
-        elif result is EvictResult.TOTAL_LIMIT:
-            break
+    ev.evict_in_order(handle.sort_pods(candidates, key=criteria.oldest_first_key), reason)
     return None
 
 
@@ -357,7 +348,7 @@ class PodLifeTime:
     name: ClassVar[str] = "PodLifeTime"
     Args: ClassVar[type[PodLifeTimeArgs]] = PodLifeTimeArgs
 
-    def __init__(self, args: PodLifeTimeArgs, handle: PluginHandle) -> None:
+    def __init__(self, args: PodLifeTimeArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self._selected = pod_selector(args.namespaces, args.label_selector)

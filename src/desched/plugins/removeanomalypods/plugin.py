@@ -78,7 +78,7 @@ from pydantic import Field, field_validator
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces, Seconds, parse_go_duration
 from desched.framework.findings import AnomalyReport
 from desched.framework.nodeactions import METHOD_LABEL, METHOD_TAINT, ActionResult, active_entries
-from desched.framework.types import EvictResult, Handle, LiveInputs, Status
+from desched.framework.types import Handle, LiveInputs, Status
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Event, Node, Pod
@@ -636,14 +636,12 @@ class RemoveAnomalyPods:
             candidates = self.handle.sort_pods(
                 [p for p in pods if ev.filter(p)], key=lambda p: (p.metadata.namespace, p.metadata.name)
             )
-            for pod in candidates:
-                state = self._states[pod.metadata.uid or pod.key]
-                result = ev.evict(
-                    pod,
-                    reason=f"{PLUGIN_NAME}: pod anomalous after {state.abnormal} consecutive abnormal "
-                    f"observations ({state.describe()})",
-                )
-                if result is EvictResult.NODE_LIMIT:
-                    break
-                if result is EvictResult.TOTAL_LIMIT:
-                    return
+            if ev.evict_in_order(candidates, self._reason):
+                return
+
+    def _reason(self, pod: Pod) -> str:
+        state = self._states[pod.metadata.uid or pod.key]
+        return (
+            f"{PLUGIN_NAME}: pod anomalous after {state.abnormal} consecutive abnormal "
+            f"observations ({state.describe()})"
+        )

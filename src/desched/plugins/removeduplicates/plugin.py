@@ -37,7 +37,7 @@ import msgspec
 
 from desched.api.types import ArgsModel, Namespaces
 from desched.framework.findings import PluginFindings
-from desched.framework.types import EvictResult, Handle, Status
+from desched.framework.types import Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod
@@ -263,12 +263,8 @@ class RemoveDuplicates:
                     f"at most {keep} per node spreads its {dups.occurrences} pods over "
                     f"{feasible} feasible nodes"
                 )
-                for pod in reversed(pods[-excess:]):
-                    result = ev.evict(pod, reason=reason)
-                    if result is EvictResult.NODE_LIMIT:
-                        break
-                    if result is EvictResult.TOTAL_LIMIT:
-                        return None
+                if ev.evict_in_order(reversed(pods[-excess:]), reason):
+                    return None
         return None
 
 

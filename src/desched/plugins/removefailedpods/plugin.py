@@ -21,8 +21,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
-from desched.framework.framework import PluginHandle
-from desched.framework.types import Status
+from desched.framework.types import Handle, Status
 from desched.k8s.objects import Node
 from desched.plugins._shared import pod_selector
 from desched.plugins.podlifetime.plugin import Int32, LifetimeCriteria, evict_oldest_first
@@ -46,7 +45,7 @@ class RemoveFailedPods:
     name: ClassVar[str] = "RemoveFailedPods"
     Args: ClassVar[type[RemoveFailedPodsArgs]] = RemoveFailedPodsArgs
 
-    def __init__(self, args: RemoveFailedPodsArgs, handle: PluginHandle) -> None:
+    def __init__(self, args: RemoveFailedPodsArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self._selected = pod_selector(args.namespaces, args.label_selector)

@@ -17,8 +17,7 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
-from desched.framework.framework import PluginHandle
-from desched.framework.types import EvictResult, Status
+from desched.framework.types import Handle, Status
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Node, Pod
 from desched.plugins._shared import pod_selector, select_all
@@ -49,7 +48,7 @@ class RemovePodsHavingTooManyRestarts:
     name: ClassVar[str] = "RemovePodsHavingTooManyRestarts"
     Args: ClassVar[type[RemovePodsHavingTooManyRestartsArgs]] = RemovePodsHavingTooManyRestartsArgs
 
-    def __init__(self, args: RemovePodsHavingTooManyRestartsArgs, handle: PluginHandle) -> None:
+    def __init__(self, args: RemovePodsHavingTooManyRestartsArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self._selected = pod_selector(args.namespaces, args.label_selector)
@@ -112,10 +111,8 @@ class RemovePodsHavingTooManyRestarts:
             def most_restarts_first(pod: Pod, counts: dict[int, int] = counts) -> tuple[int, str, str]:
                 return (-counts[id(pod)], pod.metadata.namespace, pod.metadata.name)
 
-            for pod in self.handle.sort_pods([p for p, _ in candidates], key=most_restarts_first):
-                result = ev.evict(pod, reason=self._reason)
-                if result is EvictResult.NODE_LIMIT:
-                    break
-                if result is EvictResult.TOTAL_LIMIT:
-                    return None
+            if ev.evict_in_order(
+                self.handle.sort_pods([p for p, _ in candidates], key=most_restarts_first), self._reason
+            ):
+                return None
         return None

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.types import EvictResult, Handle, Status
+from desched.cluster.view import ClusterView
+from desched.framework.types import Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
@@ -101,7 +101,7 @@ class _ConsideredPods:
     way ``evicted`` has them, and counts leave them out.
     """
 
-    def __init__(self, snapshot: ClusterSnapshot, nodes: Mapping[str, Node], selected: PodPredicate | None):
+    def __init__(self, snapshot: ClusterView, nodes: Mapping[str, Node], selected: PodPredicate | None):
         self._snapshot = snapshot
         self._nodes = nodes
         self._selected = selected
@@ -304,20 +304,26 @@ class RemovePodsViolatingInterPodAntiAffinity:
             on_node = with_terms.get(node.metadata.name)
             if not on_node:
                 continue
-            for pod in self.handle.sort_pods(on_node, key=priority_low_to_high_key):
-                if not violates(pod, node):
-                    if left is not None:
-                        left(pod, why_held(pod, node))
-                    continue
-                result = ev.evict(pod, reason="pod violates its required inter-pod anti-affinity")
-                if result.ok or result is EvictResult.ALREADY_EVICTED:
-                    # Gone (or going): it no longer violates the terms of the pods after it.
-                    considered.evicted.add(id(pod))
-                    for tc in counts_by_namespace.get(pod.metadata.namespace, ()):
-                        if tc.match(pod.metadata.labels or {}):
-                            tc.add(node, -1)
-                elif result is EvictResult.NODE_LIMIT:
-                    break
-                elif result is EvictResult.TOTAL_LIMIT:
-                    return None
+
+            def violating(pod: Pod, node: Node = node) -> bool:
+                if violates(pod, node):
+                    return True
+                if left is not None:
+                    left(pod, why_held(pod, node))
+                return False
+
+            def gone(pod: Pod, node: Node = node) -> None:
+                # Gone (or going): it no longer violates the terms of the pods after it.
+                considered.evicted.add(id(pod))
+                for tc in counts_by_namespace.get(pod.metadata.namespace, ()):
+                    if tc.match(pod.metadata.labels or {}):
+                        tc.add(node, -1)
+
+            if ev.evict_in_order(
+                self.handle.sort_pods(on_node, key=priority_low_to_high_key),
+                "pod violates its required inter-pod anti-affinity",
+                only_if=violating,
+                on_gone=gone,
+            ):
+                return None
         return None

@@ -27,7 +27,7 @@ first and answers them once per pod *shape* per call:
   terms read), so nodes that look alike to the terms are scored once; the best score over the
   nodes is computed once per shape, and not at all for a pod already on a top-scoring node;
 - the fit question only for the few pods that do violate, through the memoised
-  :mod:`desched.scheduling.nodefit`, which stops at the first node that fits.
+  the handle's node fit (``handle.fits_other_node``), which stops at the first node that fits.
 """
 
 from __future__ import annotations
@@ -39,13 +39,12 @@ from typing import ClassVar
 from pydantic import field_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.types import EvictResult, Handle, Status
+from desched.cluster.view import ClusterView
+from desched.framework.types import Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import Node, Pod, PreferredSchedulingTerm
 from desched.k8s.pods import occupies_node
 from desched.plugins._shared import ContentKeys, pod_selector, select_all
-from desched.scheduling import nodefit
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
@@ -150,7 +149,7 @@ class _AffinePods:
 
     __slots__ = ("_additions", "_read", "_snapshot")
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    def __init__(self, snapshot: ClusterView) -> None:
         self._snapshot = snapshot
         self._additions = snapshot.additions
         #: node name -> (how many pods the node had, those with a node affinity, in order)
@@ -215,7 +214,6 @@ class RemovePodsViolatingNodeAffinity:
 
     def _required_violations(self, nodes: Sequence[Node], affine: _AffinePods) -> _Violations:
         """The pods of a node that violate their required node affinity, with the reason."""
-        snapshot = self.handle.snapshot
         ev = self.handle.evictor
         selected = None if self._selected is select_all else self._selected
         shapes: dict[tuple[bytes, bytes], _RequiredShape] = {}
@@ -245,7 +243,7 @@ class RemovePodsViolatingNodeAffinity:
                 if not ev.filter(pod):
                     continue
                 # The pod's own node does not match, so "any node" and "any other node" agree.
-                if not nodefit.pod_fits_any_other_node(snapshot, pod, nodes):
+                if not self.handle.fits_other_node(pod, nodes):
                     if findings.enabled:
                         findings.left(pod, "violates its required node affinity, but fits no other node")
                     continue
@@ -258,7 +256,6 @@ class RemovePodsViolatingNodeAffinity:
 
     def _preferred_violations(self, nodes: Sequence[Node], affine: _AffinePods) -> _Violations:
         """The pods of a node that some node given to the plugin suits better, with the reason."""
-        snapshot = self.handle.snapshot
         ev = self.handle.evictor
         selected = None if self._selected is select_all else self._selected
         shapes: dict[bytes, _PreferredShape] = {}
@@ -292,10 +289,7 @@ class RemovePodsViolatingNodeAffinity:
                     continue
                 if not ev.filter(pod):
                     continue
-                if not (
-                    nodefit.pod_fits_current_node(snapshot, pod, node)
-                    or nodefit.pod_fits_any_other_node(snapshot, pod, nodes)
-                ):
+                if not (self.handle.fits_node(pod, node) or self.handle.fits_other_node(pod, nodes)):
                     continue
                 out.append(
                     (
@@ -320,10 +314,10 @@ class RemovePodsViolatingNodeAffinity:
             reasons = {id(pod): reason for pod, reason in found}
             # PreSort: the order the violators are considered in; Sort keeps it among its ties
             considered = self.handle.presort_pods([pod for pod, _ in found])
-            for pod in self.handle.sort_pods(considered):
-                result = ev.evict(pod, reason=reasons[id(pod)])
-                if result is EvictResult.NODE_LIMIT:
-                    break
-                if result is EvictResult.TOTAL_LIMIT:
-                    return True
+
+            def reason(pod: Pod, reasons: dict[int, str] = reasons) -> str:
+                return reasons[id(pod)]
+
+            if ev.evict_in_order(self.handle.sort_pods(considered), reason):
+                return True
         return False

@@ -29,7 +29,7 @@ from typing import ClassVar
 from pydantic import model_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
-from desched.framework.types import EvictResult, Handle, Status
+from desched.framework.types import Handle, Status
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, Taint
 from desched.k8s.pods import occupies_node
@@ -113,15 +113,14 @@ class RemovePodsViolatingNodeTaints:
             # PreSort: the order the violators are considered in; Sort then decides the eviction
             # order, its ties kept in that order (so PreSort decides what a node limit leaves)
             considered = self.handle.presort_pods([pod for pod, _ in violators])
-            for pod in self.handle.sort_pods(considered):
+
+            def reason(pod: Pod, why: dict[str, Taint] = why, node: Node = node) -> str:
                 taint = why[pod.key]
-                reason = (
+                return (
                     f"pod does not tolerate taint {taint.key}"
                     f"{'=' + taint.value if taint.value else ''}:{taint.effect} of node {node.metadata.name}"
                 )
-                result = ev.evict(pod, reason=reason)
-                if result is EvictResult.NODE_LIMIT:
-                    break
-                if result is EvictResult.TOTAL_LIMIT:
-                    return None
+
+            if ev.evict_in_order(self.handle.sort_pods(considered), reason):
+                return None
         return None

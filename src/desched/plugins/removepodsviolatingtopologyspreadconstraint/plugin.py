@@ -34,7 +34,7 @@ chosen from the back of upstream's order: pods that cannot be evicted first (kep
 with a nodeSelector or node affinity, then the others; by descending priority within each group
 (the profile's Sort plugins order pods of equal standing; then the name, the last name leaves first).
 Pods that fit somewhere better are preferred (upstream #1719), and with ``topologyBalanceNodeFit``
-(default true) a pod is only evicted if it fits (node fit: ``desched.scheduling.nodefit``) one of
+(default true) a pod is only evicted if it fits (node fit: ``handle.node_fit_failures``) one of
 the eligible nodes, other than its own, of the domains below the ideal average. A pod that is
 chosen but may not leave still counts as moved, so the plan never evicts more than needed.
 ``labelSelector`` is not used to count; it only decides which pods may be evicted.
@@ -90,14 +90,13 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.types import Evictor, EvictResult, Handle, Status
+from desched.cluster.view import ClusterView
+from desched.framework.types import Evictor, Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, TopologySpreadConstraint
 from desched.plugins._shared import ContentKeys
-from desched.scheduling import nodefit
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
@@ -613,26 +612,30 @@ class RemovePodsViolatingTopologySpreadConstraint:
         if not plan.order:
             return None
         rank = {id(p): i for i, p in enumerate(plan.order)}
-        limited_nodes: set[str] = set()
         findings = self.handle.findings
-        for pod in self.handle.sort_pods(plan.order, key=lambda p: rank[id(p)]):
-            if pod.spec.node_name in limited_nodes or not plan.may_evict(pod):
-                if findings.enabled:
-                    findings.left(
-                        pod,
-                        f"node {pod.spec.node_name} reached its eviction limit"
-                        if pod.spec.node_name in limited_nodes
-                        else "chosen, but with the evictions refused so far, evicting it would leave a "
-                        "spread constraint of its namespace more skewed than max(its skew, its maxSkew)",
-                    )
-                continue
-            result = ev.evict(pod, reason=plan.reasons[id(pod)])
-            if result.ok or result is EvictResult.ALREADY_EVICTED:
-                plan.evicted(pod)
-            elif result is EvictResult.NODE_LIMIT:
-                limited_nodes.add(pod.spec.node_name)
-            elif result is EvictResult.TOTAL_LIMIT:
-                break
+
+        def node_full(pod: Pod) -> None:
+            if findings.enabled:
+                findings.left(pod, f"node {pod.spec.node_name} reached its eviction limit")
+
+        def may_evict(pod: Pod) -> bool:
+            if plan.may_evict(pod):
+                return True
+            if findings.enabled:
+                findings.left(
+                    pod,
+                    "chosen, but with the evictions refused so far, evicting it would leave a "
+                    "spread constraint of its namespace more skewed than max(its skew, its maxSkew)",
+                )
+            return False
+
+        ev.evict_in_order(
+            self.handle.sort_pods(plan.order, key=lambda p: rank[id(p)]),
+            lambda pod: plan.reasons[id(pod)],
+            only_if=may_evict,
+            on_gone=plan.evicted,
+            on_node_full=node_full,
+        )
         return None
 
     def plan(self, nodes: Sequence[Node]) -> Plan:
@@ -652,7 +655,7 @@ class _Run:
     def __init__(self, plugin: RemovePodsViolatingTopologySpreadConstraint, nodes: Sequence[Node]) -> None:
         self.plugin = plugin
         self.handle = plugin.handle
-        self.snapshot: ClusterSnapshot = plugin.handle.snapshot
+        self.snapshot: ClusterView = plugin.handle.snapshot
         self.evictor: Evictor = plugin.handle.evictor
         self.node_fit = plugin.args.topology_balance_node_fit
         self.nodes = list(nodes)
@@ -1029,7 +1032,7 @@ class _Chooser:
             elif scan.next < len(below):
                 node = below[scan.next]
                 scan.next += 1
-                if not nodefit.node_fit_failures(snapshot, pod, node):
+                if not self.run.handle.node_fit_failures(pod, node):
                     passing.append(node)
             else:
                 return

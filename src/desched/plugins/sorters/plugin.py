@@ -28,7 +28,7 @@ from desched.k8s.objects import ZERO_TIME, Pod
 from desched.plugins._shared import priority_rank
 
 if TYPE_CHECKING:
-    from desched.framework.framework import PluginHandle
+    from desched.framework.types import Handle
 
 _NAIVE_ZERO_TIME = ZERO_TIME.replace(tzinfo=None)
 
@@ -38,7 +38,7 @@ class PrioritySort:
 
     name: ClassVar[str] = "PrioritySort"
 
-    def __init__(self, args: object, handle: PluginHandle) -> None:
+    def __init__(self, args: object, handle: Handle) -> None:
         self.handle = handle
 
     def less(self, a: Pod, b: Pod) -> bool:
@@ -64,7 +64,7 @@ class PodAgeSort:
     name: ClassVar[str] = "PodAgeSort"
     Args: ClassVar[type[PodAgeSortArgs]] = PodAgeSortArgs
 
-    def __init__(self, args: PodAgeSortArgs, handle: PluginHandle) -> None:
+    def __init__(self, args: PodAgeSortArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self._newest_first = args.order == "NewestFirst"

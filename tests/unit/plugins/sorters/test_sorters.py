@@ -14,9 +14,9 @@ from desched.api.errors import PolicyError
 from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
-from desched.framework.framework import Framework, PluginHandle
+from desched.framework.framework import Framework
 from desched.framework.registry import Registry, default_registry
-from desched.framework.types import EvictResult, ExtensionPoint, Status
+from desched.framework.types import EvictResult, ExtensionPoint, Handle, Status
 from desched.k8s.objects import Node, Pod
 from desched.plugins.defaultevictor.plugin import DefaultEvictorArgs
 from desched.plugins.sorters.plugin import PodAgeSort, PodAgeSortArgs, PrioritySort
@@ -38,7 +38,7 @@ class EvictInOrder:
 
     name: ClassVar[str] = "EvictInOrder"
 
-    def __init__(self, args: object, handle: PluginHandle) -> None:
+    def __init__(self, args: object, handle: Handle) -> None:
         self.handle = handle
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
@@ -56,7 +56,7 @@ class VisitInPreSortOrder:
     name: ClassVar[str] = "VisitInPreSortOrder"
     seen: ClassVar[list[str]] = []
 
-    def __init__(self, args: object, handle: PluginHandle) -> None:
+    def __init__(self, args: object, handle: Handle) -> None:
         self.handle = handle
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
