@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 from desched.api.documents import excerpt
 from desched.api.errors import PolicyError, format_path, join_path
 from desched.k8s import labels as k8s_labels
+from desched.k8s.namespaces import namespace_rule
 from desched.k8s.objects import LabelSelector
 
 
@@ -49,11 +50,8 @@ class Namespaces(ArgsModel):
         return self
 
     def allows(self, namespace: str) -> bool:
-        if self.include:
-            return namespace in self.include
-        if self.exclude:
-            return namespace not in self.exclude
-        return True
+        allowed = namespace_rule(self.include, self.exclude)
+        return allowed is None or allowed(namespace)
 
 
 class LabelSelectorRequirementArg(ArgsModel):

@@ -10,6 +10,7 @@ from desched.api.types import LabelSelectorArg, Namespaces
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
 from desched.k8s._compile_cache import ContentKeys
+from desched.k8s.namespaces import namespace_rule
 from desched.k8s.objects import ZERO_TIME, Pod
 
 PodPredicate = Callable[[Pod], bool]
@@ -35,21 +36,17 @@ def select_all(pod: Pod) -> bool:
 def pod_selector(namespaces: Namespaces | None, label_selector: LabelSelectorArg | None) -> PodPredicate:
     """A predicate for a plugin's ``namespaces`` (include or exclude) and ``labelSelector`` args;
     :func:`select_all` itself when they are not set."""
-    include = frozenset(namespaces.include or ()) if namespaces else frozenset()
-    exclude = frozenset(namespaces.exclude or ()) if namespaces else frozenset()
+    allowed = namespace_rule(namespaces.include, namespaces.exclude) if namespaces else None
     match = (
         k8s_labels.compile_label_selector(label_selector.to_selector(), none_matches=True)
         if label_selector is not None
         else None
     )
-    if not include and not exclude and match is None:
+    if allowed is None and match is None:
         return select_all
 
     def selected(pod: Pod) -> bool:
-        ns = pod.metadata.namespace
-        if include and ns not in include:
-            return False
-        if exclude and ns in exclude:
+        if allowed is not None and not allowed(pod.metadata.namespace):
             return False
         return match is None or match(pod.metadata.labels or {})
 

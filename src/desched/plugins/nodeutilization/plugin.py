@@ -63,6 +63,7 @@ from desched.framework.metrics import KUBERNETES_METRICS, PROMETHEUS
 from desched.framework.types import Evictor, EvictResult, Handle, LiveInputs, Status
 from desched.k8s import nodes as k8s_nodes
 from desched.k8s import taints as k8s_taints
+from desched.k8s.namespaces import NamespaceRule, namespace_rule
 from desched.k8s.objects import Node, Pod, Taint
 from desched.k8s.resources import PODS, Resources
 from desched.plugins._shared import priority_low_to_high_key
@@ -375,7 +376,7 @@ class _NodeUtilization:
     handle: Handle
     _threshold_names: tuple[str, ...]
     _resource_names: tuple[str, ...]
-    _excluded_namespaces: frozenset[str]
+    _namespace_rule: NamespaceRule | None
     _node_limit: int | None = None
     _only_thresholding: bool = False
 
@@ -445,7 +446,7 @@ class _NodeUtilization:
         if not keep_going(info, budget):
             return True
         node_limit = self._node_limit
-        excluded = self._excluded_namespaces
+        allowed = self._namespace_rule
         evicted = 0
         for pod in pods:
             if node_limit is not None and evicted >= node_limit:
@@ -454,7 +455,7 @@ class _NodeUtilization:
                 continue
             if not taints.tolerated_by(pod):
                 continue
-            if pod.metadata.namespace in excluded:
+            if allowed is not None and not allowed(pod.metadata.namespace):
                 continue
             try:
                 freed = source.pod_usage(pod)
@@ -509,8 +510,9 @@ class LowNodeUtilization(_NodeUtilization):
             self._resource_names = self._threshold_names
         else:
             self._resource_names = _unique([*self._threshold_names, *BASIC_RESOURCES])
-        self._excluded_namespaces = frozenset(
-            (args.evictable_namespaces.exclude or ()) if args.evictable_namespaces else ()
+        # (``include`` is refused by validation: only ``exclude`` counts)
+        self._namespace_rule = namespace_rule(
+            None, args.evictable_namespaces.exclude if args.evictable_namespaces else None
         )
         self._node_limit = args.eviction_limits.node if args.eviction_limits is not None else None
         self._only_thresholding = ONLY_THRESHOLDING_RESOURCES in (args.eviction_modes or ())
@@ -635,8 +637,9 @@ class HighNodeUtilization(_NodeUtilization):
         #: The model works with a low and a high threshold; here the high one is the whole node.
         self._high: ResourceThresholds = dict.fromkeys(self._low, MAX_PERCENTAGE)
         self._resource_names = _unique([*self._threshold_names, *BASIC_RESOURCES])
-        self._excluded_namespaces = frozenset(
-            (args.evictable_namespaces.exclude or ()) if args.evictable_namespaces else ()
+        # (``include`` is refused by validation: only ``exclude`` counts)
+        self._namespace_rule = namespace_rule(
+            None, args.evictable_namespaces.exclude if args.evictable_namespaces else None
         )
         self._only_thresholding = ONLY_THRESHOLDING_RESOURCES in (args.eviction_modes or ())
         self._requested = RequestedUsage(self._resource_names)

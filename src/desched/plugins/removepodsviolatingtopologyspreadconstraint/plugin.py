@@ -95,6 +95,7 @@ from desched.framework.types import Evictor, Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s import taints as k8s_taints
+from desched.k8s.namespaces import namespace_rule
 from desched.k8s.objects import Node, Pod, TopologySpreadConstraint
 from desched.plugins._shared import ContentKeys
 
@@ -591,8 +592,7 @@ class RemovePodsViolatingTopologySpreadConstraint:
         self.handle = handle
         self.kinds = frozenset(args.constraints)
         ns = args.namespaces
-        self._include = frozenset(ns.include or ()) if ns else frozenset()
-        self._exclude = frozenset(ns.exclude or ()) if ns else frozenset()
+        self._namespace_rule = namespace_rule(ns.include, ns.exclude) if ns else None
         self.label_match: k8s_labels.Matcher | None = (
             k8s_labels.compile_label_selector(args.label_selector.to_selector(), none_matches=True)
             if args.label_selector is not None
@@ -600,9 +600,8 @@ class RemovePodsViolatingTopologySpreadConstraint:
         )
 
     def namespace_allowed(self, namespace: str) -> bool:
-        if self._include and namespace not in self._include:
-            return False
-        return not (self._exclude and namespace in self._exclude)
+        allowed = self._namespace_rule
+        return allowed is None or allowed(namespace)
 
     def balance(self, nodes: Sequence[Node]) -> Status | None:
         ev = self.handle.evictor
