@@ -1,1 +1,79 @@
-"""desched.framework"""
+"""desched.framework: the descheduling framework, and the plugin SDK.
+
+An out-of-tree plugin imports everything it uses from here (``from desched.framework import
+Handle, Status, ...``): the extension-point and hook protocols it implements, the Handle it is
+given (a read-only cluster view, the evictor, sorting, node fit, metrics providers, the clock, node
+actions, findings and reports), the values they exchange, and the args and object types. Only
+these names are the SDK; the modules behind them may move.
+"""
+
+from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.cluster.view import ClusterView
+from desched.framework.findings import AnomalyReport, PluginFindings, Verdict
+from desched.framework.metrics import (
+    MetricsProviders,
+    NodeMetricsProvider,
+    PrometheusClient,
+    PrometheusSample,
+    UsageError,
+)
+from desched.framework.nodeactions import NodeActions
+from desched.framework.types import (
+    BalancePlugin,
+    CycleStartHook,
+    DeclaresLiveInputs,
+    DeschedulePlugin,
+    Evictor,
+    EvictResult,
+    ExplainsFilter,
+    ExplainsPreEvictionFilter,
+    ExtensionPoint,
+    FilterPlugin,
+    Handle,
+    LiveInputs,
+    Plugin,
+    PreEvictionFilterPlugin,
+    PreSortKeyPlugin,
+    PreSortPlugin,
+    SortKeyPlugin,
+    SortPlugin,
+    Status,
+)
+from desched.k8s.objects import Node, Pod
+
+__all__ = [
+    "AnomalyReport",
+    "ArgsModel",
+    "BalancePlugin",
+    "ClusterView",
+    "CycleStartHook",
+    "DeclaresLiveInputs",
+    "DeschedulePlugin",
+    "EvictResult",
+    "Evictor",
+    "ExplainsFilter",
+    "ExplainsPreEvictionFilter",
+    "ExtensionPoint",
+    "FilterPlugin",
+    "Handle",
+    "LabelSelectorArg",
+    "LiveInputs",
+    "MetricsProviders",
+    "Namespaces",
+    "Node",
+    "NodeActions",
+    "NodeMetricsProvider",
+    "Plugin",
+    "PluginFindings",
+    "Pod",
+    "PreEvictionFilterPlugin",
+    "PreSortKeyPlugin",
+    "PreSortPlugin",
+    "PrometheusClient",
+    "PrometheusSample",
+    "SortKeyPlugin",
+    "SortPlugin",
+    "Status",
+    "UsageError",
+    "Verdict",
+]

@@ -1,4 +1,8 @@
-"""AnnotatedExpiry: an example out-of-tree desched plugin (a Deschedule extension point)."""
+"""AnnotatedExpiry: an example out-of-tree desched plugin (a Deschedule extension point).
+
+It imports only the plugin SDK, ``desched.framework``, and reaches the cluster only through its
+Handle: the read-only cluster view, the clock and the evictor.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,7 @@ from typing import ClassVar
 
 from pydantic import field_validator
 
-from desched.api.types import ArgsModel, Namespaces
-from desched.framework.framework import PluginHandle
-from desched.framework.types import EvictResult, Status
-from desched.k8s.objects import Node
+from desched.framework import ArgsModel, Handle, Namespaces, Node, Pod, Status
 
 
 class AnnotatedExpiryArgs(ArgsModel):
@@ -30,7 +31,7 @@ class AnnotatedExpiry:
     name: ClassVar[str] = "AnnotatedExpiry"
     Args: ClassVar[type[AnnotatedExpiryArgs]] = AnnotatedExpiryArgs
 
-    def __init__(self, args: AnnotatedExpiryArgs, handle: PluginHandle) -> None:
+    def __init__(self, args: AnnotatedExpiryArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
 
@@ -41,18 +42,21 @@ class AnnotatedExpiry:
             return False  # a malformed annotation never causes an eviction
         return expires.tzinfo is not None and expires <= self.handle.now()
 
+    def _reason(self, pod: Pod) -> str:
+        value = (pod.metadata.annotations or {}).get(self.args.annotation)
+        return f"{self.args.annotation} {value} has passed"
+
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
         evictor = self.handle.evictor
         for node in nodes:
+            expired = []
             for pod in self.handle.snapshot.pods_on_node(node.metadata.name):
                 if self.args.namespaces and not self.args.namespaces.allows(pod.metadata.namespace):
                     continue
                 value = (pod.metadata.annotations or {}).get(self.args.annotation)
-                if value is None or not self._expired(value) or not evictor.filter(pod):
-                    continue
-                result = evictor.evict(pod, reason=f"{self.args.annotation} {value} has passed")
-                if result is EvictResult.NODE_LIMIT:
-                    break
-                if result is EvictResult.TOTAL_LIMIT:
-                    return None
+                if value is not None and self._expired(value) and evictor.filter(pod):
+                    expired.append(pod)
+            # in order, up to the policy's limits (the rest of a node at its limit is skipped)
+            if evictor.evict_in_order(expired, self._reason):
+                return None  # the per-cycle total is reached
         return None
