@@ -45,7 +45,7 @@ from desched.api.policy import MetricsProvider, Policy, PrometheusProvider, Prom
 from desched.k8s import resources as k8s_resources
 from desched.k8s.quantity import QuantityError
 from desched.k8s.resources import CPU, MEMORY, Resources
-from desched.plugins.nodeutilization.plugin import KUBERNETES_METRICS, PROMETHEUS, MetricsUtilizationArgs
+from desched.plugins.nodeutilization.args import KUBERNETES_METRICS, PROMETHEUS, MetricsUtilizationArgs
 from desched.plugins.nodeutilization.usage import PrometheusSample, UsageError
 from desched.runtime import kube
 from desched.runtime.kube import ApiError, RateLimiter

@@ -24,7 +24,8 @@ from desched.k8s.objects import (
     PodDisruptionBudget,
     PriorityClass,
 )
-from desched.plugins.defaultevictor.plugin import DefaultEvictor, DefaultEvictorArgs, PodProtection
+from desched.plugins.defaultevictor.args import DefaultEvictorArgs, PodProtection
+from desched.plugins.defaultevictor.plugin import DefaultEvictor
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 ARGS_PATH = "profiles[0].pluginConfig[0].args"

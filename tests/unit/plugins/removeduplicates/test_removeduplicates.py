@@ -17,7 +17,7 @@ from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removeduplicates.plugin import RemoveDuplicatesArgs
+from desched.plugins.removeduplicates.args import RemoveDuplicatesArgs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 REG = default_registry(entry_points=False)

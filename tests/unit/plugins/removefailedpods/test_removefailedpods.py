@@ -16,7 +16,8 @@ from desched.framework.framework import Framework
 from desched.framework.registry import Registry, default_registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removefailedpods.plugin import RemoveFailedPods, RemoveFailedPodsArgs
+from desched.plugins.removefailedpods.args import RemoveFailedPodsArgs
+from desched.plugins.removefailedpods.plugin import RemoveFailedPods
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 REG = default_registry(entry_points=False)

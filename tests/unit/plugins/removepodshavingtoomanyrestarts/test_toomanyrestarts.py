@@ -16,10 +16,8 @@ from desched.framework.framework import Framework
 from desched.framework.registry import Registry, default_registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removepodshavingtoomanyrestarts.plugin import (
-    RemovePodsHavingTooManyRestarts,
-    RemovePodsHavingTooManyRestartsArgs,
-)
+from desched.plugins.removepodshavingtoomanyrestarts.args import RemovePodsHavingTooManyRestartsArgs
+from desched.plugins.removepodshavingtoomanyrestarts.plugin import RemovePodsHavingTooManyRestarts
 
 NAME = "RemovePodsHavingTooManyRestarts"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -17,7 +17,7 @@ from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removepodsviolatingnodeaffinity.plugin import RemovePodsViolatingNodeAffinityArgs
+from desched.plugins.removepodsviolatingnodeaffinity.args import RemovePodsViolatingNodeAffinityArgs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 REG = default_registry(entry_points=False)

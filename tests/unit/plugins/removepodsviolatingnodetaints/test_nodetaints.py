@@ -16,7 +16,7 @@ from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removepodsviolatingnodetaints.plugin import RemovePodsViolatingNodeTaintsArgs
+from desched.plugins.removepodsviolatingnodetaints.args import RemovePodsViolatingNodeTaintsArgs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 REG = default_registry(entry_points=False)

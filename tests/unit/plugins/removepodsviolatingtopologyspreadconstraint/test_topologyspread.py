@@ -18,9 +18,9 @@ from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import Framework
 from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removepodsviolatingtopologyspreadconstraint.plugin import (
-    ConstraintCache,
-    NamespacePods,
+from desched.plugins.removepodsviolatingtopologyspreadconstraint._constraints import ConstraintCache
+from desched.plugins.removepodsviolatingtopologyspreadconstraint._domains import NamespacePods
+from desched.plugins.removepodsviolatingtopologyspreadconstraint.args import (
     RemovePodsViolatingTopologySpreadConstraintArgs,
 )
 

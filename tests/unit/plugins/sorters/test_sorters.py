@@ -18,8 +18,9 @@ from desched.framework.framework import Framework, PluginHandle
 from desched.framework.registry import Registry, default_registry
 from desched.framework.types import EvictResult, ExtensionPoint, Status
 from desched.k8s.objects import Node, Pod
-from desched.plugins.defaultevictor.plugin import DefaultEvictorArgs
-from desched.plugins.sorters.plugin import PodAgeSort, PodAgeSortArgs, PrioritySort
+from desched.plugins.defaultevictor.args import DefaultEvictorArgs
+from desched.plugins.sorters.args import PodAgeSortArgs
+from desched.plugins.sorters.plugin import PodAgeSort, PrioritySort
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
