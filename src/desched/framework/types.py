@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from desched.api.policy import ExtensionPoint as ExtensionPoint  # the policy's vocabulary
 from desched.k8s.objects import Node, Pod
 
 if TYPE_CHECKING:
@@ -81,15 +82,6 @@ class PreSortPlugin(Protocol):
     name: ClassVar[str]
 
     def pre_less(self, a: Pod, b: Pod) -> bool: ...
-
-
-class ExtensionPoint(enum.StrEnum):
-    PRESORT = "presort"
-    SORT = "sort"
-    DESCHEDULE = "deschedule"
-    BALANCE = "balance"
-    FILTER = "filter"
-    PRE_EVICTION_FILTER = "preEvictionFilter"
 
 
 #: The method that marks a plugin class as serving an extension point.

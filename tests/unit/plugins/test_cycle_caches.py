@@ -14,10 +14,10 @@ from desched.api.policy import Policy, ProfileConfig, load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest, SimulatedBackend
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s._compile_cache import ContentKeys
 from desched.k8s.objects import Node, Pod, PodDisruptionBudget, PriorityClass, Toleration
+from desched.plugins import default_registry
 from desched.plugins.defaultevictor.args import DefaultEvictorArgs
 from desched.plugins.defaultevictor.plugin import DefaultEvictor
 from desched.plugins.removepodsviolatingnodeaffinity.plugin import _AffinePods

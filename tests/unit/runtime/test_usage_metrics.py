@@ -21,8 +21,8 @@ from kubernetes_asyncio import client
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
 from desched.plugins.nodeutilization.usage import UsageError
 from desched.runtime.backend import ApiEvictionBackend
 from desched.runtime.usage_metrics import (

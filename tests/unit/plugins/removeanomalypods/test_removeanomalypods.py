@@ -34,8 +34,8 @@ from desched.framework.nodeactions import (
     plan_restore,
     read_entries,
 )
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, PersistentVolumeClaim, Pod
+from desched.plugins import default_registry
 from desched.plugins.removeanomalypods.args import DEFAULT_EVENT_REASONS, RemoveAnomalyPodsArgs
 from desched.plugins.removeanomalypods.plugin import RemoveAnomalyPods
 

@@ -15,9 +15,10 @@ from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_polic
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework, PluginHandle
-from desched.framework.registry import Registry, default_registry
+from desched.framework.registry import Registry
 from desched.framework.types import EvictResult, ExtensionPoint, Status
 from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
 from desched.plugins.defaultevictor.args import DefaultEvictorArgs
 from desched.plugins.sorters.args import PodAgeSortArgs
 from desched.plugins.sorters.plugin import PodAgeSort, PrioritySort
