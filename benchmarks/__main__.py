@@ -83,8 +83,8 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     from desched.api.policy import load_policy_file
     from desched.cluster.file_source import load_snapshot_file
     from desched.framework.framework import Framework
-    from desched.framework.registry import default_registry
     from desched.framework.simulated import SimulatedEvictionApi
+    from desched.plugins import default_registry
 
     rss_start = _maxrss_mib(resource.RUSAGE_SELF)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -308,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
 
-    from desched.framework.registry import default_registry
+    from desched.plugins import default_registry
 
     registry = default_registry(entry_points=False)
     machine = _machine()

@@ -583,7 +583,7 @@ def _cmd_version(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from desched.api.policy import load_policy_file
-    from desched.framework.registry import default_registry
+    from desched.plugins import default_registry
 
     policy = load_policy_file(args.policy, default_registry())
     doc = policy.normalised()
@@ -731,8 +731,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from desched.framework.findings import PluginReport
     from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
     from desched.framework.nodeactions import SimulatedNodeActions
-    from desched.framework.registry import default_registry
     from desched.framework.simulated import SimulatedEvictionApi
+    from desched.plugins import default_registry
     from desched.report.output import (
         anomaly_findings,
         write_json,

@@ -22,9 +22,10 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.metrics import MetricsProviders
-from desched.framework.registry import Registry, default_registry
+from desched.framework.registry import Registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import KINDS, Node, Pod
+from desched.plugins import default_registry
 from desched.plugins.nodeutilization.usage import StaticNodeMetrics, StaticPrometheus
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from desched.api.policy import load_policy
-from desched.framework.registry import default_registry
+from desched.plugins import default_registry
 from tests.e2e.controlplane import ApiError, ControlPlane
 from tests.e2e.support import apply_manifest
 

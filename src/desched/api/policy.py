@@ -1,18 +1,20 @@
 """The ``descheduler/v1alpha2`` DeschedulerPolicy: loading, defaulting and validation.
 
 Loading gives a :class:`Policy`: every profile with its plugins resolved per extension point and
-each plugin's args validated by the model that lives with the plugin (found via the registry).
-Any problem is one :class:`PolicyError` naming the field path.
+each plugin's args validated by the model that lives with the plugin. The caller passes the known
+plugins as a :class:`PluginCatalog` (the framework's registry is one), so this module depends on no
+plugin and not on the framework. Any problem is one :class:`PolicyError` naming the field path.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 import pydantic
@@ -27,8 +29,6 @@ from desched.api.types import (
     describe_validation_error,
     validate_model,
 )
-from desched.framework.registry import Registry
-from desched.framework.types import ExtensionPoint
 from desched.k8s import labels as k8s_labels
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,42 @@ API_VERSION = "descheduler/v1alpha2"
 API_VERSION_V1ALPHA1 = "descheduler/v1alpha1"
 KIND = "DeschedulerPolicy"
 DEFAULT_EVICTOR = "DefaultEvictor"
+
+
+class ExtensionPoint(enum.StrEnum):
+    """The extension points a profile enables plugins at (the keys of a profile's ``plugins``)."""
+
+    PRESORT = "presort"
+    SORT = "sort"
+    DESCHEDULE = "deschedule"
+    BALANCE = "balance"
+    FILTER = "filter"
+    PRE_EVICTION_FILTER = "preEvictionFilter"
+
+
+class PluginInfo(Protocol):
+    """What loading a policy needs to know of one plugin (the registry's ``PluginSpec`` is one)."""
+
+    @property
+    def factory(self) -> object:
+        """The plugin class (read for its ``presorts`` flag)."""
+        ...
+
+    @property
+    def args_model(self) -> type[BaseModel] | None: ...
+
+    @property
+    def extension_points(self) -> frozenset[ExtensionPoint]: ...
+
+
+class PluginCatalog(Protocol):
+    """The plugins a policy may name, by name (the framework's ``Registry`` is one)."""
+
+    def get(self, name: str) -> PluginInfo | None: ...
+
+    def why_missing(self, name: str) -> str: ...
+
+    def __contains__(self, name: object) -> bool: ...
 
 
 class _Wire(BaseModel):
@@ -345,7 +381,7 @@ def read_document(text: str, source: str) -> Any:
     )
 
 
-def load_policy_file(path: str | Path, registry: Registry) -> Policy:
+def load_policy_file(path: str | Path, registry: PluginCatalog) -> Policy:
     fail = documents.user_error(PolicyError)
     data = documents.read_regular_file(path, "policy file", documents.MAX_POLICY_BYTES, fail)
     doc = read_document(documents.decode_utf8(data, str(path), fail), str(path))
@@ -354,7 +390,7 @@ def load_policy_file(path: str | Path, registry: Registry) -> Policy:
     return load_policy(doc, registry)
 
 
-def load_policy(doc: Any, registry: Registry) -> Policy:
+def load_policy(doc: Any, registry: PluginCatalog) -> Policy:
     """Validate a parsed policy document (v1alpha2, or v1alpha1 converted with a warning)."""
     if doc is None:
         raise PolicyError("", "empty document (expected a DeschedulerPolicy)")
@@ -412,7 +448,7 @@ def _v1alpha1_path(converted: Mapping[str, Any], path: str) -> str:
     return path
 
 
-def _load_v1alpha2(doc: Mapping[str, Any], registry: Registry, warnings: tuple[str, ...]) -> Policy:
+def _load_v1alpha2(doc: Mapping[str, Any], registry: PluginCatalog, warnings: tuple[str, ...]) -> Policy:
     try:
         check_integers(doc, "")
         wire = PolicyWire.model_validate(doc, strict=True)
@@ -468,7 +504,7 @@ def _default_evictor_warnings(wire: PolicyWire) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _presort_warnings(profiles: list[ProfileConfig], registry: Registry) -> tuple[str, ...]:
+def _presort_warnings(profiles: list[ProfileConfig], registry: PluginCatalog) -> tuple[str, ...]:
     """PreSort plugins order the pods a strategy considers, but only strategies that have a
     pre-sort step (their class says ``presorts = True``) ask for that order: say so for the others
     rather than accept a ``presort`` that changes nothing."""
@@ -511,7 +547,7 @@ def _check_metrics_sources(wire: PolicyWire, profiles: list[ProfileConfig]) -> N
             )
 
 
-def _resolve_profile(index: int, prof: ProfileWire, registry: Registry) -> ProfileConfig:
+def _resolve_profile(index: int, prof: ProfileWire, registry: PluginCatalog) -> ProfileConfig:
     base = f"profiles[{index}]"
     configs: dict[str, tuple[int, dict[str, Any] | None]] = {}
     for j, cfg in enumerate(prof.plugin_config):

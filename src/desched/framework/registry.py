@@ -1,8 +1,10 @@
-"""The plugin registry: in-tree plugins, plus out-of-tree ones found through entry points.
+"""The plugin registry: the in-tree plugins the caller passes, plus out-of-tree ones found through
+entry points.
 
 A plugin is a class with a ``name`` class attribute, an optional ``Args`` class attribute (a
 pydantic model, see :class:`desched.api.types.ArgsModel`) and a constructor
-``Plugin(args, handle)``. Which extension points it serves follows from the methods it has.
+``Plugin(args, handle)``. Which extension points it serves follows from the extension-point
+protocols its class satisfies (:data:`desched.framework.types.EXTENSION_PROTOCOLS`).
 
 Out-of-tree plugins are Python packages that declare, in their packaging metadata::
 
@@ -110,12 +112,14 @@ class Registry:
         return name in self._specs
 
 
-def default_registry(*, entry_points: bool = True) -> Registry:
-    """In-tree plugins, and (unless disabled) every installed out-of-tree plugin."""
-    from desched.plugins import IN_TREE_PLUGINS
+def build_registry(in_tree: Iterable[type], *, entry_points: bool = True) -> Registry:
+    """The given in-tree plugins, and (unless disabled) every installed out-of-tree plugin.
 
+    The framework names no plugin: the caller passes the in-tree list
+    (:func:`desched.plugins.default_registry` passes desched's own).
+    """
     reg = Registry()
-    reg.register_all(IN_TREE_PLUGINS)
+    reg.register_all(in_tree)
     if entry_points:
         reg.load_entry_points()
     return reg

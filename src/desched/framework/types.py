@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from desched.api.policy import ExtensionPoint as ExtensionPoint  # the policy's vocabulary
 from desched.k8s.objects import Node, Pod
 
 if TYPE_CHECKING:
@@ -96,15 +97,6 @@ class PreSortPlugin(Protocol):
     name: ClassVar[str]
 
     def pre_less(self, a: Pod, b: Pod) -> bool: ...
-
-
-class ExtensionPoint(enum.StrEnum):
-    PRESORT = "presort"
-    SORT = "sort"
-    DESCHEDULE = "deschedule"
-    BALANCE = "balance"
-    FILTER = "filter"
-    PRE_EVICTION_FILTER = "preEvictionFilter"
 
 
 #: The protocol a plugin class implements to serve an extension point.

@@ -5,6 +5,7 @@ In-tree plugins are independent of each other; what several share lives in :mod:
 
 from __future__ import annotations
 
+from desched.framework.registry import Registry, build_registry
 from desched.plugins.defaultevictor import DefaultEvictor
 from desched.plugins.nodeutilization import HighNodeUtilization, LowNodeUtilization
 from desched.plugins.podlifetime import PodLifeTime
@@ -37,3 +38,8 @@ IN_TREE_PLUGINS: tuple[type, ...] = (
     RemovePodsViolatingTopologySpreadConstraint,
     RemoveAnomalyPods,
 )
+
+
+def default_registry(*, entry_points: bool = True) -> Registry:
+    """desched's in-tree plugins, and (unless disabled) every installed out-of-tree plugin."""
+    return build_registry(IN_TREE_PLUGINS, entry_points=entry_points)

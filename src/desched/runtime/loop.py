@@ -36,9 +36,9 @@ from desched.api.errors import UserError
 from desched.api.policy import Policy, load_policy_file
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, Pod
 from desched.logs import V0, cycle_fields, eviction_fields
+from desched.plugins import default_registry
 from desched.runtime.backend import (
     RECONCILE_WINDOW_SECONDS,
     ApiEvictionBackend,

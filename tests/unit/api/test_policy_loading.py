@@ -8,8 +8,8 @@ import pytest
 
 from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
-from desched.framework.registry import default_registry
 from desched.framework.types import ExtensionPoint
+from desched.plugins import default_registry
 
 REG = default_registry(entry_points=False)
 

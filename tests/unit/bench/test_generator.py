@@ -29,9 +29,9 @@ from desched.api.policy import load_policy  # noqa: E402
 from desched.cluster.file_source import load_snapshot_file  # noqa: E402
 from desched.framework.evictor import SimulatedBackend  # noqa: E402
 from desched.framework.framework import Framework  # noqa: E402
-from desched.framework.registry import default_registry  # noqa: E402
 from desched.k8s import nodes as k8s_nodes  # noqa: E402
 from desched.k8s import pods as k8s_pods  # noqa: E402
+from desched.plugins import default_registry  # noqa: E402
 
 SMALL = ClusterSpec(nodes=20, pods_per_node=30, seed=7)
 

@@ -21,10 +21,10 @@ from desched.cluster.file_source import load_snapshot_file
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest, SimulatedBackend
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.framework.simulated import SimulatedEvictionApi
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod, PodDisruptionBudget
+from desched.plugins import default_registry
 from desched.runtime.informer import LiveCache
 
 REGISTRY = default_registry(entry_points=False)

@@ -14,13 +14,14 @@ from desched.api.policy import Policy, ProfileConfig, load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest, SimulatedBackend
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s._compile_cache import ContentKeys
 from desched.k8s.objects import Node, Pod, PodDisruptionBudget, PriorityClass, Toleration
-from desched.plugins.defaultevictor.plugin import DefaultEvictor, DefaultEvictorArgs
+from desched.plugins import default_registry
+from desched.plugins.defaultevictor.args import DefaultEvictorArgs
+from desched.plugins.defaultevictor.plugin import DefaultEvictor
 from desched.plugins.removepodsviolatingnodeaffinity.plugin import _AffinePods
-from desched.plugins.removepodsviolatingtopologyspreadconstraint.plugin import ConstraintCache
+from desched.plugins.removepodsviolatingtopologyspreadconstraint._constraints import ConstraintCache
 from desched.scheduling import nodefit
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

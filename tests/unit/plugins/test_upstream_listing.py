@@ -17,8 +17,8 @@ from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
 
 REGISTRY = default_registry(entry_points=False)
 

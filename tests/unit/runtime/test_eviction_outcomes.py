@@ -30,9 +30,9 @@ from desched.framework.evictor import (
     ProfileEvictor,
 )
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
 from desched.runtime.backend import (
     ApiEvictionBackend,
     EvictionLedger,

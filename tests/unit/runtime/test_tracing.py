@@ -14,7 +14,7 @@ from desched.api.policy import load_policy_file
 from desched.cluster.file_source import load_snapshot_file
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
+from desched.plugins import default_registry
 from desched.tracing import CYCLE_SPAN, TracingOptions, setup
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -22,8 +22,8 @@ from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.framework import Framework
 from desched.framework.metrics import UsageError
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
 from desched.runtime.backend import ApiEvictionBackend
 from desched.runtime.usage_metrics import (
     BETA,

@@ -1,8 +1,6 @@
 """DefaultEvictor: the filter and pre-eviction checks every eviction passes."""
 
-from desched.plugins.defaultevictor.plugin import (
-    DefaultEvictor,
-    DefaultEvictorArgs,
-)
+from desched.plugins.defaultevictor.args import DefaultEvictorArgs
+from desched.plugins.defaultevictor.plugin import DefaultEvictor
 
 __all__ = ["DefaultEvictor", "DefaultEvictorArgs"]

@@ -56,9 +56,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
-
-from desched.api.types import ArgsModel, EvictionLimits, FieldValueError, Namespaces, policy_checks_enabled
 from desched.framework.metrics import KUBERNETES_METRICS, PROMETHEUS
 from desched.framework.types import Evictor, EvictResult, Handle, LiveInputs, Status
 from desched.k8s import nodes as k8s_nodes
@@ -67,9 +64,16 @@ from desched.k8s.namespaces import NamespaceRule, namespace_rule
 from desched.k8s.objects import Node, Pod, Taint
 from desched.k8s.resources import PODS, Resources
 from desched.plugins._shared import priority_low_to_high_key
+from desched.plugins.nodeutilization.args import (
+    MAX_PERCENTAGE,
+    MIN_PERCENTAGE,
+    ONLY_THRESHOLDING_RESOURCES,
+    HighNodeUtilizationArgs,
+    LowNodeUtilizationArgs,
+    ResourceThresholds,
+)
 from desched.plugins.nodeutilization.usage import (
     BASIC_RESOURCES,
-    METRIC_RESOURCE,
     MetricsUsage,
     PodUsageError,
     PrometheusUsage,
@@ -81,165 +85,6 @@ from desched.plugins.nodeutilization.usage import (
 )
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
-
-MIN_PERCENTAGE = 0.0
-MAX_PERCENTAGE = 100.0
-
-
-#: ``evictionModes`` value: evict only pods that request one of the threshold resources.
-ONLY_THRESHOLDING_RESOURCES = "OnlyThresholdingResources"
-EVICTION_MODES = (ONLY_THRESHOLDING_RESOURCES,)
-
-ResourceThresholds = dict[str, float]
-
-
-# ----------------------------------------------------------------------------------------- args
-
-
-def check_thresholds(thresholds: ResourceThresholds, field: str = "thresholds") -> None:
-    """upstream ``validateThresholds``: at least one resource, each percentage in [0, 100]. The
-    error names the leaf field and the value (upstream: "cpu threshold not in [0, 100] range")."""
-    if not thresholds:
-        raise FieldValueError(field, "no resource threshold is configured")
-    for name, percent in thresholds.items():
-        if not MIN_PERCENTAGE <= percent <= MAX_PERCENTAGE:
-            raise FieldValueError(
-                f"{field}.{name}",
-                f"must be between {MIN_PERCENTAGE:g} and {MAX_PERCENTAGE:g}, got {percent:g}",
-            )
-
-
-def _known_eviction_modes(modes: list[str] | None) -> list[str] | None:
-    for mode in modes or ():
-        if mode not in EVICTION_MODES:
-            raise ValueError(f"invalid eviction mode {mode}")
-    return modes
-
-
-def _only_exclude(namespaces: Namespaces | None) -> None:
-    if namespaces is not None and namespaces.include:
-        raise ValueError("only Exclude namespaces can be set, inclusion is not supported")
-
-
-class PrometheusQueryArgs(ArgsModel):
-    #: An instant query returning one sample per node (label ``instance``), each in [0, 1].
-    query: str = ""
-
-
-class MetricsUtilizationArgs(ArgsModel):
-    #: Deprecated: the same as ``source: KubernetesMetrics``.
-    metrics_server: bool = False
-    source: str = ""
-    prometheus: PrometheusQueryArgs | None = None
-
-    @model_validator(mode="after")
-    def _check(self, info: ValidationInfo) -> MetricsUtilizationArgs:
-        source = self.source
-        if policy_checks_enabled(info):
-            if source == KUBERNETES_METRICS and self.metrics_server:
-                raise ValueError(
-                    f'it is not allowed to set both "{KUBERNETES_METRICS}" source and metricsServer'
-                )
-            if source == KUBERNETES_METRICS and self.prometheus is not None:
-                raise ValueError(
-                    "prometheus configuration is not allowed to set when source is set to "
-                    f'"{KUBERNETES_METRICS}"'
-                )
-            if source == PROMETHEUS and (self.prometheus is None or not self.prometheus.query):
-                raise ValueError(f'prometheus query is required when metrics source is set to "{PROMETHEUS}"')
-        # What upstream's constructor refuses.
-        if source not in ("", KUBERNETES_METRICS, PROMETHEUS):
-            raise ValueError(
-                f"unrecognized metrics source {source!r} (expected {KUBERNETES_METRICS} or {PROMETHEUS})"
-            )
-        if not source and not self.metrics_server:
-            raise ValueError("metrics source is empty")
-        if source == PROMETHEUS and self.metrics_server:
-            raise ValueError(
-                f'metricsServer means source "{KUBERNETES_METRICS}"; it cannot be used with "{PROMETHEUS}"'
-            )
-        return self
-
-    @property
-    def effective_source(self) -> str:
-        """KubernetesMetrics or Prometheus (metricsServer means KubernetesMetrics)."""
-        return PROMETHEUS if self.source == PROMETHEUS else KUBERNETES_METRICS
-
-    @property
-    def query(self) -> str:
-        return self.prometheus.query if self.prometheus is not None else ""
-
-
-class LowNodeUtilizationArgs(ArgsModel):
-    use_deviation_thresholds: bool = False
-    thresholds: ResourceThresholds = Field(default_factory=dict)
-    target_thresholds: ResourceThresholds = Field(default_factory=dict)
-    number_of_nodes: int = 0
-    metrics_utilization: MetricsUtilizationArgs | None = None
-    #: ``OnlyThresholdingResources``: evict only pods that request a threshold resource.
-    eviction_modes: list[str] | None = None
-    #: Only ``exclude``: pods of these namespaces count towards usage but are not evicted.
-    evictable_namespaces: Namespaces | None = None
-    eviction_limits: EvictionLimits | None = None
-
-    @field_validator("eviction_modes")
-    @classmethod
-    def _known_modes(cls, modes: list[str] | None) -> list[str] | None:
-        return _known_eviction_modes(modes)
-
-    @model_validator(mode="after")
-    def _check(self, info: ValidationInfo) -> LowNodeUtilizationArgs:
-        if policy_checks_enabled(info):
-            _only_exclude(self.evictable_namespaces)
-            check_thresholds(self.thresholds)
-            check_thresholds(self.target_thresholds, "targetThresholds")
-            if len(self.thresholds) != len(self.target_thresholds):
-                raise ValueError("thresholds and targetThresholds configured different resources")
-            for name, value in self.thresholds.items():
-                target = self.target_thresholds.get(name)
-                if target is None:
-                    raise ValueError("thresholds and targetThresholds configured different resources")
-                if value > target and not self.use_deviation_thresholds:
-                    raise ValueError(f"thresholds' {name} percentage is greater than targetThresholds'")
-        metrics = self.metrics_utilization
-        if metrics is not None and metrics.effective_source == PROMETHEUS:
-            for field, thresholds in (
-                ("thresholds", self.thresholds),
-                ("targetThresholds", self.target_thresholds),
-            ):
-                if list(thresholds) != [METRIC_RESOURCE]:
-                    raise ValueError(
-                        f'{field} are expected to specify a single instance of "{METRIC_RESOURCE}" resource, '
-                        f"got {sorted(thresholds)} instead"
-                    )
-        return self
-
-    @property
-    def metrics_source(self) -> str | None:
-        """The ``metricsProviders`` source this plugin reads usage from (None: resource requests)."""
-        metrics = self.metrics_utilization
-        return metrics.effective_source if metrics is not None else None
-
-
-class HighNodeUtilizationArgs(ArgsModel):
-    thresholds: ResourceThresholds = Field(default_factory=dict)
-    number_of_nodes: int = 0
-    #: Only ``exclude``: pods of these namespaces count towards usage but are not evicted.
-    evictable_namespaces: Namespaces | None = None
-    #: ``OnlyThresholdingResources``: evict only pods that request a threshold resource.
-    eviction_modes: list[str] | None = None
-
-    @field_validator("eviction_modes")
-    @classmethod
-    def _known_modes(cls, modes: list[str] | None) -> list[str] | None:
-        return _known_eviction_modes(modes)
-
-    @model_validator(mode="after")
-    def _check(self, info: ValidationInfo) -> HighNodeUtilizationArgs:
-        if policy_checks_enabled(info):
-            _only_exclude(self.evictable_namespaces)
-            check_thresholds(self.thresholds)
-        return self
 
 
 # ------------------------------------------------------------------------------------ the model
@@ -699,13 +544,4 @@ class HighNodeUtilization(_NodeUtilization):
         return f"node {info.name} is under-utilized; packing its pods onto other nodes"
 
 
-__all__ = [
-    "EVICTION_MODES",
-    "HighNodeUtilization",
-    "HighNodeUtilizationArgs",
-    "LowNodeUtilization",
-    "LowNodeUtilizationArgs",
-    "MetricsUtilizationArgs",
-    "NodeInfo",
-    "PrometheusQueryArgs",
-]
+__all__ = ["HighNodeUtilization", "LowNodeUtilization", "NodeInfo"]

@@ -1,8 +1,6 @@
 """PodLifeTime: evict pods older than a maximum lifetime."""
 
-from desched.plugins.podlifetime.plugin import (
-    PodLifeTime,
-    PodLifeTimeArgs,
-)
+from desched.plugins.podlifetime.args import PodLifeTimeArgs
+from desched.plugins.podlifetime.plugin import PodLifeTime
 
 __all__ = ["PodLifeTime", "PodLifeTimeArgs"]

@@ -35,7 +35,6 @@ from typing import ClassVar
 
 import msgspec
 
-from desched.api.types import ArgsModel, Namespaces
 from desched.framework.findings import PluginFindings
 from desched.framework.types import Handle, Status
 from desched.k8s import affinity as k8s_affinity
@@ -43,6 +42,7 @@ from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod
 from desched.k8s.pods import pod_creation_time
 from desched.plugins._shared import pod_selector
+from desched.plugins.removeduplicates.args import RemoveDuplicatesArgs
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
@@ -51,12 +51,6 @@ OwnerKey = tuple[str, str, str, str]
 
 _FINISHED = ("Succeeded", "Failed")  # finished pods hold no place on their node
 _SCHEDULING_EFFECTS = frozenset((k8s_taints.TAINT_NO_SCHEDULE, k8s_taints.TAINT_NO_EXECUTE))
-
-
-class RemoveDuplicatesArgs(ArgsModel):
-    namespaces: Namespaces | None = None
-    #: Pods with an owner reference of one of these kinds are left alone.
-    exclude_owner_kinds: list[str] | None = None
 
 
 @dataclass(slots=True)

@@ -1,7 +1,7 @@
 """RemoveFailedPods: evict pods in phase Failed, optionally by reason, exit code, age and owner kind.
 
 Upstream (``pkg/framework/plugins/removefailedpods``) runs PodLifeTime with the phase fixed to
-Failed, and so does desched (see :mod:`desched.plugins.podlifetime.plugin`):
+Failed, and so does desched (both use :class:`desched.plugins._shared.LifetimeCriteria`):
 
 - ``reasons`` act as PodLifeTime ``states``: the pod's phase or ``status.reason``, or a waiting or
   terminated reason of a container (of init containers too with ``includingInitContainers``);
@@ -18,25 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from pydantic import Field
-
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
 from desched.framework.types import Handle, Status
 from desched.k8s.objects import Node
-from desched.plugins._shared import pod_selector
-from desched.plugins.podlifetime.plugin import Int32, LifetimeCriteria, evict_oldest_first
-
-DEFAULT_MIN_POD_LIFETIME_SECONDS = 3600
-
-
-class RemoveFailedPodsArgs(ArgsModel):
-    namespaces: Namespaces | None = None
-    label_selector: LabelSelectorArg | None = None
-    exclude_owner_kinds: list[str] | None = None
-    reasons: list[str] | None = None
-    exit_codes: list[Int32] | None = None
-    including_init_containers: bool = False
-    min_pod_lifetime_seconds: int = Field(default=DEFAULT_MIN_POD_LIFETIME_SECONDS, ge=0)
+from desched.plugins._shared import LifetimeCriteria, evict_oldest_first, pod_selector
+from desched.plugins.removefailedpods.args import RemoveFailedPodsArgs
 
 
 class RemoveFailedPods:

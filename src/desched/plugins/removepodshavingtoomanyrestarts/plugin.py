@@ -14,32 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from pydantic import Field, field_validator
-
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
 from desched.framework.types import Handle, Status
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Node, Pod
 from desched.plugins._shared import pod_selector, select_all
-
-#: What ``states`` may name: a pod phase and a container waiting reason.
-ALLOWED_STATES: tuple[str, ...] = ("Running", "CrashLoopBackOff")
-
-
-class RemovePodsHavingTooManyRestartsArgs(ArgsModel):
-    namespaces: Namespaces | None = None
-    label_selector: LabelSelectorArg | None = None
-    pod_restart_threshold: int = Field(ge=1, le=2**31 - 1)
-    including_init_containers: bool = False
-    states: list[str] | None = None
-
-    @field_validator("states")
-    @classmethod
-    def _known_states(cls, states: list[str] | None) -> list[str] | None:
-        for state in states or ():
-            if state not in ALLOWED_STATES:
-                raise ValueError(f"must be one of {', '.join(ALLOWED_STATES)}, got {state!r}")
-        return states
+from desched.plugins.removepodshavingtoomanyrestarts.args import RemovePodsHavingTooManyRestartsArgs
 
 
 class RemovePodsHavingTooManyRestarts:

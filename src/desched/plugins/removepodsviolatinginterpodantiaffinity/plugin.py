@@ -36,7 +36,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
 from desched.cluster.view import ClusterView
 from desched.framework.types import Handle, Status
 from desched.k8s import affinity as k8s_affinity
@@ -50,17 +49,15 @@ from desched.plugins._shared import (
     priority_low_to_high_key,
     select_all,
 )
+from desched.plugins.removepodsviolatinginterpodantiaffinity.args import (
+    RemovePodsViolatingInterPodAntiAffinityArgs,
+)
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
 _anti_terms = k8s_affinity.required_pod_anti_affinity_terms
 #: A candidate list this short is narrow enough: no further label index is built to narrow it.
 _FEW = 32
-
-
-class RemovePodsViolatingInterPodAntiAffinityArgs(ArgsModel):
-    namespaces: Namespaces | None = None
-    label_selector: LabelSelectorArg | None = None
 
 
 @dataclass(slots=True)

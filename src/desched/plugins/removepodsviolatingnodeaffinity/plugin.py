@@ -36,37 +36,20 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from pydantic import field_validator
-
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
 from desched.cluster.view import ClusterView
 from desched.framework.types import Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import Node, Pod, PreferredSchedulingTerm
 from desched.k8s.pods import occupies_node
 from desched.plugins._shared import ContentKeys, pod_selector, select_all
+from desched.plugins.removepodsviolatingnodeaffinity.args import (
+    NODE_AFFINITY_TYPES,
+    PREFERRED,
+    REQUIRED,
+    RemovePodsViolatingNodeAffinityArgs,
+)
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
-
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-NODE_AFFINITY_TYPES = (REQUIRED, PREFERRED)
-
-
-class RemovePodsViolatingNodeAffinityArgs(ArgsModel):
-    namespaces: Namespaces | None = None
-    label_selector: LabelSelectorArg | None = None
-    #: Required, as upstream ("nodeAffinityType needs to be set"). Values other than the two
-    #: known types are accepted, as upstream, and ignored with a warning.
-    node_affinity_type: list[str]
-
-    @field_validator("node_affinity_type", mode="after")
-    @classmethod
-    def _not_empty(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError(f"must not be empty: list {' and/or '.join(NODE_AFFINITY_TYPES)}")
-        return value
-
 
 #: A node's violating pods, each with the reason.
 _Violations = Callable[[Node], list[tuple[Pod, str]]]

@@ -26,30 +26,14 @@ import logging
 from collections.abc import Sequence
 from typing import ClassVar
 
-from pydantic import model_validator
-
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
 from desched.framework.types import Handle, Status
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, Taint
 from desched.k8s.pods import occupies_node
 from desched.plugins._shared import pod_selector
+from desched.plugins.removepodsviolatingnodetaints.args import RemovePodsViolatingNodeTaintsArgs
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
-
-
-class RemovePodsViolatingNodeTaintsArgs(ArgsModel):
-    namespaces: Namespaces | None = None
-    label_selector: LabelSelectorArg | None = None
-    include_prefer_no_schedule: bool = False
-    excluded_taints: list[str] | None = None
-    included_taints: list[str] | None = None
-
-    @model_validator(mode="after")
-    def _one_of(self) -> RemovePodsViolatingNodeTaintsArgs:
-        if self.excluded_taints and self.included_taints:
-            raise ValueError("only one of excludedTaints and includedTaints may be set")
-        return self
 
 
 def _taint_matches(entries: frozenset[str], taint: Taint) -> bool:

@@ -85,460 +85,32 @@ import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import Field, field_validator
-
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
 from desched.cluster.view import ClusterView
 from desched.framework.types import Evictor, Handle, Status
-from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
-from desched.k8s import taints as k8s_taints
 from desched.k8s.namespaces import namespace_rule
 from desched.k8s.objects import Node, Pod, TopologySpreadConstraint
-from desched.plugins._shared import ContentKeys
+from desched.plugins.removepodsviolatingtopologyspreadconstraint._constraints import (
+    ConstraintCache,
+    SpreadConstraint,
+)
+from desched.plugins.removepodsviolatingtopologyspreadconstraint._domains import (
+    Domain,
+    NamespacePods,
+    Spread,
+    Topologies,
+)
+from desched.plugins.removepodsviolatingtopologyspreadconstraint.args import (
+    DO_NOT_SCHEDULE,
+    RemovePodsViolatingTopologySpreadConstraintArgs,
+)
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
-DO_NOT_SCHEDULE = "DoNotSchedule"
-SCHEDULE_ANYWAY = "ScheduleAnyway"
-ALLOWED_CONSTRAINTS = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
-HONOR = "Honor"
-IGNORE = "Ignore"
-
-_TAINT_EFFECTS = (k8s_taints.TAINT_NO_SCHEDULE, k8s_taints.TAINT_NO_EXECUTE)
 _FINISHED_PHASES = ("Succeeded", "Failed")
-_EQUALITY_OPS = (k8s_labels.OP_EQUALS, k8s_labels.OP_DOUBLE_EQUALS, k8s_labels.OP_IN)
-
-
-class RemovePodsViolatingTopologySpreadConstraintArgs(ArgsModel):
-    namespaces: Namespaces | None = None
-    #: Only decides which of the chosen pods may be evicted; every pod counts in the domains.
-    label_selector: LabelSelectorArg | None = None
-    #: Which ``whenUnsatisfiable`` kinds to balance. ``null`` means the default.
-    constraints: list[str] = Field(default_factory=lambda: [DO_NOT_SCHEDULE])
-    #: Only evict a pod that fits a node of a domain below the ideal average. ``null``: true.
-    topology_balance_node_fit: bool = True
-
-    @field_validator("constraints", mode="before")
-    @classmethod
-    def _default_constraints(cls, value: Any) -> Any:
-        return [DO_NOT_SCHEDULE] if value is None else value
-
-    @field_validator("constraints")
-    @classmethod
-    def _known_constraints(cls, value: list[str]) -> list[str]:
-        for c in value:
-            if c not in ALLOWED_CONSTRAINTS:
-                raise ValueError(
-                    f"each constraint must be one of {', '.join(ALLOWED_CONSTRAINTS)}, got {c!r}"
-                )
-        return value
-
-    @field_validator("topology_balance_node_fit", mode="before")
-    @classmethod
-    def _default_node_fit(cls, value: Any) -> Any:
-        return True if value is None else value
-
-
-# --------------------------------------------------------------------------- constraints
-
-
-@dataclass(slots=True, eq=False)
-class SpreadConstraint:
-    """One topology spread constraint as kube-scheduler applies it to the pod that declares it."""
-
-    max_skew: int
-    topology_key: str
-    when_unsatisfiable: str
-    #: 1 unless set; only meaningful for DoNotSchedule constraints.
-    min_domains: int
-    node_affinity_policy: str
-    node_taints_policy: str
-    #: The selector with ``matchLabelKeys`` merged; None when the constraint has no labelSelector
-    #: (it then matches nothing, as upstream's LabelSelectorAsSelector(nil)).
-    requirements: tuple[k8s_labels.Requirement, ...] | None
-    matches: k8s_labels.Matcher
-    #: The declaring pod: its node affinity and tolerations decide eligible nodes under Honor.
-    source: Pod
-    #: Which nodes are eligible: equal keys, equal node sets.
-    node_filter_key: _NodeFilterKey
-    #: Identity for deduplication: equal keys, equal constraints.
-    key: tuple[object, ...]
-
-    def eligible(self, node: Node) -> bool:
-        """The node is a domain member under nodeAffinityPolicy and nodeTaintsPolicy."""
-        if self.node_affinity_policy == HONOR and not k8s_affinity.pod_matches_node_selector(
-            self.source, node
-        ):
-            return False
-        return not (
-            self.node_taints_policy == HONOR
-            and k8s_taints.untolerated_taint(node.spec.taints, self.source.spec.tolerations, _TAINT_EFFECTS)
-            is not None
-        )
-
-    def describe(self) -> str:
-        return f"topologyKey={self.topology_key} maxSkew={self.max_skew} {self.when_unsatisfiable}"
-
-
-@dataclass(frozen=True, slots=True)
-class _SelectorParts:
-    max_skew: int
-    topology_key: str
-    when_unsatisfiable: str
-    min_domains: int
-    node_affinity_policy: str
-    node_taints_policy: str
-    requirements: tuple[k8s_labels.Requirement, ...] | None
-    matches: k8s_labels.Matcher
-    selector_key: tuple[object, ...] | None
-
-
-def _affinity_key(pod: Pod, content: ContentKeys) -> tuple[bytes, bytes] | None:
-    """What decides the nodes ``nodeAffinityPolicy: Honor`` keeps: nodeSelector and required
-    node affinity (None: neither)."""
-    spec = pod.spec
-    required = None
-    if spec.affinity is not None and spec.affinity.node_affinity is not None:
-        required = spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
-    if not spec.node_selector and required is None:
-        return None
-    return (content(spec.node_selector or _NO_LABELS), content(required))
-
-
-def _tolerations_key(pod: Pod, content: ContentKeys) -> bytes | None:
-    return content(pod.spec.tolerations) if pod.spec.tolerations else None
-
-
-_NO_LABELS: dict[str, str] = {}
-#: What ConstraintCache.build reads of a pod besides the constraint: spread constraints, labels,
-#: nodeSelector, affinity, tolerations.
-_PodRecords = tuple[object, object, object, object, object]
-#: (nodeAffinityPolicy, _affinity_key, nodeTaintsPolicy, _tolerations_key): equal keys, equal nodes
-_NodeFilterKey = tuple[str, tuple[bytes, bytes] | None, str, bytes | None]
-
-
-class ConstraintCache:
-    """Builds SpreadConstraints from (constraint, pod), sharing the work between the many replicas
-    that declare the same constraint."""
-
-    def __init__(self) -> None:
-        self._parts: dict[tuple[bytes, tuple[str | None, ...]], tuple[_SelectorParts, int] | str] = {}
-        #: the content of the parts' identity (see ``build``) -> a small number standing for it
-        self._parts_ids: dict[tuple[object, ...], int] = {}
-        self._built: dict[tuple[int, tuple[bytes, bytes] | None, bytes | None], SpreadConstraint] = {}
-        self.content = ContentKeys()
-        #: ids of what ``build`` reads of a pod -> (those objects, what ``build_all`` gave)
-        self._by_records: dict[
-            tuple[int, int, int, int, int], tuple[_PodRecords, list[SpreadConstraint | str]]
-        ] = {}
-
-    def build_all(self, pod: Pod) -> list[SpreadConstraint | str]:
-        """``build`` for each of the pod's constraints, in order (a string says why one is
-        invalid). The pods whose constraints, labels, nodeSelector, affinity and tolerations are
-        the same objects (replicas decoded by the snapshot loader) share the answer."""
-        spec = pod.spec
-        tscs = spec.topology_spread_constraints
-        labels = pod.metadata.labels
-        node_selector = spec.node_selector
-        affinity = spec.affinity
-        tolerations = spec.tolerations
-        key = (id(tscs), id(labels), id(node_selector), id(affinity), id(tolerations))
-        hit = self._by_records.get(key)
-        if hit is not None:
-            r = hit[0]
-            if (
-                r[0] is tscs
-                and r[1] is labels
-                and r[2] is node_selector
-                and r[3] is affinity
-                and r[4] is tolerations
-            ):
-                return hit[1]
-        out: list[SpreadConstraint | str] = []
-        for tsc in tscs or ():
-            try:
-                out.append(self.build(tsc, pod))
-            except k8s_labels.SelectorError as e:
-                out.append(str(e))
-        # (the entry holds the records, so their ids are not reused while cached)
-        self._by_records[key] = ((tscs, labels, node_selector, affinity, tolerations), out)
-        return out
-
-    def build(self, constraint: TopologySpreadConstraint, pod: Pod) -> SpreadConstraint:
-        """The constraint as it applies to ``pod``; raises SelectorError for an invalid selector."""
-        labels = pod.metadata.labels or {}
-        keys = constraint.match_label_keys
-        values: tuple[str | None, ...] = tuple(labels.get(k) for k in keys) if keys else ()
-        content = self.content
-        raw = (content(constraint), values)
-        hit = self._parts.get(raw)
-        if hit is None:
-            found = self._selector_parts(constraint, values)
-            if isinstance(found, str):
-                hit = found
-            else:
-                # Equal parts may come from different raw constraints (e.g. requirements in
-                # another order): they share one number, so they build one SpreadConstraint.
-                same = (
-                    found.max_skew,
-                    found.topology_key,
-                    found.when_unsatisfiable,
-                    found.min_domains,
-                    found.selector_key,
-                    found.node_affinity_policy,
-                    found.node_taints_policy,
-                )
-                hit = (found, self._parts_ids.setdefault(same, len(self._parts_ids)))
-            self._parts[raw] = hit
-        if isinstance(hit, str):
-            raise k8s_labels.SelectorError(hit)
-        parts, parts_id = hit
-        aff = _affinity_key(pod, content) if parts.node_affinity_policy == HONOR else None
-        tol = _tolerations_key(pod, content) if parts.node_taints_policy == HONOR else None
-        built = self._built.get((parts_id, aff, tol))
-        if built is None:
-            key = (
-                parts.max_skew,
-                parts.topology_key,
-                parts.when_unsatisfiable,
-                parts.min_domains,
-                parts.selector_key,
-                parts.node_affinity_policy,
-                parts.node_taints_policy,
-                aff,
-                tol,
-            )
-            built = SpreadConstraint(
-                max_skew=parts.max_skew,
-                topology_key=parts.topology_key,
-                when_unsatisfiable=parts.when_unsatisfiable,
-                min_domains=parts.min_domains,
-                node_affinity_policy=parts.node_affinity_policy,
-                node_taints_policy=parts.node_taints_policy,
-                requirements=parts.requirements,
-                matches=parts.matches,
-                source=pod,
-                node_filter_key=(parts.node_affinity_policy, aff, parts.node_taints_policy, tol),
-                key=key,
-            )
-            self._built[(parts_id, aff, tol)] = built
-        return built
-
-    @staticmethod
-    def _selector_parts(c: TopologySpreadConstraint, values: tuple[str | None, ...]) -> _SelectorParts | str:
-        reqs: tuple[k8s_labels.Requirement, ...] | None = None
-        matches: k8s_labels.Matcher = k8s_labels.match_nothing
-        selector_key: tuple[object, ...] | None = None
-        if c.label_selector is not None:
-            try:
-                base = k8s_labels.label_selector_requirements(c.label_selector)
-                merged = [
-                    k8s_labels.new_requirement(k, k8s_labels.OP_EQUALS, (v,))
-                    for k, v in zip(c.match_label_keys or (), values, strict=True)
-                    if v is not None
-                ]
-            except k8s_labels.SelectorError as e:
-                return f"labelSelector: {e}"
-            reqs = tuple(merged + base)
-            matches = k8s_labels.requirements_matcher(reqs)
-            selector_key = tuple(sorted({(r.key, r.operator, tuple(sorted(set(r.values)))) for r in reqs}))
-        min_domains = c.min_domains if c.min_domains is not None and c.min_domains > 0 else 1
-        return _SelectorParts(
-            max_skew=c.max_skew,
-            topology_key=c.topology_key,
-            when_unsatisfiable=c.when_unsatisfiable,
-            min_domains=min_domains if c.when_unsatisfiable == DO_NOT_SCHEDULE else 1,
-            node_affinity_policy=c.node_affinity_policy or HONOR,
-            node_taints_policy=c.node_taints_policy or IGNORE,
-            requirements=reqs,
-            matches=matches,
-            selector_key=selector_key,
-        )
-
-
-# --------------------------------------------------------------------------- domains
-
-
-@dataclass(slots=True)
-class _Topology:
-    """The eligible nodes of one (topology key, node filter), by domain."""
-
-    node_domain: dict[str, str]
-    domain_nodes: dict[str, list[Node]]
-
-
-class _Topologies:
-    """The eligible nodes of each (topology key, node filter), computed once per Balance call."""
-
-    def __init__(self, nodes: list[Node]) -> None:
-        self.nodes = nodes
-        self._cache: dict[tuple[str, _NodeFilterKey], _Topology] = {}
-
-    def __call__(self, c: SpreadConstraint) -> _Topology:
-        key = (c.topology_key, c.node_filter_key)
-        topo = self._cache.get(key)
-        if topo is None:
-            node_domain: dict[str, str] = {}
-            domain_nodes: dict[str, list[Node]] = {}
-            for node in self.nodes:
-                value = (node.metadata.labels or {}).get(c.topology_key)
-                if value is None or not c.eligible(node):
-                    continue
-                node_domain[node.metadata.name] = value
-                domain_nodes.setdefault(value, []).append(node)
-            topo = _Topology(node_domain, domain_nodes)
-            self._cache[key] = topo
-        return topo
-
-
-@dataclass(slots=True, eq=False)
-class Spread:
-    """One constraint in one namespace: the pods it counts per domain, and the live counts
-    (the pods already planned for eviction in this Balance call are gone from them).
-
-    Sparse: only domains holding a matching pod have entries (a hostname constraint of a small
-    workload has thousands of empty domains); ``domains`` is how many eligible domains exist.
-    """
-
-    constraint: SpreadConstraint
-    topology: _Topology
-    #: Matching pods per non-empty eligible domain, in canonical order, as the snapshot has them.
-    pods: dict[str, list[Pod]]
-    domains: int
-    counts: dict[str, int] = field(default_factory=dict)
-    #: Skew when planning started (``minDomains`` applied).
-    initial_skew: int = 0
-    #: How many counted pods are planned to leave.
-    pending: int = 0
-    _floor: int | None = None
-    _top: int | None = None
-
-    def reset(self) -> None:
-        """Back to the snapshot's counts."""
-        self.counts = {value: len(pods) for value, pods in self.pods.items()}
-        self.pending = 0
-        self._floor = self._top = None
-
-    def floor(self) -> int:
-        """The global minimum, with kube-scheduler's minDomains rule."""
-        if self._floor is None:
-            counts = self.counts
-            missing = len(counts) < self.domains or self.domains < self.constraint.min_domains
-            self._floor = 0 if missing or not counts else min(counts.values())
-        return self._floor
-
-    def top(self) -> int:
-        if self._top is None:
-            self._top = max(self.counts.values(), default=0)
-        return self._top
-
-    def skew(self) -> int:
-        return self.top() - self.floor()
-
-    def remove(self, domain: str) -> None:
-        self.counts[domain] -= 1
-        self.pending += 1
-        self._floor = self._top = None
-
-    def removal_allowed(self, domain: str) -> bool:
-        """Taking one pod out of ``domain`` leaves this constraint no more skewed than
-        ``max(initial skew, maxSkew)``: only shrinking a smallest domain raises it (by one)."""
-        if self.domains < max(2, self.constraint.min_domains) or self.counts[domain] != self.floor():
-            return True
-        return self.skew() + 1 <= max(self.initial_skew, self.constraint.max_skew)
-
-    def admits(self, pod: Pod, node: Node, own: str | None) -> bool:
-        """kube-scheduler's PodTopologySpread filter for ``pod`` on ``node``, with the pod gone
-        from ``own``, its current domain here (None if it is not counted)."""
-        c = self.constraint
-        value = (node.metadata.labels or {}).get(c.topology_key)
-        if value is None:
-            return False
-        count = self.counts.get(value, 0) - (1 if own == value else 0)
-        low = self.floor()
-        if own is not None and self.domains >= c.min_domains and self.counts[own] == low:
-            low -= 1
-        self_match = 1 if c.matches(pod.metadata.labels or {}) else 0
-        return count + self_match - low <= c.max_skew
-
-
-class NamespacePods:
-    """The countable pods of one namespace (canonical order), with a lazy label index."""
-
-    def __init__(self, pods: list[Pod]) -> None:
-        self.pods = pods
-        self._rank: dict[int, int] | None = None
-        self._index: dict[str, tuple[dict[str, list[Pod]], list[Pod]]] = {}
-
-    @property
-    def rank(self) -> dict[int, int]:
-        """id(pod) -> its position in ``pods`` (built on first use; ``pods`` keeps the ids valid)."""
-        if self._rank is None:
-            self._rank = {id(p): i for i, p in enumerate(self.pods)}
-        return self._rank
-
-    def _by_label(self, key: str) -> tuple[dict[str, list[Pod]], list[Pod]]:
-        """The pods having label ``key``, by value and all together (canonical order)."""
-        hit = self._index.get(key)
-        if hit is None:
-            by_value: dict[str, list[Pod]] = {}
-            having: list[Pod] = []
-            for pod in self.pods:
-                value = (pod.metadata.labels or {}).get(key)
-                if value is not None:
-                    by_value.setdefault(value, []).append(pod)
-                    having.append(pod)
-            hit = self._index[key] = (by_value, having)
-        return hit
-
-    def matching(self, c: SpreadConstraint) -> list[Pod]:
-        """The pods the constraint's selector matches, in canonical order. A requirement that
-        needs the label (``=``, ``in``, ``exists``) narrows the candidates through the index."""
-        reqs = c.requirements
-        if reqs is None:
-            return []
-        candidates: Sequence[Pod] = self.pods
-        for r in reqs:
-            if r.operator in _EQUALITY_OPS:
-                by_value = self._by_label(r.key)[0]
-                values = sorted(set(r.values))
-                if len(values) == 1:
-                    candidates = by_value.get(values[0], [])
-                else:
-                    rank = self.rank
-                    candidates = sorted(
-                        (p for v in values for p in by_value.get(v, ())), key=lambda p: rank[id(p)]
-                    )
-                break
-        else:
-            for r in reqs:
-                if r.operator == k8s_labels.OP_EXISTS:
-                    candidates = self._by_label(r.key)[1]
-                    break
-        matches = c.matches
-        return [p for p in candidates if matches(p.metadata.labels or {})]
-
-
-# --------------------------------------------------------------------------- the plugin
-
-
 _NO_PODS: list[Pod] = []
-
-
-@dataclass(slots=True)
-class _Domain:
-    value: str
-    nodes: list[Node]
-    #: The counted pods (some may be planned to leave already: see ``_Chooser.take``); read only.
-    pods: list[Pod]
-    phantom: bool = False
-    #: The size as balancing accounts it (pods moved in or out).
-    size: int = 0
-    #: Remaining pods in keep-first order (built when the domain first gives pods away).
-    keep: list[Pod] | None = None
 
 
 @dataclass(slots=True)
@@ -660,7 +232,7 @@ class _Run:
         self.nodes = list(nodes)
         self.node_by_name = {n.metadata.name: n for n in self.nodes}
         self.constraints = ConstraintCache()
-        self.topology = _Topologies(self.nodes)
+        self.topology = Topologies(self.nodes)
         #: id(pod) -> movable (the pods are the snapshot's, alive for the whole call)
         self.movable_cache: dict[int, bool] = {}
         self.findings = plugin.handle.findings
@@ -732,7 +304,7 @@ class _Run:
             return
         counts = spread.counts
         domains = [
-            _Domain(value, nodes, spread.pods.get(value, _NO_PODS), size=counts.get(value, 0))
+            Domain(value, nodes, spread.pods.get(value, _NO_PODS), size=counts.get(value, 0))
             for value, nodes in sorted(spread.topology.domain_nodes.items())
         ]
         # Pods already planned to leave for another constraint are gone from these domains, but
@@ -751,7 +323,7 @@ class _Run:
         # nothing: then minDomains is left out of the plan, as upstream leaves it out.
         if self.node_fit:
             for k in range(c.min_domains - len(domains)):
-                domains.append(_Domain(f"<missing domain {k + 1}>", [], [], phantom=True))
+                domains.append(Domain(f"<missing domain {k + 1}>", [], [], phantom=True))
         if len(domains) < 2:
             if self.reporting:
                 self.report_within(ns, spread, None)
@@ -822,7 +394,7 @@ class _Run:
         self,
         ns: _Namespace,
         spread: Spread,
-        domains: list[_Domain],
+        domains: list[Domain],
         initial: dict[str, int],
         ideal: float,
         why: dict[int, str],
@@ -862,7 +434,7 @@ class _Namespace:
     def __init__(
         self,
         constraints: ConstraintCache,
-        topology: _Topologies,
+        topology: Topologies,
         ns_pods: NamespacePods,
         declaring: list[Pod],
     ) -> None:
@@ -1036,7 +608,7 @@ class _Chooser:
             else:
                 return
 
-    def _why_stays(self, pod: Pod, domain: _Domain) -> str:
+    def _why_stays(self, pod: Pod, domain: Domain) -> str:
         """Why ``take`` passed over a pod of ``domain`` (for the findings; recomputes its tests)."""
         run = self.run
         c = self.spread.constraint
@@ -1066,7 +638,7 @@ class _Chooser:
                 out.append(spread)
         return out
 
-    def take(self, domain: _Domain, count: int) -> list[Pod]:
+    def take(self, domain: Domain, count: int) -> list[Pod]:
         """Account ``count`` pods as leaving ``domain``; return those to evict.
 
         Pods that may leave (evictor filter, labelSelector, no other constraint made worse) and

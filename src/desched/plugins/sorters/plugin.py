@@ -20,12 +20,12 @@ Both serve Sort (``less``) and PreSort (``pre_less``) alike.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.api.types import ArgsModel
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import ZERO_TIME, Pod
 from desched.plugins._shared import priority_rank
+from desched.plugins.sorters.args import PodAgeSortArgs
 
 if TYPE_CHECKING:
     from desched.framework.types import Handle
@@ -52,10 +52,6 @@ class PrioritySort:
     # more than the few attribute reads, pods being sorted once or twice a cycle.
     sort_key = staticmethod(priority_rank)
     presort_key = staticmethod(priority_rank)
-
-
-class PodAgeSortArgs(ArgsModel):
-    order: Literal["OldestFirst", "NewestFirst"] = "OldestFirst"
 
 
 class PodAgeSort:

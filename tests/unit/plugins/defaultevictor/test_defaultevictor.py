@@ -14,7 +14,6 @@ from desched.api.types import validate_model
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import (
     Namespace,
@@ -24,7 +23,9 @@ from desched.k8s.objects import (
     PodDisruptionBudget,
     PriorityClass,
 )
-from desched.plugins.defaultevictor.plugin import DefaultEvictor, DefaultEvictorArgs, PodProtection
+from desched.plugins import default_registry
+from desched.plugins.defaultevictor.args import DefaultEvictorArgs, PodProtection
+from desched.plugins.defaultevictor.plugin import DefaultEvictor
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 ARGS_PATH = "profiles[0].pluginConfig[0].args"

@@ -16,13 +16,12 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.metrics import MetricsProviders
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
+from desched.plugins.nodeutilization.args import HighNodeUtilizationArgs, LowNodeUtilizationArgs
 from desched.plugins.nodeutilization.plugin import (
     DestinationTaints,
-    HighNodeUtilizationArgs,
     LowNodeUtilization,
-    LowNodeUtilizationArgs,
     capped_capacity,
     deviation_thresholds,
     is_above,

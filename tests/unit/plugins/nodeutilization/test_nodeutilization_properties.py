@@ -24,9 +24,9 @@ from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRecord, EvictionRequest
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.framework.types import EvictResult, ExtensionPoint
 from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 REG = default_registry(entry_points=False)

@@ -34,13 +34,10 @@ from desched.framework.nodeactions import (
     plan_restore,
     read_entries,
 )
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Event, Node, PersistentVolumeClaim, Pod
-from desched.plugins.removeanomalypods.plugin import (
-    DEFAULT_EVENT_REASONS,
-    RemoveAnomalyPods,
-    RemoveAnomalyPodsArgs,
-)
+from desched.plugins import default_registry
+from desched.plugins.removeanomalypods.args import DEFAULT_EVENT_REASONS, RemoveAnomalyPodsArgs
+from desched.plugins.removeanomalypods.plugin import RemoveAnomalyPods
 
 ROOT = Path(__file__).resolve().parents[4]
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

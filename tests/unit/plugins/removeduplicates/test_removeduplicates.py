@@ -15,9 +15,9 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removeduplicates.plugin import RemoveDuplicatesArgs
+from desched.plugins import default_registry
+from desched.plugins.removeduplicates.args import RemoveDuplicatesArgs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 REG = default_registry(entry_points=False)

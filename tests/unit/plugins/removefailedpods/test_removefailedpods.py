@@ -13,10 +13,12 @@ from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_polic
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
-from desched.framework.registry import Registry, default_registry
+from desched.framework.registry import Registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removefailedpods.plugin import RemoveFailedPods, RemoveFailedPodsArgs
+from desched.plugins import default_registry
+from desched.plugins.removefailedpods.args import RemoveFailedPodsArgs
+from desched.plugins.removefailedpods.plugin import RemoveFailedPods
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 REG = default_registry(entry_points=False)

@@ -13,13 +13,12 @@ from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_polic
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
-from desched.framework.registry import Registry, default_registry
+from desched.framework.registry import Registry
 from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removepodshavingtoomanyrestarts.plugin import (
-    RemovePodsHavingTooManyRestarts,
-    RemovePodsHavingTooManyRestartsArgs,
-)
+from desched.plugins import default_registry
+from desched.plugins.removepodshavingtoomanyrestarts.args import RemovePodsHavingTooManyRestartsArgs
+from desched.plugins.removepodshavingtoomanyrestarts.plugin import RemovePodsHavingTooManyRestarts
 
 NAME = "RemovePodsHavingTooManyRestarts"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -15,9 +15,9 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework
-from desched.framework.registry import default_registry
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import Namespace, Node, Pod
+from desched.plugins import default_registry
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 PLUGIN = "RemovePodsViolatingInterPodAntiAffinity"

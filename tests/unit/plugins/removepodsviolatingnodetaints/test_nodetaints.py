@@ -14,9 +14,9 @@ from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removepodsviolatingnodetaints.plugin import RemovePodsViolatingNodeTaintsArgs
+from desched.plugins import default_registry
+from desched.plugins.removepodsviolatingnodetaints.args import RemovePodsViolatingNodeTaintsArgs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 REG = default_registry(entry_points=False)

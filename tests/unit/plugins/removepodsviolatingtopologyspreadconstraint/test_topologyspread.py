@@ -16,11 +16,11 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
-from desched.plugins.removepodsviolatingtopologyspreadconstraint.plugin import (
-    ConstraintCache,
-    NamespacePods,
+from desched.plugins import default_registry
+from desched.plugins.removepodsviolatingtopologyspreadconstraint._constraints import ConstraintCache
+from desched.plugins.removepodsviolatingtopologyspreadconstraint._domains import NamespacePods
+from desched.plugins.removepodsviolatingtopologyspreadconstraint.args import (
     RemovePodsViolatingTopologySpreadConstraintArgs,
 )
 

@@ -28,8 +28,8 @@ from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
 from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
 from desched.scheduling import nodefit
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

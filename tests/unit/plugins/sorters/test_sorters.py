@@ -15,11 +15,13 @@ from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_polic
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
-from desched.framework.registry import Registry, default_registry
+from desched.framework.registry import Registry
 from desched.framework.types import EvictResult, ExtensionPoint, Handle, Status
 from desched.k8s.objects import Node, Pod
-from desched.plugins.defaultevictor.plugin import DefaultEvictorArgs
-from desched.plugins.sorters.plugin import PodAgeSort, PodAgeSortArgs, PrioritySort
+from desched.plugins import default_registry
+from desched.plugins.defaultevictor.args import DefaultEvictorArgs
+from desched.plugins.sorters.args import PodAgeSortArgs
+from desched.plugins.sorters.plugin import PodAgeSort, PrioritySort
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from desched.framework.framework import _ordered
 from desched.k8s.objects import Pod
-from desched.plugins.sorters.plugin import PodAgeSort, PodAgeSortArgs, PrioritySort
+from desched.plugins.sorters.args import PodAgeSortArgs
+from desched.plugins.sorters.plugin import PodAgeSort, PrioritySort
 
 _times = st.sampled_from(
     [

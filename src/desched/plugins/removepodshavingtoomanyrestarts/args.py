@@ -1,0 +1,26 @@
+"""RemovePodsHavingTooManyRestartsArgs: the restart threshold and states, and their validation."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+
+#: What ``states`` may name: a pod phase and a container waiting reason.
+ALLOWED_STATES: tuple[str, ...] = ("Running", "CrashLoopBackOff")
+
+
+class RemovePodsHavingTooManyRestartsArgs(ArgsModel):
+    namespaces: Namespaces | None = None
+    label_selector: LabelSelectorArg | None = None
+    pod_restart_threshold: int = Field(ge=1, le=2**31 - 1)
+    including_init_containers: bool = False
+    states: list[str] | None = None
+
+    @field_validator("states")
+    @classmethod
+    def _known_states(cls, states: list[str] | None) -> list[str] | None:
+        for state in states or ():
+            if state not in ALLOWED_STATES:
+                raise ValueError(f"must be one of {', '.join(ALLOWED_STATES)}, got {state!r}")
+        return states

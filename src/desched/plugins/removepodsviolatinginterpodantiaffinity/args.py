@@ -1,0 +1,10 @@
+"""RemovePodsViolatingInterPodAntiAffinityArgs: which pods the plugin considers."""
+
+from __future__ import annotations
+
+from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+
+
+class RemovePodsViolatingInterPodAntiAffinityArgs(ArgsModel):
+    namespaces: Namespaces | None = None
+    label_selector: LabelSelectorArg | None = None

@@ -1,0 +1,21 @@
+"""RemovePodsViolatingNodeTaintsArgs: which taints count, and their validation."""
+
+from __future__ import annotations
+
+from pydantic import model_validator
+
+from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+
+
+class RemovePodsViolatingNodeTaintsArgs(ArgsModel):
+    namespaces: Namespaces | None = None
+    label_selector: LabelSelectorArg | None = None
+    include_prefer_no_schedule: bool = False
+    excluded_taints: list[str] | None = None
+    included_taints: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> RemovePodsViolatingNodeTaintsArgs:
+        if self.excluded_taints and self.included_taints:
+            raise ValueError("only one of excludedTaints and includedTaints may be set")
+        return self

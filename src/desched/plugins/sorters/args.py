@@ -1,0 +1,11 @@
+"""PodAgeSortArgs: the order of PodAgeSort (PrioritySort takes no args)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from desched.api.types import ArgsModel
+
+
+class PodAgeSortArgs(ArgsModel):
+    order: Literal["OldestFirst", "NewestFirst"] = "OldestFirst"
