@@ -1,9 +1,9 @@
-"""Actual usage for LowNodeUtilization in live runs: metrics.k8s.io and Prometheus.
+"""Actual usage of nodes and pods in live runs: metrics.k8s.io and Prometheus.
 
-A policy's ``metricsProviders`` name where actual usage comes from; a LowNodeUtilization whose
-``metricsUtilization.source`` asks for one reads it through the protocols of
-:mod:`desched.plugins.nodeutilization.usage`. Those are synchronous and called from the cycle's worker thread,
-so the data is fetched on the event loop (which owns the connections) before the cycle:
+A policy's ``metricsProviders`` name where actual usage comes from; they are handed to the
+framework (``Framework.use_metrics``) and a plugin whose args ask for one reaches it through its
+handle (``handle.metrics``), by the protocols of :mod:`desched.framework.metrics`. Those are
+synchronous and called from the cycle's worker thread, so the data is fetched on the event loop (which owns the connections) before the cycle:
 
 - :class:`NodeMetricsCollector` (``source: KubernetesMetrics``), as upstream's MetricsCollector:
   polls NodeMetrics every 5 s and smooths each node's cpu (millicores) and memory (bytes) with an
@@ -120,7 +120,7 @@ def _describe(e: BaseException) -> str:
 class NodeMetricsCollector:
     """metrics.k8s.io for the cycle: smoothed node usage, pod usage on demand.
 
-    Implements :class:`desched.plugins.nodeutilization.usage.NodeMetricsProvider` for the worker thread; the
+    Implements :class:`desched.framework.metrics.NodeMetricsProvider` for the worker thread; the
     polling (:meth:`run`) and :meth:`begin_cycle` run on the event loop.
     """
 
@@ -278,7 +278,7 @@ class NodeMetricsCollector:
 class PrometheusQueries:
     """Prometheus for the cycle: each query run once before it, answered from memory during it.
 
-    Implements :class:`desched.plugins.nodeutilization.usage.PrometheusClient` for the worker thread.
+    Implements :class:`desched.framework.metrics.PrometheusClient` for the worker thread.
     """
 
     def __init__(

@@ -1,1 +1,2 @@
-"""Scheduling knowledge: node fit (kube-scheduler's filters), scoring, placement simulation."""
+"""Scheduling knowledge: descheduler's node fit (NodeFit: a subset of kube-scheduler's filters, with
+descheduler's own semantics), kube-scheduler's scoring, placement simulation."""
