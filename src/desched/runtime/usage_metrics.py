@@ -3,7 +3,8 @@
 A policy's ``metricsProviders`` name where actual usage comes from; they are handed to the
 framework (``Framework.use_metrics``) and a plugin whose args ask for one reaches it through its
 handle (``handle.metrics``), by the protocols of :mod:`desched.framework.metrics`. Those are
-synchronous and called from the cycle's worker thread, so the data is fetched on the event loop (which owns the connections) before the cycle:
+synchronous and called from the cycle's worker thread, so the data is fetched on the event loop
+(which owns the connections) before the cycle:
 
 - :class:`NodeMetricsCollector` (``source: KubernetesMetrics``), as upstream's MetricsCollector:
   polls NodeMetrics every 5 s and smooths each node's cpu (millicores) and memory (bytes) with an
