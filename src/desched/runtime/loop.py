@@ -15,7 +15,7 @@ cordoned; a pod failing or crash-looping; with a plugin that reads them, a new W
 or its claim) also starts a cycle, after a debounce window so a burst
 of changes runs one cycle. SIGTERM stops new evictions at once, lets an in-flight one finish,
 releases the lease and exits. With ``metricsProviders`` in the policy, actual usage for
-LowNodeUtilization is polled (metrics.k8s.io) or queried (Prometheus) on the event loop
+the plugins (``handle.metrics``) is polled (metrics.k8s.io) or queried (Prometheus) on the event loop
 (:mod:`desched.runtime.usage_metrics`).
 """
 

@@ -145,7 +145,8 @@ class Metrics:
             ["strategy", "profile"],
             registry=self.registry,
         )
-        # RemoveAnomalyPods (the proposal's observability section)
+        # anomaly judgements plugins report in the cycle result (the proposal's observability section;
+        # the help texts name the in-tree plugin that reports them, unchanged for scrapers)
         self.anomaly_pods_anomalous = Gauge(
             "descheduler_anomaly_pods_anomalous",
             "Pods judged anomalous by RemoveAnomalyPods and not yet gone, reset or expired",
