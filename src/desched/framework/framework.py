@@ -50,6 +50,7 @@ from desched.framework.types import (
     EvictResult,
     ExtensionPoint,
     FilterPlugin,
+    Handle,
     LiveInputs,
     PreEvictionFilterPlugin,
     PreSortKeyPlugin,
@@ -279,7 +280,7 @@ class Profile:
             spec = registry.get(name)
             if spec is None:
                 raise FrameworkError(f"profile {self.name}: {registry.why_missing(name)}")
-            handle = PluginHandle(ctx, self, name)
+            handle: Handle = PluginHandle(ctx, self, name)  # (mypy checks it implements Handle)
             try:
                 self.instances[name] = spec.factory(args, handle)
             except FrameworkError:
