@@ -1,8 +1,8 @@
 """Every in-tree plugin's README.md (beside its code) says what the code does.
 
 Each plugin folder ``src/desched/plugins/<folder>/`` holds a README.md (``FOLDERS`` maps a plugin
-to its folder). What a README claims that can be checked is checked here, against the registry,
-the plugins' pydantic args models, the policy loader and the CLI:
+to the folder its class is defined in). What a README claims that can be checked is checked
+here, against the registry, the plugins' pydantic args models, the policy loader and the CLI:
 
 - the ``**Extension points:**`` line names exactly the points the registry finds in the class;
 - the args table (under ``## Args``, or ``## <Plugin> args`` in a folder shared by two plugins)
@@ -21,6 +21,7 @@ the plugins' pydantic args models, the policy loader and the CLI:
 
 from __future__ import annotations
 
+import inspect
 import re
 import subprocess
 import sys
@@ -35,28 +36,17 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from desched.api.policy import load_policy_file
-from desched.framework.registry import PluginSpec, default_registry
+from desched.framework.registry import PluginSpec
+from desched.plugins import IN_TREE_PLUGINS, default_registry
 
 ROOT = Path(__file__).resolve().parents[3]
 PLUGINS_DIR = ROOT / "src" / "desched" / "plugins"
 FIXTURES = ROOT / "tests" / "conformance" / "fixtures"
 
-#: Plugin name -> its folder under src/desched/plugins/ (issue 13's layout).
+#: Plugin name -> the folder under src/desched/plugins/ its class is defined in (issue 13's layout).
 FOLDERS: dict[str, str] = {
-    "DefaultEvictor": "defaultevictor",
-    "PrioritySort": "sorters",
-    "PodAgeSort": "sorters",
-    "PodLifeTime": "podlifetime",
-    "RemoveFailedPods": "removefailedpods",
-    "RemovePodsHavingTooManyRestarts": "removepodshavingtoomanyrestarts",
-    "RemovePodsViolatingNodeTaints": "removepodsviolatingnodetaints",
-    "RemovePodsViolatingNodeAffinity": "removepodsviolatingnodeaffinity",
-    "RemovePodsViolatingInterPodAntiAffinity": "removepodsviolatinginterpodantiaffinity",
-    "RemoveDuplicates": "removeduplicates",
-    "LowNodeUtilization": "nodeutilization",
-    "HighNodeUtilization": "nodeutilization",
-    "RemovePodsViolatingTopologySpreadConstraint": "removepodsviolatingtopologyspreadconstraint",
-    "RemoveAnomalyPods": "removeanomalypods",
+    cls.name: Path(inspect.getfile(cls)).resolve().parent.relative_to(PLUGINS_DIR).parts[0]
+    for cls in IN_TREE_PLUGINS
 }
 
 REGISTRY = default_registry(entry_points=False)
