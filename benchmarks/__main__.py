@@ -81,10 +81,10 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     from datetime import datetime
 
     from desched.api.policy import load_policy_file
+    from desched.backends.simulated_eviction import SimulatedEvictionApi
     from desched.cluster.file_source import load_snapshot_file
     from desched.framework.framework import Framework
     from desched.framework.registry import default_registry
-    from desched.framework.simulated import SimulatedEvictionApi
 
     rss_start = _maxrss_mib(resource.RUSAGE_SELF)
     t0, c0 = time.perf_counter(), time.process_time()

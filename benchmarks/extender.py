@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from benchmarks.generator import ClusterSpec, generate
-from desched.extender.server import BackgroundServer, ClusterState, Extender, ExtenderServer
+from desched.app.extender import BackgroundServer, ClusterState, Extender, ExtenderServer
 from desched.k8s.objects import Node, Pod
 from desched.scheduling.scorer import GenericScorer, load_scorer_args
 

@@ -6,7 +6,7 @@ it, and records what it did:
 
 - :class:`SimulatedNodeActions` (``desched simulate``, unit tests, and the default of a cycle)
   changes nothing and records what would be done;
-- ``desched.runtime.nodeactions.LiveNodeActions`` (``desched run``) patches the node.
+- ``desched.backends.api_nodeactions.LiveNodeActions`` (``desched run``) patches the node.
 
 A downgrade is recorded **on the node itself**, in the annotation :data:`DOWNGRADE_ANNOTATION`: a
 JSON list of entries ``{"method", "key", "value", "effect" (taints), "expiresAt", "by",

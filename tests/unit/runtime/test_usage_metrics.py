@@ -19,18 +19,18 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from desched.api.policy import load_policy
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.framework import Framework
-from desched.framework.registry import default_registry
-from desched.k8s.objects import Node, Pod
-from desched.runtime.backend import ApiEvictionBackend
-from desched.runtime.usage_metrics import (
+from desched.backends.api_eviction import ApiEvictionBackend
+from desched.backends.usage_metrics import (
     BETA,
     NodeMetricsCollector,
     PrometheusQueries,
     UsageMetrics,
     weighted_average,
 )
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.framework import Framework
+from desched.framework.registry import default_registry
+from desched.k8s.objects import Node, Pod
 from desched.scheduling.usage import UsageError
 
 REG = default_registry(entry_points=False)

@@ -22,7 +22,7 @@ synced) and ``/metrics`` (Prometheus) are served on the same port.
 Where the nodes come from: with ``nodeCacheCapable: false`` kube-scheduler sends the full Node
 objects and the filter answer carries the passing ones back (byte for byte); with ``true`` it
 sends names only, and the extender takes the nodes from its own cache. Either way the *pods* on
-each node come from the extender's cache: a :class:`desched.runtime.informer.LiveCache` of Nodes
+each node come from the extender's cache: a :class:`desched.cluster.live_source.LiveCache` of Nodes
 and Pods (or a snapshot file, for offline use) feeding :class:`ClusterState`, which keeps every
 node's allocatable and the running sums of its pods' requests, so a request costs a dictionary
 lookup per node, never a pass over pods. A pod counts on its node from the moment the cache sees
@@ -62,7 +62,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from desched.api.errors import UserError
+from desched.errors import UserError
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import pods as k8s_pods
 from desched.k8s import resources as k8s_resources
@@ -251,7 +251,7 @@ def _occupies(pod: Pod) -> bool:
 
 class ClusterState:
     """Nodes by name and the running pod usage of each node, fed object by object
-    (:meth:`on_change` is a :class:`~desched.runtime.informer.LiveCache` callback)."""
+    (:meth:`on_change` is a :class:`~desched.cluster.live_source.LiveCache` callback)."""
 
     def __init__(self) -> None:
         self.nodes: dict[str, _NodeEntry] = {}
@@ -757,9 +757,9 @@ async def _serve(options: ExtenderOptions) -> int:
         def ready() -> bool:
             return True
     else:
-        from desched.runtime.connect import ConnectionMonitor, load_config_bounded
-        from desched.runtime.informer import LiveCache
-        from desched.runtime.kube import api_client
+        from desched.cluster.live_source import LiveCache
+        from desched.kube.client import api_client
+        from desched.kube.connect import ConnectionMonitor, load_config_bounded
 
         cfg, source = await load_config_bounded(
             options.kubeconfig, options.context, options.connect_timeout, stop, signals
@@ -783,7 +783,7 @@ async def _serve(options: ExtenderOptions) -> int:
         scheme = "https" if ctx else "http"
         print(f"desched extender serving {scheme}://{options.host}:{server.port} ({scorer})", file=sys.stderr)
         if cache is not None:
-            from desched.runtime.connect import discover
+            from desched.kube.connect import discover
 
             async def connect() -> None:
                 await discover(api, monitor, need_eviction=False)
