@@ -727,10 +727,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     from desched.api.policy import load_policy_file
     from desched.backends.simulated_eviction import SimulatedEvictionApi
+    from desched.backends.simulated_nodeactions import SimulatedNodeActions
     from desched.cluster.file_source import load_snapshot_file
     from desched.framework.evictor import EvictionBackend
     from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
-    from desched.framework.nodeactions import SimulatedNodeActions
     from desched.framework.registry import default_registry
     from desched.report.output import (
         anomaly_findings,

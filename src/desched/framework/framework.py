@@ -35,8 +35,8 @@ from desched.framework.findings import log as findings_log
 from desched.framework.nodeactions import (
     NodeActionBackend,
     NodeActionRecord,
+    NoNodeActions,
     PluginNodeActions,
-    SimulatedNodeActions,
 )
 from desched.framework.registry import Registry
 from desched.framework.types import (
@@ -72,7 +72,7 @@ class CycleContext:
         self.clock = clock
         self.snapshot = ClusterSnapshot()
         self.evictor = PodEvictor(_NoBackend())
-        self.node_actions: NodeActionBackend = SimulatedNodeActions(clock)
+        self.node_actions: NodeActionBackend = NoNodeActions()
         #: decision findings (what each plugin decided about a pod, and why): off until a sink listens
         self.findings = Findings()
 
@@ -342,11 +342,12 @@ class Framework:
     ) -> None:
         """Point every handle at this cycle's snapshot and a fresh evictor; call cycle hooks.
 
-        ``node_actions`` carries out plugins' node actions; by default they are only recorded.
+        ``node_actions`` carries out plugins' node actions (the caller picks the backend); without
+        one, every request is recorded as skipped.
         """
         ctx = self.ctx
         ctx.snapshot = snapshot
-        ctx.node_actions = node_actions if node_actions is not None else SimulatedNodeActions(ctx.clock)
+        ctx.node_actions = node_actions if node_actions is not None else NoNodeActions()
         ctx.evictor = PodEvictor(
             _CycleBackend(backend, snapshot),
             self.policy.limits,

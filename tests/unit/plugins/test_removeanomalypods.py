@@ -16,6 +16,7 @@ import msgspec
 import pytest
 
 from desched.api.policy import load_policy
+from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
 from desched.framework.evictor import EvictionRequest
@@ -27,7 +28,6 @@ from desched.framework.nodeactions import (
     DowngradeEntry,
     DowngradeRequest,
     NodeState,
-    SimulatedNodeActions,
     apply_patch,
     encode_entries,
     plan_downgrade,
