@@ -365,7 +365,7 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
         const=True,
         default=False,
         metavar="BOOL",
-        help="bind with SO_REUSEADDR (desched always does: Python's HTTP server sets it) (default false)",
+        help="bind with SO_REUSEADDR (desched always does) (default false)",
     )
     for flag, what in (
         ("--enable-http2", "serve HTTP/2"),

@@ -22,7 +22,6 @@ import msgspec
 import pytest
 
 from desched.app.extender import (
-    BackgroundServer,
     ClusterState,
     Extender,
     ExtenderMetrics,
@@ -31,7 +30,8 @@ from desched.app.extender import (
 )
 from desched.cli import main as cli_main
 from desched.k8s.objects import Node, Pod
-from desched.runtime.tls import serving_certificate
+from desched.runtime.server import BackgroundServer
+from desched.runtime.tls import server_context, serving_certificate
 from desched.scheduling.scorer import GenericScorer, GenericScorerArgs, allocated_of, requesting_of
 
 REPO = Path(__file__).resolve().parents[3]
@@ -539,10 +539,8 @@ def test_over_budget_is_counted(tmp_path: Path) -> None:
 
 def test_tls(tmp_path: Path) -> None:
     cert, key = serving_certificate("", "", str(tmp_path))
-    from desched.app.extender import ssl_context
-
     server = ExtenderServer(
-        make_extender(SPREAD, NODES), host="127.0.0.1", port=0, ssl_context=ssl_context(cert, key)
+        make_extender(SPREAD, NODES), host="127.0.0.1", port=0, ssl_context=server_context(cert, key)
     )
     insecure = ssl.create_default_context()
     insecure.check_hostname = False
