@@ -81,9 +81,10 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     from datetime import datetime
 
     from desched.api.policy import load_policy_file
+    from desched.backends.simulated_eviction import SimulatedEvictionApi
+    from desched.backends.simulated_nodeactions import SimulatedNodeActions
     from desched.cluster.file_source import load_snapshot_file
     from desched.framework.framework import Framework
-    from desched.framework.simulated import SimulatedEvictionApi
     from desched.plugins import default_registry
 
     rss_start = _maxrss_mib(resource.RUSAGE_SELF)
@@ -125,6 +126,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
             snapshot,
             SimulatedEvictionApi(snapshot),
             on_plugin_run=lambda run: cpu_marks.append(time.process_time()),
+            node_actions=SimulatedNodeActions(lambda: now),
         )
         cpu_marks.append(time.process_time())
     finally:

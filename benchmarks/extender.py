@@ -31,8 +31,9 @@ from typing import Any
 import msgspec
 
 from benchmarks.generator import ClusterSpec, generate
-from desched.extender.server import BackgroundServer, ClusterState, Extender, ExtenderServer
+from desched.app.extender import ClusterState, Extender, ExtenderServer
 from desched.k8s.objects import Node, Pod
+from desched.runtime.server import BackgroundServer
 from desched.scheduling.scorer import GenericScorer, load_scorer_args
 
 REPO = Path(__file__).resolve().parent.parent

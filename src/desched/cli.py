@@ -17,7 +17,7 @@ import msgspec
 import yaml
 
 from desched import __version__
-from desched.api.errors import UserError
+from desched.errors import UserError
 
 log = logging.getLogger("desched")
 
@@ -365,7 +365,7 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
         const=True,
         default=False,
         metavar="BOOL",
-        help="bind with SO_REUSEADDR (desched always does: Python's HTTP server sets it) (default false)",
+        help="bind with SO_REUSEADDR (desched always does) (default false)",
     )
     for flag, what in (
         ("--enable-http2", "serve HTTP/2"),
@@ -549,7 +549,7 @@ def _add_extender_parser(sub: Any) -> None:
 
 
 def _cmd_extender(args: argparse.Namespace) -> int:
-    from desched.extender.server import ExtenderOptions, run_extender
+    from desched.app.extender import ExtenderOptions, run_extender
     from desched.runtime.tls import serving_certificate
     from desched.scheduling.scorer import load_scorer_args
 
@@ -726,12 +726,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     import os
 
     from desched.api.policy import load_policy_file
+    from desched.backends.simulated_eviction import SimulatedEvictionApi
+    from desched.backends.simulated_nodeactions import SimulatedNodeActions
     from desched.cluster.file_source import load_snapshot_file
     from desched.framework.evictor import EvictionBackend
     from desched.framework.findings import PluginReport
     from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
-    from desched.framework.nodeactions import SimulatedNodeActions
-    from desched.framework.simulated import SimulatedEvictionApi
     from desched.plugins import default_registry
     from desched.report.output import (
         anomaly_findings,
@@ -871,8 +871,8 @@ def _plugin_failures(crashes: Sequence[Any]) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from desched.app.run import RunOptions, default_identity, run
     from desched.runtime.leader import LeaderConfig
-    from desched.runtime.loop import RunOptions, default_identity, run
     from desched.runtime.tls import server_context, serving_certificate
 
     gates = args.feature_gates
@@ -884,7 +884,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
     tracing = None
     if args.otel_collector_endpoint:
-        from desched.tracing import TracingOptions, setup
+        from desched.runtime.tracing import TracingOptions, setup
 
         tracing = setup(
             TracingOptions(
@@ -946,7 +946,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_snapshot(args: argparse.Namespace) -> int:
     import asyncio
 
-    from desched.runtime.snapshot import save_snapshot
+    from desched.app.snapshot import save_snapshot
 
     count = asyncio.run(
         save_snapshot(

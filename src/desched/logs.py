@@ -12,7 +12,7 @@ cycle summary), V(1) is ``logging.INFO``, V(2) and V(3) lie just below it, V(4) 
 
 Text lines look like klog's::
 
-    I1124 15:30:50.123456   12345 loop.py:276] would evict pod=shop/web-1 node=n1 reason="too old"
+    I1124 15:30:50.123456   12345 run.py:276] would evict pod=shop/web-1 node=n1 reason="too old"
 
 JSON lines carry ``ts`` (seconds since the epoch, as klog's JSON), ``level``, ``caller``, ``msg``,
 ``v`` (the verbosity of an info line) and the structured fields; an exception adds ``err``.

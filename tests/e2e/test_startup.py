@@ -591,7 +591,7 @@ def test_every_request_carries_the_user_agent(audited: tuple[ControlPlane, Path]
     code, err, _ = desched("snapshot", "-o", str(log.parent / "snap.json"), "--kubeconfig", str(kc))
     assert code == 0, err
     expected = subprocess.run(
-        [sys.executable, "-c", "from desched.runtime.kube import user_agent; print(user_agent())"],
+        [sys.executable, "-c", "from desched.kube.client import user_agent; print(user_agent())"],
         capture_output=True,
         text=True,
         env=desched_env(),

@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 import msgspec
 import yaml
 
-from desched.api.errors import UserError
+from desched.errors import UserError
 
 #: A policy is a few KB; anything past this is not a policy.
 MAX_POLICY_BYTES = 4 << 20

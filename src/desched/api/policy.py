@@ -21,7 +21,6 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from desched.api import documents
-from desched.api.errors import PolicyError, format_path
 from desched.api.types import (
     INT64_MAX,
     FieldValueError,
@@ -29,6 +28,7 @@ from desched.api.types import (
     describe_validation_error,
     validate_model,
 )
+from desched.errors import PolicyError, format_path
 from desched.k8s import labels as k8s_labels
 
 log = logging.getLogger(__name__)

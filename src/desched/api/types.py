@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 from desched.api.documents import excerpt
-from desched.api.errors import PolicyError, format_path, join_path
+from desched.errors import PolicyError, format_path, join_path
 from desched.k8s import labels as k8s_labels
 from desched.k8s.namespaces import namespace_rule
 from desched.k8s.objects import LabelSelector

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from desched.api.documents import excerpt
-from desched.api.errors import PolicyError
+from desched.errors import PolicyError
 
 _EVICTOR_FLAGS = (
     "evictLocalStoragePods",

@@ -26,10 +26,10 @@ import msgspec
 import yaml
 
 from desched.api.documents import MAX_SNAPSHOT_DEPTH, check_yaml_node, excerpt, user_error
-from desched.api.errors import SnapshotError
 from desched.cluster.compact import CompactDecoder, Interner
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.validation import validate_objects
+from desched.errors import SnapshotError
 from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference, Pod
 
 log = logging.getLogger(__name__)

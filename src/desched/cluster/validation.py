@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from desched.api.documents import excerpt
-from desched.api.errors import SnapshotError
+from desched.errors import SnapshotError
 from desched.k8s import labels as k8s_labels
 from desched.k8s import quantity as k8s_quantity
 from desched.k8s.objects import AnyObject, Container, Node, Pod, PodSpec

@@ -81,7 +81,7 @@ class RemembersEvictions(Protocol):
 
 class SimulatedBackend:
     """Evicts nothing for real and lets every eviction through (no PodDisruptionBudgets: see
-    :class:`desched.framework.simulated.SimulatedEvictionApi` for the eviction API's answers).
+    :class:`desched.backends.simulated_eviction.SimulatedEvictionApi` for the eviction API's answers).
     The framework takes the pod out of the cycle's working snapshot, as for every backend."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:

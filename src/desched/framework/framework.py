@@ -37,8 +37,8 @@ from desched.framework.metrics import MetricsProviders
 from desched.framework.nodeactions import (
     NodeActionBackend,
     NodeActionRecord,
+    NoNodeActions,
     PluginNodeActions,
-    SimulatedNodeActions,
 )
 from desched.framework.registry import Registry
 from desched.framework.types import (
@@ -83,7 +83,7 @@ class CycleContext:
         self.clock = clock
         self.snapshot = ClusterSnapshot()
         self.evictor = PodEvictor(_NoBackend())
-        self.node_actions: NodeActionBackend = SimulatedNodeActions(clock)
+        self.node_actions: NodeActionBackend = NoNodeActions()
         #: decision findings (what each plugin decided about a pod, and why): off until a sink listens
         self.findings = Findings()
         #: what plugins reported in this cycle (``handle.report_anomalies``), for the cycle result
@@ -407,12 +407,13 @@ class Framework:
     ) -> None:
         """Point every handle at this cycle's snapshot and a fresh evictor; call cycle hooks.
 
-        ``node_actions`` carries out plugins' node actions; by default they are only recorded.
+        ``node_actions`` carries out plugins' node actions (the caller picks the backend); without
+        one, every request is recorded as skipped.
         """
         ctx = self.ctx
         ctx.snapshot = snapshot
         ctx.reports = []
-        ctx.node_actions = node_actions if node_actions is not None else SimulatedNodeActions(ctx.clock)
+        ctx.node_actions = node_actions if node_actions is not None else NoNodeActions()
         ctx.evictor = PodEvictor(
             _CycleBackend(backend, snapshot),
             self.policy.limits,

@@ -4,9 +4,12 @@ Plugins never call the API. A plugin that wants a node labelled or tainted for a
 handle's :attr:`~desched.framework.framework.PluginHandle.node_actions`; the cycle's backend does
 it, and records what it did:
 
-- :class:`SimulatedNodeActions` (``desched simulate``, unit tests, and the default of a cycle)
-  changes nothing and records what would be done;
-- ``desched.runtime.nodeactions.LiveNodeActions`` (``desched run``) patches the node.
+- ``desched.backends.simulated_nodeactions.SimulatedNodeActions`` (``desched simulate``, unit
+  tests) changes nothing and records what would be done;
+- ``desched.backends.api_nodeactions.LiveNodeActions`` (``desched run``) patches the node;
+- :class:`NoNodeActions`, a cycle's default when its caller names no backend, changes nothing
+  and records every request as skipped (the framework does not pick a backend: that is the
+  caller's choice, from ``desched.backends``).
 
 A downgrade is recorded **on the node itself**, in the annotation :data:`DOWNGRADE_ANNOTATION`: a
 JSON list of entries ``{"method", "key", "value", "effect" (taints), "expiresAt", "by",
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -500,46 +503,18 @@ class PluginNodeActions:
         return self._backend.downgrade(node, request)
 
 
-class SimulatedNodeActions:
-    """Changes no node: plans every action against the snapshot's nodes and records it.
+class NoNodeActions:
+    """A cycle without a node-action backend: every request is recorded as skipped, nothing changes."""
 
-    Several actions on one node in a cycle see each other (the planned state is kept per node).
-    """
-
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self.clock = clock
+    def __init__(self) -> None:
         self._records: list[NodeActionRecord] = []
-        self._states: dict[str, NodeState] = {}
 
     @property
     def records(self) -> list[NodeActionRecord]:
         return self._records
 
-    def _state(self, node: Node) -> NodeState:
-        state = self._states.get(node.metadata.name)
-        return state if state is not None else NodeState.from_node(node)
-
     def downgrade(self, node: Node, request: DowngradeRequest) -> NodeActionRecord:
-        state = self._state(node)
-        plan = plan_downgrade(state, request, self.clock())
-        if plan.patch is not None:
-            self._states[node.metadata.name] = apply_patch(state, plan.patch)
+        plan = Plan(ActionResult.SKIPPED, None, None, "no node-action backend in this cycle")
         record = downgrade_record(node.metadata.name, request, plan, dry_run=True)
         self._records.append(record)
         return record
-
-    def restore_expired(self, nodes: Iterable[Node]) -> list[NodeActionRecord]:
-        """Record the expired downgrades a live cycle would remove from these nodes."""
-        now = self.clock()
-        out: list[NodeActionRecord] = []
-        for node in nodes:
-            if DOWNGRADE_ANNOTATION not in (node.metadata.annotations or {}):
-                continue
-            state = self._state(node)
-            plan = plan_restore(state, now)
-            if plan.patch is None:
-                continue
-            self._states[node.metadata.name] = apply_patch(state, plan.patch)
-            out.extend(restore_records(node.metadata.name, plan, dry_run=True))
-        self._records.extend(out)
-        return out

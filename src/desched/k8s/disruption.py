@@ -2,7 +2,7 @@
 API's answer to one eviction (``pkg/controller/disruption`` and
 ``pkg/registry/core/pod/storage/eviction.go`` of Kubernetes).
 
-Pure functions over the slim records; :class:`desched.framework.simulated.SimulatedEvictionApi`
+Pure functions over the slim records; :class:`desched.backends.simulated_eviction.SimulatedEvictionApi`
 keeps the per-cycle state (budgets decremented eviction by eviction).
 
 The budget of a PDB (:func:`compute_budget`):

@@ -1,7 +1,7 @@
 """PNG charts of a ``desched simulate`` run (matplotlib, Agg backend, imported only when used).
 
 matplotlib is the optional extra ``report`` (``pip install 'desched[report]'``); without it,
-:func:`require_matplotlib` raises a :class:`~desched.api.errors.UserError` naming the extra.
+:func:`require_matplotlib` raises a :class:`~desched.errors.UserError` naming the extra.
 
 Charts (each a file next to the HTML page):
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from desched.api.errors import UserError
+from desched.errors import UserError
 
 __all__ = ["MAX_NODE_BARS", "MISSING_MATPLOTLIB", "Chart", "require_matplotlib", "write_charts"]
 

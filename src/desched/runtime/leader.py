@@ -30,7 +30,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from desched.runtime.kube import ApiError, request
+from desched.kube.client import ApiError, request
 
 log = logging.getLogger(__name__)
 

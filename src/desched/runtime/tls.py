@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from desched.api.errors import UserError
+from desched.errors import UserError
 
 
 def serving_certificate(cert_file: str, key_file: str, cert_dir: str) -> tuple[str, str]:

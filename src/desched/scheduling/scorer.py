@@ -51,8 +51,8 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from desched.api import documents
-from desched.api.errors import PolicyError, UserError
 from desched.api.types import ArgsModel, validate_model
+from desched.errors import PolicyError, UserError
 from desched.k8s import labels as k8s_labels
 from desched.k8s import resources as k8s_resources
 from desched.k8s.objects import Pod

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
+from desched.errors import PolicyError
 from desched.framework.types import ExtensionPoint
 from desched.plugins import default_registry
 

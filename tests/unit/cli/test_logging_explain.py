@@ -52,7 +52,7 @@ RECORD = SimpleNamespace(
 def test_text_lines_are_klog_like_with_key_value_fields(restore_logging: None) -> None:
     out = io.StringIO()
     logs.configure(0, "text", stream=out)
-    log = logging.getLogger("desched.runtime.loop")
+    log = logging.getLogger("desched.app.run")
     log.log(logs.V0, "would evict", extra=logs.eviction_fields(RECORD))
     log.info("a V(1) line, hidden at -v 0")
     line = out.getvalue().strip()
@@ -64,7 +64,7 @@ def test_text_lines_are_klog_like_with_key_value_fields(restore_logging: None) -
 def test_json_lines_carry_ts_level_msg_v_and_fields(restore_logging: None) -> None:
     out = io.StringIO()
     logs.configure(2, "json", stream=out)
-    log = logging.getLogger("desched.runtime.loop")
+    log = logging.getLogger("desched.app.run")
     log.log(logs.V0, "would evict", extra=logs.eviction_fields(RECORD))
     log.log(logs.V2, "shown at -v 2")
     log.log(logs.V3, "hidden at -v 2")
@@ -87,7 +87,7 @@ def test_vmodule_raises_one_module_only(restore_logging: None) -> None:
     out = io.StringIO()
     logs.configure(0, "text", {"findings": 4}, stream=out)
     assert logs.v_enabled(findings_log, 4)
-    loop = logging.getLogger("desched.runtime.loop")
+    loop = logging.getLogger("desched.app.run")
     assert not logs.v_enabled(loop, 1)
     loop.info("hidden")
     findings_log.debug("shown")
@@ -190,7 +190,7 @@ def test_split_stream_sends_info_to_stdout_and_warnings_to_stderr(
     restore_logging: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     logs.configure(0, "json", split_stream=True)
-    log = logging.getLogger("desched.runtime.loop")
+    log = logging.getLogger("desched.app.run")
     log.log(logs.V0, "would evict", extra=logs.eviction_fields(RECORD))
     log.warning("careful")
     out, err = capsys.readouterr()

@@ -12,11 +12,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from desched.api.errors import SnapshotError
 from desched.cli import main
 from desched.cluster import file_source
 from desched.cluster.compact import CompactDecoder
 from desched.cluster.file_source import parse_snapshot_bytes
+from desched.errors import SnapshotError
 from desched.k8s.objects import Pod
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -167,7 +167,7 @@ def test_tables_start_afresh_past_their_bound() -> None:
 
 
 def test_the_live_informer_shares_too() -> None:
-    from desched.runtime.informer import RESOURCES, Informer
+    from desched.cluster.live_source import RESOURCES, Informer
 
     inf = Informer(None, RESOURCES["Pod"])  # type: ignore[arg-type]
     for name in ("web-1", "web-2"):

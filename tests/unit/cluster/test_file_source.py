@@ -9,8 +9,8 @@ import msgspec
 import pytest
 import yaml
 
-from desched.api.errors import SnapshotError
 from desched.cluster.file_source import load_snapshot_file, parse_snapshot_bytes, snapshot_from_objects
+from desched.errors import SnapshotError
 from desched.k8s.objects import Pod
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from desched.api.errors import SnapshotError
 from desched.cluster import file_source
 from desched.cluster.file_source import load_snapshot_file, parse_snapshot_bytes
+from desched.errors import SnapshotError
 
 
 @pytest.fixture(autouse=True)

@@ -21,17 +21,17 @@ from typing import Any
 import msgspec
 import pytest
 
-from desched.cli import main as cli_main
-from desched.extender.server import (
-    BackgroundServer,
+from desched.app.extender import (
     ClusterState,
     Extender,
     ExtenderMetrics,
     ExtenderServer,
     Reply,
 )
+from desched.cli import main as cli_main
 from desched.k8s.objects import Node, Pod
-from desched.runtime.tls import serving_certificate
+from desched.runtime.server import BackgroundServer
+from desched.runtime.tls import server_context, serving_certificate
 from desched.scheduling.scorer import GenericScorer, GenericScorerArgs, allocated_of, requesting_of
 
 REPO = Path(__file__).resolve().parents[3]
@@ -425,7 +425,7 @@ def test_over_budget_filter_lets_the_rest_through() -> None:
     ],
 )
 def test_bad_requests(body: bytes, message: str) -> None:
-    from desched.extender.server import BadRequest
+    from desched.app.extender import BadRequest
 
     ext = make_extender(SPREAD, NODES)
     for verb in (ext.filter, ext.prioritize):
@@ -434,7 +434,7 @@ def test_bad_requests(body: bytes, message: str) -> None:
 
 
 def test_a_bad_node_item_is_named() -> None:
-    from desched.extender.server import BadRequest
+    from desched.app.extender import BadRequest
 
     ext = make_extender(SPREAD, NODES)
     body = json.dumps(
@@ -539,10 +539,8 @@ def test_over_budget_is_counted(tmp_path: Path) -> None:
 
 def test_tls(tmp_path: Path) -> None:
     cert, key = serving_certificate("", "", str(tmp_path))
-    from desched.extender.server import ssl_context
-
     server = ExtenderServer(
-        make_extender(SPREAD, NODES), host="127.0.0.1", port=0, ssl_context=ssl_context(cert, key)
+        make_extender(SPREAD, NODES), host="127.0.0.1", port=0, ssl_context=server_context(cert, key)
     )
     insecure = ssl.create_default_context()
     insecure.check_hostname = False

@@ -17,15 +17,15 @@ import msgspec
 import yaml
 
 from desched.api.policy import load_policy
+from desched.backends.simulated_eviction import SimulatedEvictionApi
 from desched.cluster.file_source import load_snapshot_file
+from desched.cluster.live_source import LiveCache
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest, SimulatedBackend
 from desched.framework.framework import Framework
-from desched.framework.simulated import SimulatedEvictionApi
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod, PodDisruptionBudget
 from desched.plugins import default_registry
-from desched.runtime.informer import LiveCache
 
 REGISTRY = default_registry(entry_points=False)
 REPO = Path(__file__).resolve().parents[3]

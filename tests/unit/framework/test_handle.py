@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 import pytest
 from tests.unit.framework.test_framework_cycle import node, pod
 
-from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.errors import PolicyError
 from desched.framework import (
     AnomalyReport,
     CycleStartHook,

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from desched.backends.simulated_eviction import SimulatedEvictionApi
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
-from desched.framework.simulated import SimulatedEvictionApi
 from desched.k8s.disruption import compute_budget, scaled_value
 from desched.k8s.objects import Pod, PodDisruptionBudget
 

@@ -15,15 +15,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from desched.api.errors import UserError
-from desched.runtime.connect import (
+from desched.errors import UserError
+from desched.kube.client import ApiError, ClientSource, load_client_config, rate_limiter, user_agent
+from desched.kube.connect import (
     ConnectionMonitor,
     StartupFailed,
     _Version,
     describe,
     skew_warning,
 )
-from desched.runtime.kube import ApiError, ClientSource, load_client_config, rate_limiter, user_agent
 
 SOURCE = ClientSource("https://10.0.0.1:6443", "/etc/kc", "desched")
 
@@ -340,7 +340,7 @@ def test_live_failures_are_logged_once_per_class_per_interval(caplog: pytest.Log
         monitor.failure("Pod watch", ApiError(500, "boom"))
         monitor.failure("Pod list", ApiError(401, "Unauthorized"))  # another class: its own line
 
-    with caplog.at_level(logging.WARNING, logger="desched.runtime.connect"):
+    with caplog.at_level(logging.WARNING, logger="desched.kube.connect"):
         asyncio.run(main())
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3, lines
@@ -383,7 +383,7 @@ def test_git_sha_from_a_checkout_a_worktree_or_the_environment(
 
 
 def test_a_failing_informer_makes_the_cache_unsynced_and_recovers_with_the_server() -> None:
-    from desched.runtime.informer import LiveCache
+    from desched.cluster.live_source import LiveCache
 
     class Api:
         """Refuses every request until ``up``; then answers empty lists and watches that end."""

@@ -21,6 +21,11 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from desched.api.policy import EvictionLimits, load_policy
+from desched.backends.api_eviction import (
+    ApiEvictionBackend,
+    EvictionLedger,
+    reconcile,
+)
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import (
     EvictionRecord,
@@ -33,11 +38,6 @@ from desched.framework.framework import Framework
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod
 from desched.plugins import default_registry
-from desched.runtime.backend import (
-    ApiEvictionBackend,
-    EvictionLedger,
-    reconcile,
-)
 from desched.runtime.leader import LeaderConfig, LeaderElector
 from desched.runtime.metrics import Metrics
 
@@ -496,7 +496,7 @@ def test_the_live_loop_retries_what_it_cannot_tell_yet(monkeypatch: pytest.Monke
     after the next cycle, and counted once, when known."""
     from types import SimpleNamespace
 
-    from desched.runtime import loop as live
+    from desched.app import run as live
 
     monkeypatch.setattr(live, "RECONCILE_WINDOW_SECONDS", 0.1)
     policy = load_policy({"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy"}, REG)

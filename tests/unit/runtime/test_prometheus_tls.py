@@ -20,10 +20,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes_asyncio import client
 
-from desched.api.errors import PolicyError
 from desched.api.policy import PrometheusProvider
+from desched.backends.usage_metrics import PrometheusQueries
+from desched.errors import PolicyError
 from desched.framework.metrics import UsageError
-from desched.runtime.usage_metrics import PrometheusQueries
 
 QUERY = "instance:node_cpu:rate:sum"
 SERVER_NAME = "prometheus.monitoring.svc"

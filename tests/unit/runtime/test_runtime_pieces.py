@@ -9,11 +9,11 @@ from typing import Any
 import msgspec
 import pytest
 
+from desched.app.run import relevant_change
+from desched.cluster.live_source import RESOURCES, GoneError, Informer
 from desched.framework.evictor import EvictionRecord
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Event, Node, Pod
-from desched.runtime.informer import RESOURCES, GoneError, Informer
-from desched.runtime.loop import relevant_change
 from desched.runtime.metrics import Metrics
 from desched.runtime.server import HealthServer
 

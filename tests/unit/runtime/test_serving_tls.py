@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from desched.api.errors import UserError
+from desched.errors import UserError
 from desched.runtime.server import HealthServer
 from desched.runtime.tls import _self_signed, server_context
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from tests.otlp import OtlpReceiver
 
-from desched.api.errors import UserError
 from desched.api.policy import load_policy_file
 from desched.cluster.file_source import load_snapshot_file
+from desched.errors import UserError
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import Framework
 from desched.plugins import default_registry
-from desched.tracing import CYCLE_SPAN, TracingOptions, setup
+from desched.runtime.tracing import CYCLE_SPAN, TracingOptions, setup
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)

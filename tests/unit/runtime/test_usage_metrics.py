@@ -19,19 +19,19 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from desched.api.policy import load_policy
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.framework import Framework
-from desched.framework.metrics import UsageError
-from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
-from desched.runtime.backend import ApiEvictionBackend
-from desched.runtime.usage_metrics import (
+from desched.backends.api_eviction import ApiEvictionBackend
+from desched.backends.usage_metrics import (
     BETA,
     NodeMetricsCollector,
     PrometheusQueries,
     UsageMetrics,
     weighted_average,
 )
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.framework import Framework
+from desched.framework.metrics import UsageError
+from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
 
 REG = default_registry(entry_points=False)
 SECRET = "/api/v1/namespaces/kube-system/secrets/prom-token"

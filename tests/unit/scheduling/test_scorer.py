@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from desched.api.errors import PolicyError, UserError
 from desched.api.types import validate_model
+from desched.errors import PolicyError, UserError
 from desched.k8s.objects import Pod
 from desched.scheduling.scorer import (
     MAX_WEIGHT,

@@ -19,7 +19,7 @@ Three sources, as upstream's usage clients (``nodeutilization/usageclients.go``)
   percent (``int(value * 100)``, as upstream truncates). A query cannot say what one pod uses, so
   :meth:`PrometheusUsage.pod_usage` returns ``None`` ("not supported").
 
-The providers are a seam: ``desched run`` plugs in live ones (:mod:`desched.runtime.usage_metrics`,
+The providers are a seam: ``desched run`` plugs in live ones (:mod:`desched.backends.usage_metrics`,
 fed on the event loop); :class:`StaticNodeMetrics` and :class:`StaticPrometheus` serve metrics
 captured elsewhere (the conformance fixtures, tests).
 """

@@ -8,10 +8,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from desched.api.errors import PolicyError
 from desched.api.policy import Policy, ProfileConfig, load_policy
 from desched.api.types import validate_model
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.errors import PolicyError
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.types import ExtensionPoint

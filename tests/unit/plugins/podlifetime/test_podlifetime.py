@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 import msgspec
 import pytest
 
-from desched.api.errors import PolicyError
 from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_policy
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.errors import PolicyError
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.registry import Registry

@@ -15,9 +15,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
+from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.errors import PolicyError
 from desched.framework.evictor import EvictionRequest
 from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework
@@ -27,7 +28,6 @@ from desched.framework.nodeactions import (
     DowngradeEntry,
     DowngradeRequest,
     NodeState,
-    SimulatedNodeActions,
     apply_patch,
     encode_entries,
     plan_downgrade,
@@ -893,7 +893,7 @@ class FakeNodesApi:
         self.before_patch: Any = None
 
     async def request(self, api: Any, method: str, path: str, *, body: Any = None, **kw: Any) -> bytes:
-        from desched.runtime.kube import ApiError
+        from desched.kube.client import ApiError
 
         node = self.nodes[path.rsplit("/", 1)[1]]
         if method == "GET":
@@ -932,7 +932,7 @@ def _close_loops() -> Any:
 def live(monkeypatch: pytest.MonkeyPatch, fake: FakeNodesApi, clock: list[datetime], **kw: Any) -> Any:
     import asyncio
 
-    from desched.runtime import nodeactions
+    from desched.backends import api_nodeactions as nodeactions
 
     monkeypatch.setattr(nodeactions, "request", fake.request)
     loop = asyncio.new_event_loop()

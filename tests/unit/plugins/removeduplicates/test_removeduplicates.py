@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.errors import PolicyError
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from desched.api.errors import PolicyError
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.errors import PolicyError
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Node, Pod

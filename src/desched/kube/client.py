@@ -30,8 +30,8 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
 
 from desched import __version__
-from desched.api.errors import UserError
 from desched.buildinfo import git_sha
+from desched.errors import UserError
 
 #: client-go's rest.Config defaults when QPS / Burst are 0 (k8s.io/client-go/rest: DefaultQPS, DefaultBurst).
 DEFAULT_QPS = 5.0

@@ -41,8 +41,8 @@ from urllib.parse import quote
 import aiohttp
 from kubernetes_asyncio import client
 
-from desched.api.errors import PolicyError
 from desched.api.policy import MetricsProvider, Policy, PrometheusProvider, PrometheusTLSConfig
+from desched.errors import PolicyError
 from desched.framework.framework import Framework
 from desched.framework.metrics import (
     KUBERNETES_METRICS,
@@ -54,8 +54,8 @@ from desched.framework.metrics import (
 from desched.k8s import resources as k8s_resources
 from desched.k8s.quantity import QuantityError
 from desched.k8s.resources import CPU, MEMORY, Resources
-from desched.runtime import kube
-from desched.runtime.kube import ApiError, RateLimiter
+from desched.kube import client as kube
+from desched.kube.client import ApiError, RateLimiter
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ synced) and ``/metrics`` (Prometheus) are served on the same port.
 Where the nodes come from: with ``nodeCacheCapable: false`` kube-scheduler sends the full Node
 objects and the filter answer carries the passing ones back (byte for byte); with ``true`` it
 sends names only, and the extender takes the nodes from its own cache. Either way the *pods* on
-each node come from the extender's cache: a :class:`desched.runtime.informer.LiveCache` of Nodes
+each node come from the extender's cache: a :class:`desched.cluster.live_source.LiveCache` of Nodes
 and Pods (or a snapshot file, for offline use) feeding :class:`ClusterState`, which keeps every
 node's allocatable and the running sums of its pods' requests, so a request costs a dictionary
 lookup per node, never a pass over pods. A pod counts on its node from the moment the cache sees
@@ -45,7 +45,6 @@ import asyncio
 import logging
 import ssl
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -54,22 +53,22 @@ from typing import Any, Final
 import msgspec
 from aiohttp import web
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
-    generate_latest,
 )
 
-from desched.api.errors import UserError
+from desched.errors import UserError
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import pods as k8s_pods
 from desched.k8s import resources as k8s_resources
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, NodeSpec, ObjectMeta, Pod, ResourceList, Taint
 from desched.k8s.resources import PODS, Resources
+from desched.runtime.server import HttpServer
 from desched.runtime.signals import stop_on_signals
+from desched.runtime.tls import server_context
 from desched.scheduling.scorer import (
     MAX_EXTENDER_SCORE,
     MAX_NODE_SCORE,
@@ -81,7 +80,6 @@ from desched.scheduling.scorer import (
 __all__ = [
     "DEFAULT_PORT",
     "DEFAULT_TIMEOUT_BUDGET",
-    "BackgroundServer",
     "BadRequest",
     "ClusterState",
     "Extender",
@@ -251,7 +249,7 @@ def _occupies(pod: Pod) -> bool:
 
 class ClusterState:
     """Nodes by name and the running pod usage of each node, fed object by object
-    (:meth:`on_change` is a :class:`~desched.runtime.informer.LiveCache` callback)."""
+    (:meth:`on_change` is a :class:`~desched.cluster.live_source.LiveCache` callback)."""
 
     def __init__(self) -> None:
         self.nodes: dict[str, _NodeEntry] = {}
@@ -580,8 +578,9 @@ class ExtenderMetrics:
 # --------------------------------------------------------------------------- HTTP
 
 
-class ExtenderServer:
-    """The extender's HTTP(S) endpoint (aiohttp, on the running event loop)."""
+class ExtenderServer(HttpServer):
+    """The extender's HTTP(S) endpoint: the verbs, beside the health and metrics endpoints every
+    command serves (:class:`desched.runtime.server.HttpServer`, on the running event loop)."""
 
     def __init__(
         self,
@@ -595,53 +594,25 @@ class ExtenderServer:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.extender = extender
-        self.host = host
-        self.port = port
-        self.ssl_context = ssl_context
         self.metrics = metrics or ExtenderMetrics()
-        self.ready = ready
         self.clock = clock
-        app = web.Application(client_max_size=MAX_BODY)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/livez", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_post("/{path:.*}", self._verb)
-        self.app = app
-        self._runner: web.AppRunner | None = None
+        super().__init__(
+            host,
+            port,
+            registry=self.metrics.registry,
+            ready=ready,
+            ssl_context=ssl_context,
+            not_ready="not ready: the node and pod cache has not synced yet",
+            max_body=MAX_BODY,
+        )
+        self.app.router.add_post("/{path:.*}", self._verb)
 
     async def start(self) -> None:
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.ssl_context, reuse_address=True)
         try:
-            await site.start()
+            await super().start()
         except OSError as e:
-            await runner.cleanup()
             where = f"{self.host}:{self.port}"
             raise UserError("--port", f"cannot listen on {where}: {e.strerror or e}") from None
-        self._runner = runner
-        for addr in runner.addresses:
-            if isinstance(addr, tuple) and len(addr) >= 2:
-                self.port = int(addr[1])
-                break
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def _healthz(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def _readyz(self, request: web.Request) -> web.Response:
-        if self.ready():
-            return web.Response(text="ok")
-        return web.Response(status=503, text="not ready: the node and pod cache has not synced yet")
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        body = generate_latest(self.metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _verb(self, request: web.Request) -> web.Response:
         started = self.clock()
@@ -680,37 +651,6 @@ class ExtenderServer:
                     log.warning("%s over its %.3gs budget: answered early", verb, self.extender.budget)
 
 
-class BackgroundServer:
-    """An :class:`ExtenderServer` on an event loop of its own thread (tests, benchmarks)::
-
-    with BackgroundServer(ExtenderServer(extender, host="127.0.0.1", port=0)) as bg:
-        urllib.request.urlopen(bg.url + "/healthz")
-    """
-
-    def __init__(self, server: ExtenderServer) -> None:
-        self.server = server
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="extender", daemon=True)
-
-    @property
-    def url(self) -> str:
-        scheme = "https" if self.server.ssl_context is not None else "http"
-        return f"{scheme}://{self.server.host}:{self.server.port}"
-
-    def __enter__(self) -> BackgroundServer:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=30)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=30)
-            self.loop.close()
-
-
 # --------------------------------------------------------------------------- the command
 
 
@@ -725,15 +665,6 @@ class ExtenderOptions:
     tls: tuple[str, str] | None = None
     budget: float = DEFAULT_TIMEOUT_BUDGET
     connect_timeout: float = 30.0
-
-
-def ssl_context(cert_file: str, key_file: str) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    try:
-        ctx.load_cert_chain(cert_file, key_file)
-    except (OSError, ssl.SSLError) as e:
-        raise UserError("--tls-cert-file", f"cannot load {cert_file} / {key_file}: {e}") from None
-    return ctx
 
 
 def run_extender(options: ExtenderOptions) -> int:
@@ -757,9 +688,9 @@ async def _serve(options: ExtenderOptions) -> int:
         def ready() -> bool:
             return True
     else:
-        from desched.runtime.connect import ConnectionMonitor, load_config_bounded
-        from desched.runtime.informer import LiveCache
-        from desched.runtime.kube import api_client
+        from desched.cluster.live_source import LiveCache
+        from desched.kube.client import api_client
+        from desched.kube.connect import ConnectionMonitor, load_config_bounded
 
         cfg, source = await load_config_bounded(
             options.kubeconfig, options.context, options.connect_timeout, stop, signals
@@ -774,7 +705,7 @@ async def _serve(options: ExtenderOptions) -> int:
 
     metrics.watch_state(state)
     extender = Extender(scorer, state, budget=options.budget)
-    ctx = ssl_context(*options.tls) if options.tls else None
+    ctx = server_context(*options.tls) if options.tls else None
     server = ExtenderServer(
         extender, host=options.host, port=options.port, ssl_context=ctx, metrics=metrics, ready=ready
     )
@@ -783,7 +714,7 @@ async def _serve(options: ExtenderOptions) -> int:
         scheme = "https" if ctx else "http"
         print(f"desched extender serving {scheme}://{options.host}:{server.port} ({scorer})", file=sys.stderr)
         if cache is not None:
-            from desched.runtime.connect import discover
+            from desched.kube.connect import discover
 
             async def connect() -> None:
                 await discover(api, monitor, need_eviction=False)

@@ -4,7 +4,7 @@ Start-up (``run``, ``extender`` on a live cluster, ``snapshot``) is: read the ku
 credential plugin runs here), ask the API server its version (a skew warning, as upstream) and,
 for ``run``, whether it serves the ``pods/eviction`` subresource (policy/v1), then fill the
 cache. All of it runs under :meth:`ConnectionMonitor.start`, which ends it with one
-:class:`~desched.api.errors.UserError` line (exit code 2) when
+:class:`~desched.errors.UserError` line (exit code 2) when
 
 - no answer has come from the API server for ``--client-connection-timeout`` (30 s by default;
   the clock restarts at every good answer, so a large cluster's long initial list is not cut
@@ -40,8 +40,8 @@ import aiohttp
 import msgspec
 from kubernetes_asyncio import client
 
-from desched.api.errors import UserError
-from desched.runtime.kube import ApiError, ClientSource, load_client_config, request
+from desched.errors import UserError
+from desched.kube.client import ApiError, ClientSource, load_client_config, request
 
 log = logging.getLogger(__name__)
 
@@ -369,7 +369,7 @@ class ConnectionMonitor:
 async def load_config_bounded(
     kubeconfig: str | None, context: str | None, bound: float, stop: asyncio.Event, signals: list[str]
 ) -> tuple[client.Configuration, ClientSource]:
-    """:func:`~desched.runtime.kube.load_client_config` under the bound and the stop signals (an
+    """:func:`~desched.kube.client.load_client_config` under the bound and the stop signals (an
     exec credential plugin runs there, and may hang)."""
     origin = kubeconfig or "the kubeconfig"
     probe = ConnectionMonitor(

@@ -1,7 +1,7 @@
 """``desched snapshot``: save a live cluster in the format ``desched simulate`` reads.
 
 Connecting and listing are bounded and stop-aware like ``desched run``'s start
-(:mod:`desched.runtime.connect`): a dead server, rejected credentials or missing RBAC end in one
+(:mod:`desched.kube.connect`): a dead server, rejected credentials or missing RBAC end in one
 line and exit code 2; SIGTERM/SIGINT end it at once; no partial file is left behind.
 """
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import msgspec
 
-from desched.api.errors import UserError
-from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
-from desched.runtime.informer import DEFAULT_KINDS, RESOURCES, Informer
-from desched.runtime.kube import api_client
+from desched.cluster.live_source import DEFAULT_KINDS, RESOURCES, Informer
+from desched.errors import UserError
+from desched.kube.client import api_client
+from desched.kube.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
 from desched.runtime.signals import stop_on_signals
 
 

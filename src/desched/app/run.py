@@ -3,7 +3,7 @@
 Startup: load the policy, connect, check the server (version skew, ``pods/eviction``), fill the
 cache (list+watch), serve health and metrics, and (with ``--leader-elect``) wait for the lease.
 Connecting and filling the cache are bounded by ``--client-connection-timeout`` and end at once
-on SIGTERM/SIGINT, with one line naming the cause (:mod:`desched.runtime.connect`). A cycle whose
+on SIGTERM/SIGINT, with one line naming the cause (:mod:`desched.kube.connect`). A cycle whose
 cache is not in sync with the server (a watch failing, a re-list after 410 Gone) waits for it up to
 the same bound, else is skipped and reported: it never decides on stale data.
 
@@ -16,7 +16,7 @@ or its claim) also starts a cycle, after a debounce window so a burst
 of changes runs one cycle. SIGTERM stops new evictions at once, lets an in-flight one finish,
 releases the lease and exits. With ``metricsProviders`` in the policy, actual usage for
 the plugins (``handle.metrics``) is polled (metrics.k8s.io) or queried (Prometheus) on the event loop
-(:mod:`desched.runtime.usage_metrics`).
+(:mod:`desched.backends.usage_metrics`).
 """
 
 from __future__ import annotations
@@ -32,28 +32,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from desched.api.errors import UserError
 from desched.api.policy import Policy, load_policy_file
-from desched.framework.evictor import EvictionRecord
-from desched.framework.framework import Framework, FrameworkError
-from desched.k8s.objects import Event, Node, Pod
-from desched.logs import V0, cycle_fields, eviction_fields
-from desched.plugins import default_registry
-from desched.runtime.backend import (
+from desched.backends.api_eviction import (
     RECONCILE_WINDOW_SECONDS,
     ApiEvictionBackend,
     EventRecorder,
     EvictionLedger,
     reconcile,
 )
-from desched.runtime.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
-from desched.runtime.informer import DEFAULT_KINDS, LiveCache
-from desched.runtime.kube import RateLimiter, api_client, rate_limiter
+from desched.backends.api_nodeactions import NodeDowngrades
+from desched.backends.usage_metrics import UsageMetrics
+from desched.cluster.live_source import DEFAULT_KINDS, LiveCache
+from desched.errors import UserError
+from desched.framework.evictor import EvictionRecord
+from desched.framework.framework import Framework, FrameworkError
+from desched.k8s.objects import Event, Node, Pod
+from desched.kube.client import RateLimiter, api_client, rate_limiter
+from desched.kube.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
+from desched.logs import V0, cycle_fields, eviction_fields
+from desched.plugins import default_registry
 from desched.runtime.leader import LeaderConfig, LeaderElector
 from desched.runtime.metrics import Metrics
-from desched.runtime.nodeactions import NodeDowngrades
 from desched.runtime.server import HealthServer
-from desched.runtime.usage_metrics import UsageMetrics
 
 #: Exit status of a one-shot run in which a plugin raised (as ``desched simulate``'s).
 EXIT_PLUGIN_FAILED = 1
@@ -83,7 +83,7 @@ class RunOptions:
     debounce: float = 5.0
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     max_cycles: int = 0
-    #: a desched.tracing.Tracing when --otel-collector-endpoint is set: cycles are traced
+    #: a desched.runtime.tracing.Tracing when --otel-collector-endpoint is set: cycles are traced
     tracing: Any = None
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from desched.api.errors import UserError
+from desched.errors import UserError
 from desched.framework.evictor import EvictionBackend, EvictionRequest, OutcomeUnknown
 from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Pod

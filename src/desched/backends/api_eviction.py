@@ -37,8 +37,8 @@ from kubernetes_asyncio import client
 from desched.framework.evictor import EvictionRecord, EvictionRequest, OutcomeUnknown
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Pod
-from desched.runtime import kube
-from desched.runtime.kube import ApiError, RateLimiter
+from desched.kube import client as kube
+from desched.kube.client import ApiError, RateLimiter
 
 log = logging.getLogger(__name__)
 

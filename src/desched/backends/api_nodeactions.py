@@ -44,7 +44,7 @@ from desched.framework.nodeactions import (
     restore_records,
 )
 from desched.k8s.objects import Node
-from desched.runtime.kube import ApiError, RateLimiter, request
+from desched.kube.client import ApiError, RateLimiter, request
 
 log = logging.getLogger(__name__)
 

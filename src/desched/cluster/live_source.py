@@ -3,7 +3,7 @@
 For each kind: LIST (paginated) then WATCH from the list's resourceVersion with bookmarks; a
 ``410 Gone`` (or an ERROR event) re-lists; a dropped connection re-watches from the last seen
 resourceVersion; API errors back off exponentially (0.5 s doubling to 30 s, like client-go's
-reflector). With a :class:`~desched.runtime.connect.ConnectionMonitor`, every good answer is
+reflector). With a :class:`~desched.kube.connect.ConnectionMonitor`, every good answer is
 reported as progress (it bounds the start) and every failure is classified and logged at most
 once per failure class per interval. An informer whose list or watch is failing, or that must
 re-list after ``410 Gone``, is not :attr:`Informer.healthy`: a cycle does not decide on it.
@@ -37,10 +37,10 @@ from desched.k8s.objects import (
     PodDisruptionBudget,
     PriorityClass,
 )
-from desched.runtime.kube import RateLimiter, request, status_message
+from desched.kube.client import RateLimiter, request, status_message
 
 if TYPE_CHECKING:
-    from desched.runtime.connect import ConnectionMonitor
+    from desched.kube.connect import ConnectionMonitor
 
 log = logging.getLogger(__name__)
 
