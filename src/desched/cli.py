@@ -800,7 +800,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
         crashes: list[PluginRun] = []
 
-        from desched.scheduling.placement import PlacementOptions, simulate
+        from desched.scheduling.placement import PlacementOptions
+        from desched.simulation import simulate
 
         def run_cycle(snap: Any, backend: EvictionBackend, cycle: int) -> CycleResult:
             actions = SimulatedNodeActions(lambda: now)

@@ -23,7 +23,7 @@ from desched.k8s.objects import Node, Pod
 from desched.report.charts import MAX_NODE_BARS, MISSING_MATPLOTLIB, write_charts
 from desched.report.html import write_report
 from desched.report.output import write_table
-from desched.scheduling.placement import EvictionRecorder, simulate
+from desched.simulation import EvictionRecorder, simulate
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = str(ROOT / "examples" / "cluster.yaml")

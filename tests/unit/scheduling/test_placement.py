@@ -13,27 +13,29 @@ import pytest
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.k8s.objects import Node, Pod
 from desched.scheduling.placement import (
-    GONE,
     ORDER_AFTER_CYCLE,
     ORDER_INTERLEAVED,
-    PENDING,
-    PLACED,
     SCORE_GENERIC,
     TERMINATING_GONE,
-    THRASH_RE_EVICTED,
-    THRASH_SAME_NODE,
-    EvictionRecorder,
     PlacementOptions,
     PlacementSimulator,
     balanced_allocation_score,
-    cluster_picture,
     fit_error_message,
     heap_winner,
     num_feasible_nodes_to_find,
     scheduler_node_order,
-    simulate,
 )
 from desched.scheduling.scorer import GenericScorerArgs
+from desched.simulation import (
+    GONE,
+    PENDING,
+    PLACED,
+    THRASH_RE_EVICTED,
+    THRASH_SAME_NODE,
+    EvictionRecorder,
+    cluster_picture,
+    simulate,
+)
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 

@@ -24,18 +24,9 @@ from desched.k8s import labels as k8s_labels
 from desched.k8s import resources as k8s_resources
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, PodAffinityTerm, Taint
-from desched.scheduling.placement import (
-    GONE,
-    ORDER_AFTER_CYCLE,
-    PENDING,
-    PLACED,
-    SCORE_GENERIC,
-    TERMINATING_GONE,
-    EvictionRecorder,
-    PlacementOptions,
-    simulate,
-)
+from desched.scheduling.placement import ORDER_AFTER_CYCLE, SCORE_GENERIC, TERMINATING_GONE, PlacementOptions
 from desched.scheduling.scorer import GenericScorerArgs
+from desched.simulation import GONE, PENDING, PLACED, EvictionRecorder, simulate
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 APPS = ("web", "api", "db")
