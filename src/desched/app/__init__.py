@@ -1,0 +1,1 @@
+"""desched.app"""
