@@ -1,6 +1,8 @@
 """The placement simulator: kube-scheduler's scheduling cycle for one pod at a time (PreFilter,
-the search for feasible nodes, the filters' reasons when none is, the scores) over a
-:class:`~desched.scheduling.placement.state.ClusterState` kept up to date as pods are bound."""
+the search for feasible nodes, the filters' reasons when none is, then the scores of
+:class:`~desched.scheduling.placement.scores.NodeScorer`) over a
+:class:`~desched.scheduling.placement.state.ClusterState` and the nodes' requests, kept up to date
+as pods are bound."""
 
 from __future__ import annotations
 
@@ -10,8 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import compress, filterfalse, repeat
-from operator import add, is_, sub
-from typing import Any, Final
+from typing import Final
 
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.k8s import labels as k8s_labels
@@ -29,14 +30,11 @@ from desched.scheduling.placement.filters import (
     fit_error_message,
     resource_failures,
 )
-from desched.scheduling.placement.options import GENERIC_PLUGIN, SCORE_GENERIC, PlacementOptions
+from desched.scheduling.placement.options import PlacementOptions
 from desched.scheduling.placement.order import num_feasible_nodes_to_find
 from desched.scheduling.placement.scores import (
-    MAX_NODE_SCORE,
+    NodeScorer,
     ScorePlan,
-    balanced_allocation_score,
-    balanced_change,
-    best_node,
 )
 from desched.scheduling.placement.shapes import (
     encode,
@@ -45,7 +43,6 @@ from desched.scheduling.placement.shapes import (
     required_terms,
 )
 from desched.scheduling.placement.state import BIG, ClusterState, Matcher, SpreadConstraint, TermIndex
-from desched.scheduling.scorer import GenericScorer, requesting_of
 
 
 class _AntiGroup:
@@ -96,8 +93,6 @@ _BASIC_RESOURCES: Final = frozenset((CPU, MEMORY, EPHEMERAL_STORAGE, PODS))
 _SMALL_SET: Final = 256
 #: Request classes whose lists of fitting nodes are kept.
 _FIT_CLASSES: Final = 1024
-#: Request classes whose per-node resource scores are kept (replicas of a workload share one).
-_RESOURCE_CACHE_CLASSES: Final = 256
 
 
 class _FitClass:
@@ -248,7 +243,7 @@ class PodClass:
 
     def score_plan(self, sim: PlacementSimulator) -> ScorePlan:
         if self._plan is None:
-            self._plan = ScorePlan(sim.cluster, self, sim._weights)
+            self._plan = ScorePlan(sim.cluster, self, sim.scorer.weights)
         return self._plan
 
     def prefer_no_schedule(self, c: ClusterState) -> list[int]:
@@ -285,13 +280,6 @@ class PlacementSimulator:
         #: where the latest search started (the feasible nodes it found are in order from there)
         self._search_start = 0
         self._to_find = num_feasible_nodes_to_find(c.n, self.options.percentage_of_nodes_to_score)
-        self._weights = self.options.weights()
-        self._generic = (
-            GenericScorer(self.options.generic)
-            if self.options.score == SCORE_GENERIC and self.options.generic is not None
-            else None
-        )
-        n = c.n
         self.alloc: list[Resources] = [snapshot.allocatable(node) for node in c.nodes]
         self.alloc_cpu = [a.get(CPU, 0) for a in self.alloc]
         self.alloc_mem = [a.get(MEMORY, 0) for a in self.alloc]
@@ -333,12 +321,8 @@ class PlacementSimulator:
         self.free_mem = [a - u for a, u in zip(self.alloc_mem, self.req_mem, strict=True)]
         self.free_eph = [a - u for a, u in zip(self.alloc_eph, self.req_eph, strict=True)]
         self.free_pods = [a - u for a, u in zip(self.alloc_pods, self.pod_count, strict=True)]
-        #: per node, an upper bound of its resource score for any pod (see :meth:`_score`)
-        self._bound = [self._least_allocated_bound(i) for i in range(n)]
-        #: resource scores per pod request class, per node (None: not known); a bind clears its
-        #: node's entries
-        self._resource_cache: dict[tuple[int, ...], list[int | None]] = {}
-        self._cached_at: list[list[list[int | None]]] = [[] for _ in range(n)]
+        #: the score plugins, over the state above
+        self.scorer = NodeScorer(self)
         #: request classes' lists of fitting nodes, and the classes by their cpu, memory and
         #: ephemeral-storage request (ascending, for :meth:`_drop_unfit`)
         self._fit_classes: dict[tuple[object, ...], _FitClass] = {}
@@ -398,25 +382,6 @@ class PlacementSimulator:
             if value is not None:
                 group.add(value)
 
-    def _least_allocated_bound(self, i: int) -> int:
-        """Node ``i``'s weighted LeastAllocated score for a pod requesting nothing: no pod scores
-        more (requesting more only lowers the score)."""
-        w_fit = self._weights.get("NodeResourcesFit", 0)
-        a_cpu = self.alloc_cpu[i]
-        a_mem = self.alloc_mem[i]
-        u_cpu = self.nz_cpu[i]
-        u_mem = self.nz_mem[i]
-        if a_cpu > 0 and a_mem > 0:
-            s_cpu = (a_cpu - u_cpu) * MAX_NODE_SCORE // a_cpu if u_cpu <= a_cpu else 0
-            s_mem = (a_mem - u_mem) * MAX_NODE_SCORE // a_mem if u_mem <= a_mem else 0
-            return w_fit * ((s_cpu + s_mem) // 2)
-        fit = weight = 0
-        for a, u in ((a_cpu, u_cpu), (a_mem, u_mem)):
-            if a > 0:
-                weight += 1
-                fit += (a - u) * MAX_NODE_SCORE // a if u <= a else 0
-        return w_fit * (fit // weight if weight else 0)
-
     def bind(self, pod: Pod) -> None:
         """Bind ``pod`` (``spec.nodeName`` set) on its node: the snapshot and every index follow."""
         i = self.cluster.index.get(pod.spec.node_name)
@@ -433,10 +398,7 @@ class PlacementSimulator:
             self.free_eph[i] = self.alloc_eph[i] - self.req_eph[i]
             self.free_pods[i] = self.alloc_pods[i] - self.pod_count[i]
             self._drop_unfit(i, before)
-            self._bound[i] = self._least_allocated_bound(i)
-            for cache in self._cached_at[i]:
-                cache[i] = None
-            self._cached_at[i] = []
+            self.scorer.node_changed(i)
             aff = pod.spec.affinity
             if aff is not None and aff.pod_anti_affinity is not None:
                 self._add_existing_anti(pod, i)
@@ -476,10 +438,7 @@ class PlacementSimulator:
             self._fit_classes = {}
             self._fit_by = (([], []), ([], []), ([], []))
             self._fit_scalar = []
-            self._bound[i] = self._least_allocated_bound(i)
-            for cache in self._cached_at[i]:
-                cache[i] = None
-            self._cached_at[i] = []
+            self.scorer.node_changed(i)
             aff = pod.spec.affinity
             if aff is not None and aff.pod_anti_affinity is not None:
                 node_labels = c.labels[i]
@@ -506,7 +465,7 @@ class PlacementSimulator:
         if n == 0:
             return Decision("", fit_error_message(0, {}))
         try:
-            pre = _PreFilter(self, pod)
+            pre = PreFilter(self, pod)
         except k8s_labels.SelectorError as e:
             return Decision("", fit_error_message(n, {}, prefix=f"invalid selector: {e}"))
         feasible, processed = self._find_feasible(pre)
@@ -516,10 +475,10 @@ class PlacementSimulator:
         if len(feasible) == 1:
             i = feasible[0]
             return Decision(c.names[i], "", None, 1)
-        best, best_score = self._score(pod, pre, feasible)
+        best, best_score = self.scorer.best(pod, pre, feasible)
         return Decision(c.names[best], "", best_score, len(feasible))
 
-    def _find_feasible(self, pre: _PreFilter) -> tuple[list[int], int]:
+    def _find_feasible(self, pre: PreFilter) -> tuple[list[int], int]:
         """The first feasible nodes (up to numFeasibleNodesToFind) from where the previous search
         stopped, and how many nodes were looked at."""
         n = self.cluster.n
@@ -566,7 +525,7 @@ class PlacementSimulator:
             chunk *= 2
         return feasible, n
 
-    def _fitting(self, pre: _PreFilter) -> list[int]:
+    def _fitting(self, pre: PreFilter) -> list[int]:
         """The nodes passing the static filters where the pod's requests fit (NodeResourcesFit),
         kept per request class (and kept right by :meth:`_drop_unfit` as pods are bound)."""
         key = pre.cls.fit_key
@@ -634,7 +593,7 @@ class PlacementSimulator:
             if at < len(nodes) and nodes[at] == i:
                 del nodes[at]
 
-    def _diagnose(self, pre: _PreFilter) -> Counter[str]:
+    def _diagnose(self, pre: PreFilter) -> Counter[str]:
         """Every node's reasons, as kube-scheduler's FitError counts them."""
         reasons: Counter[str] = Counter()
         static = pre.static
@@ -649,7 +608,7 @@ class PlacementSimulator:
                 reasons[r] += 1
         return reasons
 
-    def _resource_failure(self, pre: _PreFilter, i: int, reasons: list[str]) -> bool:
+    def _resource_failure(self, pre: PreFilter, i: int, reasons: list[str]) -> bool:
         """NodeResourcesFit on node ``i``; appends its reasons to ``reasons``."""
         alloc = self.alloc[i]
         used = self.req_scalar[i]
@@ -663,7 +622,7 @@ class PlacementSimulator:
         reasons.extend(failed)
         return bool(failed)
 
-    def _scalar_failures(self, pre: _PreFilter, i: int) -> list[str]:
+    def _scalar_failures(self, pre: PreFilter, i: int) -> list[str]:
         if not pre.scalar:
             return []
         alloc = self.alloc[i]
@@ -680,11 +639,11 @@ class PlacementSimulator:
         used = self.req_scalar[i]
         return any(amount > alloc.get(name, 0) - used.get(name, 0) for name, amount in scalar)
 
-    def _slow_failure(self, pre: _PreFilter, i: int) -> bool:
+    def _slow_failure(self, pre: PreFilter, i: int) -> bool:
         """The check the search does not take from ``pre.blockers``: required pod affinity."""
         return not self._affinity_ok(pre, self.cluster.labels[i])
 
-    def _affinity_ok(self, pre: _PreFilter, labels: Mapping[str, str]) -> bool:
+    def _affinity_ok(self, pre: PreFilter, labels: Mapping[str, str]) -> bool:
         exist = True
         counts = pre.affinity_counts
         for key in pre.affinity_keys:
@@ -696,7 +655,7 @@ class PlacementSimulator:
         # the first pod of a group that is affine to itself may go anywhere
         return exist or (not counts and pre.self_affine)
 
-    def _dynamic_failure(self, pre: _PreFilter, i: int, reasons: list[str]) -> bool:
+    def _dynamic_failure(self, pre: PreFilter, i: int, reasons: list[str]) -> bool:
         """PodTopologySpread and InterPodAffinity on node ``i``, in kube-scheduler's order;
         appends the failing plugin's reason to ``reasons``."""
         labels = self.cluster.labels[i]
@@ -726,203 +685,8 @@ class PlacementSimulator:
                 return True
         return False
 
-    # ---------------------------------------------------------------- scores
 
-    def _score(self, pod: Pod, pre: _PreFilter, feasible: list[int]) -> tuple[int, int]:
-        """The feasible node with the highest weighted sum of the score plugins' normalised
-        scores (ties: the first name), and that sum.
-
-        The resource score is computed only for the nodes that can still win: a node's resource
-        score is at most its LeastAllocated score for an empty request (``self._bound``) plus
-        the full BalancedAllocation score, and a node whose bound falls short of the exact total
-        of the node with the best bound can neither win nor tie.
-        """
-        keys, table, exceptions = self._other_scores(pre, feasible)
-        if self._generic is not None:
-            wg = self._weights[GENERIC_PLUGIN]
-            others = list(map(table.__getitem__, keys)) if keys is not None else [table[()]] * len(feasible)
-            for j, x in exceptions.items():
-                others[j] = x
-            totals = [wg * s + x for s, x in zip(self._generic_scores(pod, feasible), others, strict=True)]
-            return best_node(feasible, totals)
-        w = self._weights
-        w_fit = w["NodeResourcesFit"]
-        w_bal = w["NodeResourcesBalancedAllocation"] if not pre.best_effort else 0
-        bound_of = self._bound.__getitem__
-        if keys is None:
-            constant = table[()]
-            bounds = list(map(bound_of, feasible))
-        else:
-            constant = 0
-            bounds = list(map(add, map(table.__getitem__, keys), map(bound_of, feasible)))
-            for j, x in exceptions.items():
-                bounds[j] += x - table[keys[j]]
-        caches = self._resource_cache
-        cache_key = (pre.nz_cpu, pre.nz_mem, pre.cpu, pre.mem, w_bal)
-        cache = caches.get(cache_key)
-        if cache is None:
-            if len(caches) >= _RESOURCE_CACHE_CLASSES:
-                del caches[next(iter(caches))]
-            cache = caches[cache_key] = [None] * self.cluster.n
-        # the node with the best bound: its exact total is a floor for the winner's
-        j0 = bounds.index(max(bounds))
-        i0 = feasible[j0]
-        score = cache[i0]
-        if score is None:
-            (score,) = self._resource_scores(pre, [i0], w_fit, w_bal, cache)
-        if pre.nz_cpu >= 0 and pre.nz_mem >= 0 and w_fit >= 0 and w_bal >= 0:
-            threshold = bounds[j0] - self._bound[i0] + score - w_bal * MAX_NODE_SCORE
-            at = list(compress(range(len(feasible)), map(threshold.__le__, bounds)))
-        else:
-            at = list(range(len(feasible)))
-        nodes = list(map(feasible.__getitem__, at))
-        scores = list(map(cache.__getitem__, nodes))
-        if None in scores:
-            missing = list(compress(range(len(scores)), map(is_, scores, repeat(None))))
-            computed = self._resource_scores(pre, list(map(nodes.__getitem__, missing)), w_fit, w_bal, cache)
-            for k, score in zip(missing, computed, strict=True):
-                scores[k] = score
-        # a candidate's other scores: what its bound holds beyond its resource bound
-        beyond = map(sub, map(bounds.__getitem__, at), map(bound_of, nodes))
-        best, total = best_node(nodes, list(map(add, beyond, scores)), at)
-        return best, total + constant
-
-    def _resource_scores(
-        self, pre: _PreFilter, nodes: list[int], w_fit: int, w_balanced: int, cache: list[int | None]
-    ) -> list[int]:
-        """NodeResourcesFit (LeastAllocated over NonZeroRequested, cpu and memory weight 1) and
-        NodeResourcesBalancedAllocation (requested fractions of cpu and memory; weight 0 for a
-        best-effort pod, which it skips), weighted and summed, for the pod on each of ``nodes``;
-        kept in ``cache`` (the pod's request class's) until the node is bound to."""
-        alloc_cpu, alloc_mem, nz_cpu, nz_mem = self.alloc_cpu, self.alloc_mem, self.nz_cpu, self.nz_mem
-        req_cpu, req_mem, cached_at = self.req_cpu, self.req_mem, self._cached_at
-        p_nz_cpu, p_nz_mem, p_cpu, p_mem = pre.nz_cpu, pre.nz_mem, pre.cpu, pre.mem
-        out: list[int] = []
-        for i in nodes:
-            a_cpu = alloc_cpu[i]
-            a_mem = alloc_mem[i]
-            if a_cpu > 0 and a_mem > 0:
-                used = nz_cpu[i] + p_nz_cpu
-                s_cpu = (a_cpu - used) * 100 // a_cpu if used <= a_cpu else 0
-                used = nz_mem[i] + p_nz_mem
-                s_mem = (a_mem - used) * 100 // a_mem if used <= a_mem else 0
-                score = w_fit * ((s_cpu + s_mem) // 2)
-                if w_balanced:
-                    score += w_balanced * balanced_allocation_score(
-                        req_cpu[i] + p_cpu, req_mem[i] + p_mem, req_cpu[i], req_mem[i], a_cpu, a_mem
-                    )
-            else:
-                # a node without cpu or memory allocatable: that resource is left out
-                fit = weight = 0
-                for a, u in ((a_cpu, nz_cpu[i] + p_nz_cpu), (a_mem, nz_mem[i] + p_nz_mem)):
-                    if a > 0:
-                        weight += 1
-                        fit += (a - u) * MAX_NODE_SCORE // a if u <= a else 0
-                score = w_fit * (fit // weight if weight else 0)
-                if w_balanced:
-                    # one fraction (or none): standard deviation 0 with and without the pod
-                    score += w_balanced * balanced_change(MAX_NODE_SCORE, MAX_NODE_SCORE)
-            out.append(score)
-            cache[i] = score
-            cached_at[i].append(cache)
-        return out
-
-    def _generic_scores(self, pod: Pod, feasible: list[int]) -> list[int]:
-        assert self._generic is not None
-        allocatable = []
-        allocated = []
-        for i in feasible:
-            allocatable.append(self.alloc[i])
-            allocated.append(
-                {
-                    **self.req_scalar[i],
-                    CPU: self.nz_cpu[i],
-                    MEMORY: self.nz_mem[i],
-                    EPHEMERAL_STORAGE: self.req_eph[i],
-                    PODS: self.pod_count[i],
-                }
-            )
-        scores = self._generic.node_scores(requesting_of(pod), allocatable, allocated)
-        return [int(s) for s in scores]
-
-    def _other_scores(
-        self, pre: _PreFilter, feasible: list[int]
-    ) -> tuple[Sequence[Any] | None, Mapping[Any, int], dict[int, int]]:
-        """TaintToleration, NodeAffinity, InterPodAffinity and PodTopologySpread, weighted and
-        summed, per feasible node: ``table[keys[j]]`` for the ``j``-th node, unless
-        ``exceptions`` has it (``keys`` None: ``table[()]`` for every node).
-
-        A node's key is its signature (see :class:`ScorePlan`), with its counts of matching
-        pods in its hostname-like domains when many nodes have some; when few do, those nodes
-        are found by bisection (``feasible`` is two ascending runs: the nodes from the search's
-        start on, then those before it) and are the exceptions."""
-        plan = pre.cls.score_plan(self)
-        n_feasible = len(feasible)
-        maps = plan.maps()
-        if plan.constant:
-            (row,) = plan.rows
-            totals = plan.evaluate([(row, ())], [True], n_feasible, n_feasible if plan.ignored(row) else 0)
-            return None, {(): totals[0]}, {}
-        sig = plan.sig
-        keys: list[int] = list(map(sig.__getitem__, feasible))
-        rows = plan.rows
-        if maps and sum(map(len, maps)) * 4 > n_feasible:
-            # many nodes with matching pods: a count per map in every key
-            columns = [keys, *(list(map(m.get, feasible, repeat(0))) for m in maps)]
-            rows_of: list[tuple[int, ...]] = list(zip(*columns, strict=True))
-            distinct = list(set(rows_of))
-            entries = [(rows[k[0]], k[1:]) for k in distinct]
-            ignored = [plan.ignored(row) for row, _ in entries]
-            n_ignored = 0
-            if any(ignored):
-                counts = Counter(rows_of)
-                n_ignored = sum(counts[k] for k, ign in zip(distinct, ignored, strict=True) if ign)
-            totals = plan.evaluate(entries, [True] * len(entries), n_feasible, n_ignored)
-            return rows_of, dict(zip(distinct, totals, strict=True)), {}
-        sigs = list(set(keys))
-        zeros = (0,) * len(maps)
-        entries = [(rows[s], zeros) for s in sigs]
-        occurring = [True] * len(sigs)
-        extra: dict[int, list[int]] = {}
-        by_entry: dict[tuple[int, tuple[int, ...]], int] = {}
-        if maps:
-            start = self._search_start
-            split = bisect.bisect_left(feasible, True, key=start.__gt__)
-            # the last node of each run (-1: the run is empty)
-            last_from = feasible[split - 1] if split else -1
-            last_before = feasible[-1] if split < n_feasible else -1
-            for e, m in enumerate(maps):
-                for i, count in m.items():
-                    if i >= start:
-                        if i > last_from:
-                            continue
-                        j = bisect.bisect_left(feasible, i, 0, split)
-                    else:
-                        if i > last_before:
-                            continue
-                        j = bisect.bisect_left(feasible, i, split, n_feasible)
-                    if feasible[j] == i:
-                        extra.setdefault(j, [0] * len(maps))[e] = count
-            if extra:
-                # a signature's row without counts occurs unless all its nodes are exceptions
-                per_sig = Counter(keys[j] for j in extra)
-                occurring = [s not in per_sig or keys.count(s) > per_sig[s] for s in sigs]
-                for j, counts_j in extra.items():
-                    entry_key = (keys[j], tuple(counts_j))
-                    if entry_key not in by_entry:
-                        by_entry[entry_key] = len(entries)
-                        entries.append((rows[keys[j]], entry_key[1]))
-                        occurring.append(True)
-        n_ignored = 0
-        if plan.may_ignore:
-            n_ignored = sum(keys.count(s) for s in sigs if plan.ignored(rows[s]))
-        totals = plan.evaluate(entries, occurring, n_feasible, n_ignored)
-        exceptions = {j: totals[by_entry[(keys[j], tuple(c))]] for j, c in extra.items()}
-        # (the entries after the signatures' are the exceptions')
-        return keys, dict(zip(sigs, totals, strict=False)), exceptions
-
-
-class _PreFilter:
+class PreFilter:
     """What the PreFilter and PreScore extension points compute once per pod: its class
     (memoised) and what depends on the pods bound so far. Raises SelectorError for a pod with
     an invalid selector."""
