@@ -16,7 +16,7 @@ import pytest
 
 from desched import cli
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionRecord
+from desched.framework.evictor import EvictionRecord, EvictionRequest
 from desched.framework.framework import CycleResult, PluginRun
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod
@@ -316,7 +316,7 @@ def small_simulation(nodes: int) -> Any:
         if k == 1:
             p = snap.pod("default", "web-<0>")
             assert p is not None
-            backend.evict(p, None)
+            backend.evict(p, EvictionRequest("p", "Test", "test"))
             reason = "<script>alert(1)</script>"
             cycle.records.append(
                 EvictionRecord("default", "web-<0>", "n00", "p", "Test", reason, EvictResult.EVICTED)
