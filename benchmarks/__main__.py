@@ -7,9 +7,9 @@ fresh worker process, so that memory peaks of different runs never mix:
 1. runs ``desched simulate SNAPSHOT --policy P --now NOW -o json`` as its only child and takes
    the wall time and the child's peak RSS (``RUSAGE_CHILDREN``), unless ``--no-simulate``;
 2. loads the snapshot in-process with ``desched.cluster.file_source.load_snapshot_file``;
-3. runs one cycle with ``Framework.run_cycle`` and ``SimulatedEvictionApi`` (the backend
-   ``desched simulate`` uses: PodDisruptionBudgets answered as the API does), timing every plugin
-   (``PluginRun.seconds``), optionally under cProfile (``--profile DIR``);
+3. runs one cycle as ``desched simulate --no-placement`` does
+   (:func:`desched.app.simulate.single_cycle`: PodDisruptionBudgets answered as the API does),
+   timing every plugin (``PluginRun.seconds``), optionally under cProfile (``--profile DIR``);
 4. reports its own peak RSS (``RUSAGE_SELF``), as one JSON line.
 
 Plugins the policy names but the registry does not have yet are dropped, with a warning. The
@@ -81,11 +81,9 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     from datetime import datetime
 
     from desched.api.policy import load_policy_file
-    from desched.backends.simulated_eviction import SimulatedEvictionApi
-    from desched.backends.simulated_nodeactions import SimulatedNodeActions
+    from desched.app.simulate import new_framework, single_cycle
     from desched.cluster.file_source import load_snapshot_file
-    from desched.framework.framework import Framework
-    from desched.plugins import default_registry
+    from desched.framework.registry import default_registry
 
     rss_start = _maxrss_mib(resource.RUSAGE_SELF)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -103,7 +101,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     registry = default_registry(entry_points=False)
     policy = load_policy_file(policy_path, registry)
     now = datetime.fromisoformat(NOW.replace("Z", "+00:00"))
-    framework = Framework(policy, registry, clock=lambda: now)
+    framework = new_framework(policy, registry, now)
 
     gc_time = [0.0, 0.0]  # total, start of the current collection
 
@@ -122,11 +120,8 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
         profiler.enable()
     try:
         cpu_marks = [time.process_time()]
-        result = framework.run_cycle(
-            snapshot,
-            SimulatedEvictionApi(snapshot),
-            on_plugin_run=lambda run: cpu_marks.append(time.process_time()),
-            node_actions=SimulatedNodeActions(lambda: now),
+        result = single_cycle(
+            framework, snapshot, now, on_plugin_run=lambda run: cpu_marks.append(time.process_time())
         )
         cpu_marks.append(time.process_time())
     finally:

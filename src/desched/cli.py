@@ -43,10 +43,6 @@ def _parse_now(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
-def _format_now(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="desched", description="A Kubernetes descheduler.")
     _add_logging_options(parser, top=True)
@@ -648,226 +644,25 @@ def _add_placement_arguments(sim: argparse.ArgumentParser) -> None:
     )
 
 
-#: Above this, loading and simulating show a progress bar (when stderr is a terminal).
-_BIG_SNAPSHOT_BYTES = 32 * 1024 * 1024
-_BIG_SNAPSHOT_PODS = 20_000
-
-
-class _Progress:
-    """A rich progress bar on stderr for long runs; does nothing unless enabled."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._progress: Any = None
-        self._task: Any = None
-
-    def start(self, description: str) -> None:
-        if not self.enabled or self._progress is not None:
-            return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
-
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task(description, total=None)
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        if self._progress is None:
-            return
-        self._progress.update(
-            self._task, description=phase, completed=done, total=total if total > 1 else None
-        )
-
-    def stop(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
-
-def _placement_options(args: argparse.Namespace) -> Any:
-    from desched.scheduling.placement import SCORE_DEFAULT, SCORE_GENERIC, PlacementOptions
-    from desched.scheduling.scorer import load_scorer_args
-
-    score = args.score or (SCORE_GENERIC if args.scorer_config else SCORE_DEFAULT)
-    if score == SCORE_DEFAULT and args.scorer_config:
-        raise UserError("--scorer-config", "only applies with --score generic")
-    if score == SCORE_GENERIC and not args.scorer_config:
-        raise UserError("--score", "generic needs --scorer-config FILE (the generic scorer's args)")
-    generic = load_scorer_args(args.scorer_config) if args.scorer_config else None
-    return PlacementOptions(
-        score=score, generic=generic, order=args.placement_order, terminating=args.terminating_pods
-    )
-
-
-def _explainer(args: argparse.Namespace, snapshot: Any) -> Any:
-    """The listener for --explain / --explain-all, or None; every asked pod must exist."""
-    if not args.explain and not args.explain_all:
-        return None
-    from desched.report.explain import Explainer
-
-    explainer = Explainer(args.explain, everything=args.explain_all)
-    for key in args.explain:
-        namespace, _, name = key.partition("/")
-        pod = snapshot.pod(namespace, name) if namespace and name else None
-        if pod is None:
-            raise UserError("--explain", f"no pod {key!r} in the snapshot (write it as namespace/name)")
-        explainer.nodes[key] = pod.spec.node_name
-    return explainer
-
-
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    import os
+    from desched.app.simulate import SimulateRequest, run_simulate
 
-    from desched.api.policy import load_policy_file
-    from desched.backends.simulated_eviction import SimulatedEvictionApi
-    from desched.backends.simulated_nodeactions import SimulatedNodeActions
-    from desched.cluster.file_source import load_snapshot_file
-    from desched.framework.evictor import EvictionBackend
-    from desched.framework.findings import PluginReport
-    from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
-    from desched.plugins import default_registry
-    from desched.report.output import (
-        anomaly_findings,
-        write_json,
-        write_simulation_json,
-        write_simulation_table,
-        write_table,
+    request = SimulateRequest(
+        snapshot=args.snapshot,
+        policy=args.policy,
+        now=_parse_now(args.now) if args.now else datetime.now(UTC),
+        output=args.output,
+        cycles=args.cycles,
+        placement=args.placement,
+        score=args.score,
+        scorer_config=args.scorer_config,
+        placement_order=args.placement_order,
+        terminating_pods=args.terminating_pods,
+        explain=tuple(args.explain),
+        explain_all=args.explain_all,
+        report=args.report,
     )
-
-    now = _parse_now(args.now) if args.now else datetime.now(UTC)
-    if args.cycles < 1:
-        raise UserError("--cycles", f"must be at least 1, got {args.cycles}")
-    if args.cycles > 1 and not args.placement:
-        raise UserError("--cycles", "more than one cycle needs placement (drop --no-placement)")
-    options = _placement_options(args) if args.placement else None
-    if args.report:
-        from desched.report.charts import require_matplotlib
-
-        require_matplotlib()
-    registry = default_registry()
-    policy = load_policy_file(args.policy, registry)
-    try:
-        size = os.path.getsize(args.snapshot)
-    except OSError:
-        size = 0
-    progress = _Progress(sys.stderr.isatty() and size >= _BIG_SNAPSHOT_BYTES)
-    progress.start("loading the snapshot")
-    try:
-        snapshot = load_snapshot_file(args.snapshot)
-        pods_total = len(snapshot.pods)
-        if sys.stderr.isatty() and pods_total >= _BIG_SNAPSHOT_PODS:
-            progress.enabled = True
-            progress.start("simulating")
-        try:
-            framework = Framework(policy, registry, clock=lambda: now)
-        except FrameworkError as e:
-            raise UserError("policy", str(e)) from None
-        explainer = _explainer(args, snapshot)
-        on_plugin_run = None
-        amend = None
-        if explainer is not None:
-            framework.findings.attach(explainer.sink)
-            on_plugin_run = explainer.on_plugin_run
-            amend = explainer.amend
-        if not args.placement and not args.report:
-            # node downgrades are recorded, never applied; expired ones a live run would remove come first
-            node_actions = SimulatedNodeActions(lambda: now)
-            node_actions.restore_expired(snapshot.nodes)
-            progress("descheduling", 0, 1)
-            result = framework.run_cycle(
-                snapshot,
-                SimulatedEvictionApi(snapshot),
-                node_actions=node_actions,
-                on_plugin_run=on_plugin_run,
-            )
-            progress.stop()
-            anomalies = anomaly_findings(result.reports)
-            if args.output == "json":
-                write_json(result, sys.stdout, now=_format_now(now), anomalies=anomalies, amend=amend)
-            else:
-                write_table(
-                    result, sys.stdout, now=_format_now(now), pods_total=pods_total, anomalies=anomalies
-                )
-                if explainer is not None:
-                    explainer.write_text(sys.stdout)
-            return _plugin_failures(result.crashes)
-
-        crashes: list[PluginRun] = []
-        #: each plugin's last report over the cycles (what the report shows of anomalies)
-        reports: dict[tuple[str, str], PluginReport] = {}
-
-        from desched.scheduling.placement import PlacementOptions, simulate
-
-        def run_cycle(snap: Any, backend: EvictionBackend, cycle: int) -> CycleResult:
-            actions = SimulatedNodeActions(lambda: now)
-            if cycle == 1:
-                actions.restore_expired(snap.nodes)
-            if explainer is not None:
-                explainer.cycle = cycle
-            # the eviction API's answers (PDBs) first; the placement simulator hears of what it allows
-            result = framework.run_cycle(
-                snap,
-                SimulatedEvictionApi(snap, then=backend),
-                node_actions=actions,
-                on_plugin_run=on_plugin_run,
-            )
-            crashes.extend(result.crashes)
-            reports.update(((r.profile, r.plugin), r) for r in result.reports)
-            return result
-
-        sim = simulate(
-            snapshot,
-            run_cycle,
-            now=now,
-            cycles=args.cycles,
-            options=options or PlacementOptions(),
-            placement=args.placement,
-            on_progress=progress,
-        )
-    finally:
-        progress.stop()
-    anomalies = anomaly_findings(reports.values())
-    if args.output == "json":
-        write_simulation_json(sim, sys.stdout, now=_format_now(now), anomalies=anomalies, amend=amend)
-    else:
-        write_simulation_table(
-            sim, sys.stdout, now=_format_now(now), pods_total=pods_total, anomalies=anomalies
-        )
-        if explainer is not None:
-            explainer.write_text(sys.stdout)
-    if args.report:
-        from desched.report.html import write_report
-
-        try:
-            page = write_report(
-                sim,
-                args.report,
-                now=_format_now(now),
-                snapshot=args.snapshot,
-                policy=args.policy,
-                pods_total=pods_total,
-            )
-        except OSError as e:
-            raise UserError("--report", f"cannot write the report: {e.strerror or e}") from None
-        print(f"desched: report written to {page}", file=sys.stderr)
-    return _plugin_failures(crashes)
-
-
-#: Exit status when a plugin raised: the output is incomplete (not a user error, which is 2).
-EXIT_PLUGIN_FAILED = 1
-
-
-def _plugin_failures(crashes: Sequence[Any]) -> int:
-    """The exit status: :data:`EXIT_PLUGIN_FAILED` when a plugin raised (the framework logged one
-    line naming the plugin, its profile and the object where known), else 0."""
-    return EXIT_PLUGIN_FAILED if crashes else 0
+    return run_simulate(request)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

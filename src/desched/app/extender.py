@@ -60,15 +60,19 @@ from prometheus_client import (
 )
 
 from desched.errors import UserError
-from desched.k8s import affinity as k8s_affinity
 from desched.k8s import pods as k8s_pods
 from desched.k8s import resources as k8s_resources
-from desched.k8s import taints as k8s_taints
-from desched.k8s.objects import Node, NodeSpec, ObjectMeta, Pod, ResourceList, Taint
+from desched.k8s.objects import Node, NodeSpec, ObjectMeta, Pod, ResourceList
 from desched.k8s.resources import PODS, Resources
 from desched.runtime.server import HttpServer
 from desched.runtime.signals import stop_on_signals
 from desched.runtime.tls import server_context
+from desched.scheduling.placement.filters import (
+    resource_failures,
+    static_failure,
+    taint_failure,
+    tolerates_cordon,
+)
 from desched.scheduling.scorer import (
     MAX_EXTENDER_SCORE,
     MAX_NODE_SCORE,
@@ -112,15 +116,6 @@ VERBS: Final[Mapping[str, str]] = {
     "priorities": PRIORITIZE,
 }
 
-# kube-scheduler's own reasons, so that FailedScheduling events read as usual
-REASON_UNSCHEDULABLE: Final = "node(s) were unschedulable"
-REASON_NODE_AFFINITY: Final = "node(s) didn't match Pod's node affinity/selector"
-REASON_TOO_MANY_PODS: Final = "Too many pods"
-
-_UNSCHEDULABLE_TAINT: Final = Taint(
-    key="node.kubernetes.io/unschedulable", effect=k8s_taints.TAINT_NO_SCHEDULE
-)
-_FILTER_EFFECTS: Final = (k8s_taints.TAINT_NO_SCHEDULE, k8s_taints.TAINT_NO_EXECUTE)
 _EMPTY: Final[Mapping[str, int]] = {}
 
 
@@ -348,27 +343,26 @@ class _PodFacts:
         self.requests: list[tuple[str, int]] = [
             (name, value) for name, value in sorted(k8s_resources.pod_requests(pod).items()) if value > 0
         ]
-        self.tolerates_unschedulable = k8s_taints.tolerates_taint(pod.spec.tolerations, _UNSCHEDULABLE_TAINT)
+        self.tolerates_unschedulable = tolerates_cordon(pod.spec.tolerations)
 
 
 def _fit_failure(
     facts: _PodFacts, node: Node, alloc: Mapping[str, int], usage: _Usage | None
 ) -> tuple[str, bool] | None:
-    """Why the pod does not fit the node, and whether preemption could not help; None: it fits."""
-    if node.spec.unschedulable and not facts.tolerates_unschedulable:
-        return REASON_UNSCHEDULABLE, True
+    """Why the pod does not fit the node, in kube-scheduler's words (its filters, shared with the
+    placement simulator), and whether preemption could not help; None: it fits."""
     pod = facts.pod
-    if not k8s_affinity.pod_matches_node_selector(pod, node):
-        return REASON_NODE_AFFINITY, True
-    taints = node.spec.taints
-    if taints:
-        taint = k8s_taints.untolerated_taint(taints, pod.spec.tolerations, _FILTER_EFFECTS)
-        if taint is not None:
-            return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}", True
+    why = static_failure(
+        pod,
+        node,
+        cordon_tolerated=facts.tolerates_unschedulable,
+        untolerated=taint_failure(node.spec.taints, pod.spec.tolerations),
+    )
+    if why:
+        return why, True
     used = usage.requested if usage is not None else _EMPTY
-    if (usage.pods if usage is not None else 0) + 1 > alloc.get(PODS, 0):
-        return REASON_TOO_MANY_PODS, False
-    short = [f"Insufficient {n}" for n, req in facts.requests if req > alloc.get(n, 0) - used.get(n, 0)]
+    free_pods = alloc.get(PODS, 0) - (usage.pods if usage is not None else 0)
+    short = resource_failures(free_pods, facts.requests, lambda n: alloc.get(n, 0) - used.get(n, 0))
     if short:
         return ", ".join(short), False
     return None

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from desched.errors import UserError
+
+if TYPE_CHECKING:
+    from desched.simulation import Simulation
 
 __all__ = ["MAX_NODE_BARS", "MISSING_MATPLOTLIB", "Chart", "require_matplotlib", "write_charts"]
 
@@ -69,8 +72,8 @@ def _pyplot() -> Any:
     return plt
 
 
-def write_charts(sim: Any, directory: Path) -> list[Chart]:
-    """Draw every chart of ``sim`` (a :class:`desched.scheduling.placement.Simulation`) into
+def write_charts(sim: Simulation, directory: Path) -> list[Chart]:
+    """Draw every chart of ``sim`` (a :class:`desched.simulation.Simulation`) into
     ``directory``; returns them in page order."""
     plt = _pyplot()
     directory.mkdir(parents=True, exist_ok=True)
@@ -86,7 +89,7 @@ def _save(plt: Any, fig: Any, path: Path) -> None:
     plt.close(fig)
 
 
-def _utilisation(plt: Any, sim: Any, resource: str, directory: Path) -> Chart:
+def _utilisation(plt: Any, sim: Simulation, resource: str, directory: Path) -> Chart:
     name = f"utilisation-{resource}.png"
     before = {u.name: getattr(u, resource) for u in sim.before.nodes}
     after = {u.name: getattr(u, resource) for u in sim.after.nodes}
@@ -142,7 +145,7 @@ def _utilisation(plt: Any, sim: Any, resource: str, directory: Path) -> Chart:
     return Chart(name, f"Node utilisation: {resource}", description)
 
 
-def _evictions(plt: Any, sim: Any, directory: Path) -> Chart:
+def _evictions(plt: Any, sim: Simulation, directory: Path) -> Chart:
     name = "evictions-by-plugin.png"
     labels: list[str] = []
     for cycle in sim.cycles:
@@ -192,8 +195,8 @@ def _evictions(plt: Any, sim: Any, directory: Path) -> Chart:
     )
 
 
-def _skew(plt: Any, sim: Any, directory: Path) -> Chart:
-    from desched.report.output import skew_pairs
+def _skew(plt: Any, sim: Simulation, directory: Path) -> Chart:
+    from desched.report.output import skew_pairs, skew_ref
 
     name = "topology-skew.png"
     pairs = skew_pairs(sim)[:MAX_SKEW_ROWS]
@@ -205,7 +208,7 @@ def _skew(plt: Any, sim: Any, directory: Path) -> Chart:
         return Chart(name, "Topology skew", "no topology spread constraints")
     labels = []
     for b, a in pairs:
-        ref = b or a
+        ref = skew_ref(b, a)
         key = ref.topology_key.rsplit("/", 1)[-1]
         labels.append(f"{ref.namespace}/{ref.declared_by.split('/', 1)[-1]}\n{key}, {ref.when_unsatisfiable}")
     fig, ax = plt.subplots(figsize=(8.5, max(2.8, 0.62 * len(pairs) + 1.4)))
@@ -219,14 +222,14 @@ def _skew(plt: Any, sim: Any, directory: Path) -> Chart:
         ax.text(b_value + 0.05, y - height / 2, str(b_value), va="center", fontsize=8)
         ax.text(a_value + 0.05, y + height / 2, str(a_value), va="center", fontsize=8)
     for y, (b, a) in zip(ys, pairs, strict=True):
-        ref = b or a
+        ref = skew_ref(b, a)
         ax.plot([ref.max_skew, ref.max_skew], [y - 0.45, y + 0.45], color=LIMIT_COLOUR, linewidth=1.6)
     ax.plot([], [], color=LIMIT_COLOUR, linewidth=1.6, label="maxSkew")
     ax.set_yticks(ys)
     ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("skew (largest domain minus the global minimum)")
-    ax.set_xlim(0, max([1, *before, *after, *((b or a).max_skew for b, a in pairs)]) * 1.15)
+    ax.set_xlim(0, max([1, *before, *after, *(skew_ref(b, a).max_skew for b, a in pairs)]) * 1.15)
     ax.xaxis.get_major_locator().set_params(integer=True)
     total = len(sim.before.skew)
     ax.set_title(f"Topology skew, worst {len(pairs)} of {max(total, len(pairs))} constraint(s)")

@@ -9,11 +9,14 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from desched import __version__
 from desched.report.charts import Chart, write_charts
-from desched.report.output import skew_pairs
+from desched.report.output import skew_pairs, skew_ref
+
+if TYPE_CHECKING:
+    from desched.simulation import PodPlacement, Simulation
 
 __all__ = ["MAX_NODE_ROWS", "write_report"]
 
@@ -74,7 +77,7 @@ def _card(value: object, label: str) -> str:
 
 
 def write_report(
-    sim: Any,
+    sim: Simulation,
     directory: str | Path,
     *,
     now: str,
@@ -93,7 +96,9 @@ def write_report(
     return page
 
 
-def _page(sim: Any, charts: list[Chart], *, now: str, snapshot: str, policy: str, pods_total: int) -> str:
+def _page(
+    sim: Simulation, charts: list[Chart], *, now: str, snapshot: str, policy: str, pods_total: int
+) -> str:
     evictions = [r for c in sim.cycles for r in c.result.evictions]
     placements = sim.placements
     placed = [p for p in placements if p.outcome == "placed"]
@@ -194,11 +199,11 @@ def _page(sim: Any, charts: list[Chart], *, now: str, snapshot: str, policy: str
     return "\n".join(parts) + "\n"
 
 
-def _cycles_section(sim: Any) -> str:
+def _cycles_section(sim: Simulation) -> str:
     parts = ["<h2>Evictions and where the pods go</h2>"]
     for cycle in sim.cycles:
         result = cycle.result
-        outcome_of = {}
+        outcome_of: dict[tuple[str, str], PodPlacement] = {}
         for p in cycle.placements:
             if not p.retried:
                 outcome_of[(p.namespace, p.name)] = p
@@ -219,17 +224,19 @@ def _cycles_section(sim: Any) -> str:
                 "<code>-o json</code> lists them all.</p>"
             )
         for n, r in enumerate(shown, 1):
-            p = outcome_of.get((r.namespace, r.name))
-            if p is None:
+            outcome = outcome_of.get((r.namespace, r.name))
+            if outcome is None:
                 where = '<span class="gone">not simulated</span>'
-            elif p.outcome == "placed":
-                where = f'<span class="placed">→ {_e(p.node)}</span> <code>{_e(p.replacement)}</code>'
-                if p.same_node:
+            elif outcome.outcome == "placed":
+                where = (
+                    f'<span class="placed">→ {_e(outcome.node)}</span> <code>{_e(outcome.replacement)}</code>'
+                )
+                if outcome.same_node:
                     where += ' <span class="same">same node</span>'
-            elif p.outcome == "pending":
-                where = f'<span class="pending">Pending</span>: {_e(p.reason)}'
+            elif outcome.outcome == "pending":
+                where = f'<span class="pending">Pending</span>: {_e(outcome.reason)}'
             else:
-                where = f'<span class="gone">gone</span>: {_e(p.reason)}'
+                where = f'<span class="gone">gone</span>: {_e(outcome.reason)}'
             rows.append(
                 [
                     _e(n),
@@ -240,7 +247,8 @@ def _cycles_section(sim: Any) -> str:
                     where,
                 ]
             )
-            classes.append("warn" if p is not None and (p.outcome == "pending" or p.same_node) else "")
+            warn = outcome is not None and (outcome.outcome == "pending" or outcome.same_node)
+            classes.append("warn" if warn else "")
         parts.append(
             _table(
                 ["#", "pod", "node", "evicted by", "reason", "replacement"],
@@ -268,14 +276,17 @@ def _cycles_section(sim: Any) -> str:
     return "\n".join(parts)
 
 
-def _picture_section(sim: Any) -> str:
+def _picture_section(sim: Simulation) -> str:
     parts = ["<h2>Before and after</h2>", "<h3>Node utilisation (requests as % of allocatable)</h3>"]
     rows = []
     for resource in ("cpu", "memory", "pods"):
-        b, a = sim.before.stats(resource), sim.after.stats(resource)
+        stats_b, stats_a = sim.before.stats(resource), sim.after.stats(resource)
         rows.append(
             [_e(resource)]
-            + [_e(f"{getattr(b, f):.1f} → {getattr(a, f):.1f}") for f in ("mean", "stddev", "min", "max")]
+            + [
+                _e(f"{getattr(stats_b, f):.1f} → {getattr(stats_a, f):.1f}")
+                for f in ("mean", "stddev", "min", "max")
+            ]
         )
     parts.append(_table(["resource", "mean", "stddev", "min", "max"], rows, numeric=(1, 2, 3, 4)))
 
@@ -304,7 +315,7 @@ def _picture_section(sim: Any) -> str:
         rows = []
         classes = []
         for b, a in pairs[:MAX_SKEW_ROWS]:
-            ref = b or a
+            ref = skew_ref(b, a)
             rows.append(
                 [
                     _e(ref.namespace),
@@ -315,7 +326,7 @@ def _picture_section(sim: Any) -> str:
                     _e(ref.max_skew),
                     _e(b.skew if b is not None else "-"),
                     _e(a.skew if a is not None else "-"),
-                    _e(a.domains if a is not None else b.domains),
+                    _e(a.domains if a is not None else ref.domains),
                 ]
             )
             over = any(x is not None and x.skew > x.max_skew for x in (b, a))
@@ -356,11 +367,15 @@ def _picture_section(sim: Any) -> str:
     parts.append(f"<h3>{_e(title)}</h3>")
     rows = []
     for name in names:
-        b, a = before.get(name), after.get(name)
+        node_b, node_a = before.get(name), after.get(name)
         rows.append(
             [_e(name)]
             + [
-                _e(f"{getattr(b, r):.1f} → {getattr(a, r):.1f}" if b is not None and a is not None else "-")
+                _e(
+                    f"{getattr(node_b, r):.1f} → {getattr(node_a, r):.1f}"
+                    if node_b is not None and node_a is not None
+                    else "-"
+                )
                 for r in ("cpu", "memory", "pods")
             ]
         )

@@ -7,12 +7,15 @@ import json
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 
 from desched.framework.findings import PluginReport
 from desched.framework.framework import CycleResult
+
+if TYPE_CHECKING:
+    from desched.simulation import ClusterPicture, ConstraintSkew, PodPlacement, Simulation
 
 
 @contextmanager
@@ -256,7 +259,7 @@ def _write_node_actions(lines: _Lines, result: CycleResult) -> None:
 # pods' replacements would go, and the cluster before and after.
 
 
-def merged_cycle_result(sim: Any) -> CycleResult:
+def merged_cycle_result(sim: Simulation) -> CycleResult:
     """The cycles of a simulation as one result: the first cycle's node count and skip reason,
     every cycle's eviction attempts, plugin runs and node actions, in order."""
     results: list[CycleResult] = [c.result for c in sim.cycles]
@@ -276,8 +279,8 @@ def _pct(value: float) -> float:
     return round(value, 2)
 
 
-def picture_to_json(picture: Any) -> dict[str, Any]:
-    """A :class:`desched.scheduling.placement.ClusterPicture` as JSON."""
+def picture_to_json(picture: ClusterPicture) -> dict[str, Any]:
+    """A :class:`desched.simulation.ClusterPicture` as JSON."""
     return {
         "utilisation": {
             resource: {
@@ -314,7 +317,7 @@ def picture_to_json(picture: Any) -> dict[str, Any]:
     }
 
 
-def _placement_json(p: Any) -> dict[str, Any]:
+def _placement_json(p: PodPlacement) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "cycle": p.cycle,
         "namespace": p.namespace,
@@ -336,7 +339,7 @@ def _placement_json(p: Any) -> dict[str, Any]:
     return doc
 
 
-def simulation_to_json(sim: Any, *, now: str) -> dict[str, Any]:
+def simulation_to_json(sim: Simulation, *, now: str) -> dict[str, Any]:
     """The JSON document of ``desched simulate``: the keys of :func:`result_to_json` over every
     cycle, plus where the evicted pods go and the before/after picture."""
     doc = result_to_json(merged_cycle_result(sim), now=now)
@@ -397,7 +400,7 @@ def simulation_to_json(sim: Any, *, now: str) -> dict[str, Any]:
 
 @_no_cyclic_gc()
 def write_simulation_json(
-    sim: Any,
+    sim: Simulation,
     out: TextIO,
     *,
     now: str,
@@ -414,7 +417,7 @@ def write_simulation_json(
 
 @_no_cyclic_gc()
 def write_simulation_table(
-    sim: Any,
+    sim: Simulation,
     out: TextIO,
     *,
     now: str,
@@ -483,34 +486,47 @@ def _write_placements(lines: _Lines, cycle: Any) -> None:
         lines.line(f"thrashing ({t.kind}): {t.namespace}/{t.name}: {t.detail}", "yellow")
 
 
+#: A constraint's skew before and after (None: not declared then).
+SkewPair = tuple["ConstraintSkew | None", "ConstraintSkew | None"]
+
 #: Constraints shown in the terminal's skew table (all are in the JSON and the HTML report).
 SKEW_ROWS = 15
 
 
-def skew_pairs(sim: Any) -> list[tuple[Any, Any]]:
+def skew_pairs(sim: Simulation) -> list[SkewPair]:
     """(before, after) per constraint, worst first: those over maxSkew, then by skew."""
     after = {k.id: k for k in sim.after.skew}
-    pairs = [(b, after.get(b.id)) for b in sim.before.skew]
+    pairs: list[SkewPair] = [(b, after.get(b.id)) for b in sim.before.skew]
     seen = {b.id for b in sim.before.skew}
     pairs.extend((None, a) for a in sim.after.skew if a.id not in seen)
 
-    def worst(pair: tuple[Any, Any]) -> tuple[int, int, str]:
+    def worst(pair: SkewPair) -> tuple[int, int, str]:
         b, a = pair
-        ref = b or a
+        ref = skew_ref(b, a)
         top = max(x.skew - x.max_skew for x in (b, a) if x is not None)
         return (-top, -max(x.skew for x in (b, a) if x is not None), ref.id)
 
     return sorted(pairs, key=worst)
 
 
-def _write_picture(lines: _Lines, sim: Any) -> None:
+def skew_ref(b: ConstraintSkew | None, a: ConstraintSkew | None) -> ConstraintSkew:
+    """The constraint a (before, after) pair of :func:`skew_pairs` is about (one side at least)."""
+    ref = b or a
+    assert ref is not None
+    return ref
+
+
+def _write_picture(lines: _Lines, sim: Simulation) -> None:
     rows = []
     for resource in ("cpu", "memory", "pods"):
-        b, a = sim.before.stats(resource), sim.after.stats(resource)
+        stats_b, stats_a = sim.before.stats(resource), sim.after.stats(resource)
         rows.append(
             (
                 resource,
-                *(f"{getattr(b, f):.1f} → {getattr(a, f):.1f}" for f in ("mean", "stddev", "min", "max")),
+                *(
+                    f"{getattr(stats_b, f):.1f} → {getattr(stats_a, f):.1f}"
+                    for f in ("mean", "stddev", "min", "max")
+                ),
             )
         )
     lines.table(
@@ -533,7 +549,7 @@ def _write_picture(lines: _Lines, sim: Any) -> None:
         return
     rows = []
     for b, a in pairs[:SKEW_ROWS]:
-        ref = b or a
+        ref = skew_ref(b, a)
         before = str(b.skew) if b is not None else "-"
         after = str(a.skew) if a is not None else "-"
         rows.append(

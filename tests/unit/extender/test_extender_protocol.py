@@ -301,6 +301,15 @@ def test_filter_with_node_names_returns_names() -> None:
             None,
         ),
         (node_doc("n", pods="0"), pod_doc("p"), "Too many pods", None),
+        # NodeResourcesFit reports every shortage at once, the pod slot first
+        (node_doc("n", cpu="1", pods="0"), pod_doc("p", cpu="2"), "Too many pods, Insufficient cpu", None),
+        # kube-scheduler's filter order: TaintToleration before NodeAffinity
+        (
+            node_doc("n", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+            pod_doc("p", nodeSelector={"disk": "ssd"}),
+            None,
+            "node(s) had untolerated taint {k: v}",
+        ),
         # a pod without requests fits as long as there is a pod slot (no non-zero stand-ins for fit)
         (node_doc("n", cpu="0", memory="0"), pod_doc("p", cpu=None, memory=None), None, None),
     ],

@@ -16,14 +16,14 @@ import pytest
 
 from desched import cli
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionRecord
+from desched.framework.evictor import EvictionRecord, EvictionRequest
 from desched.framework.framework import CycleResult, PluginRun
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod
 from desched.report.charts import MAX_NODE_BARS, MISSING_MATPLOTLIB, write_charts
 from desched.report.html import write_report
 from desched.report.output import write_table
-from desched.scheduling.placement import EvictionRecorder, simulate
+from desched.simulation import EvictionRecorder, simulate
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = str(ROOT / "examples" / "cluster.yaml")
@@ -316,7 +316,7 @@ def small_simulation(nodes: int) -> Any:
         if k == 1:
             p = snap.pod("default", "web-<0>")
             assert p is not None
-            backend.evict(p, None)
+            backend.evict(p, EvictionRequest("p", "Test", "test"))
             reason = "<script>alert(1)</script>"
             cycle.records.append(
                 EvictionRecord("default", "web-<0>", "n00", "p", "Test", reason, EvictResult.EVICTED)

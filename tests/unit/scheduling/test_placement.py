@@ -3,7 +3,7 @@ scheduling queue, replacements and the cycle driver, and the before/after pictur
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,29 +11,35 @@ import msgspec
 import pytest
 
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.evictor import EvictionRecord, EvictionRequest
+from desched.framework.framework import CycleResult
+from desched.framework.nodeactions import ActionResult, NodeActionRecord
+from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod
 from desched.scheduling.placement import (
-    GONE,
     ORDER_AFTER_CYCLE,
     ORDER_INTERLEAVED,
-    PENDING,
-    PLACED,
     SCORE_GENERIC,
     TERMINATING_GONE,
-    THRASH_RE_EVICTED,
-    THRASH_SAME_NODE,
-    EvictionRecorder,
     PlacementOptions,
     PlacementSimulator,
     balanced_allocation_score,
-    cluster_picture,
     fit_error_message,
     heap_winner,
     num_feasible_nodes_to_find,
     scheduler_node_order,
-    simulate,
 )
 from desched.scheduling.scorer import GenericScorerArgs
+from desched.simulation import (
+    GONE,
+    PENDING,
+    PLACED,
+    THRASH_RE_EVICTED,
+    THRASH_SAME_NODE,
+    EvictionRecorder,
+    cluster_picture,
+    simulate,
+)
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 
@@ -588,34 +594,39 @@ def test_bind_updates_what_later_pods_see() -> None:
 # ----------------------------------------------------------------------------- the cycle driver
 
 
-@dataclass
-class Rec:
-    namespace: str
-    name: str
-    node: str
-    profile: str = "p"
-    plugin: str = "Test"
-    reason: str = ""
+#: What the simulated cycles ask the eviction backend.
+REQUEST = EvictionRequest("p", "Test", "test")
 
 
-@dataclass
-class FakeCycle:
-    evictions: list[Rec] = field(default_factory=list)
-    skipped: str | None = None
-    node_actions: list[Any] = field(default_factory=list)
+def cycle_result(
+    evicted: Sequence[tuple[str, str, str]] = (),
+    *,
+    skipped: str | None = None,
+    node_actions: Sequence[NodeActionRecord] = (),
+) -> CycleResult:
+    """A framework cycle result evicting ``evicted`` (namespace, name, node) by p/Test."""
+    return CycleResult(
+        started=NOW,
+        nodes=0,
+        skipped=skipped,
+        records=[
+            EvictionRecord(ns, name, at, "p", "Test", "", EvictResult.EVICTED) for ns, name, at in evicted
+        ],
+        node_actions=list(node_actions),
+    )
 
 
-def evicting(plan: dict[int, list[str]]) -> Any:
+def evicting(plan: dict[int, list[str]]) -> Callable[[ClusterSnapshot, EvictionRecorder, int], CycleResult]:
     """A cycle runner evicting, in cycle k, the pods named in plan[k] (namespace default)."""
 
-    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> FakeCycle:
-        out = FakeCycle()
+    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> CycleResult:
+        evicted = []
         for name in plan.get(k, []):
             p = s.pod("default", name)
             assert p is not None, name
-            backend.evict(p, None)
-            out.evictions.append(Rec("default", name, p.spec.node_name))
-        return out
+            backend.evict(p, REQUEST)
+            evicted.append(("default", name, p.spec.node_name))
+        return cycle_result(evicted)
 
     return run
 
@@ -805,8 +816,8 @@ def test_re_evicting_a_replacement_is_thrashing() -> None:
 
 
 def test_skipped_cycle_stops() -> None:
-    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> FakeCycle:
-        return FakeCycle(skipped="only 1 ready node(s) match")
+    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> CycleResult:
+        return cycle_result(skipped="only 1 ready node(s) match")
 
     sim = simulate(snap([node("n1")]), run, now=NOW, cycles=3)
     assert len(sim.cycles) == 1 and sim.stop_reason.startswith("cycle 1 was skipped")
@@ -815,21 +826,22 @@ def test_skipped_cycle_stops() -> None:
 
 
 def test_node_downgrades_apply_to_placement() -> None:
-    @dataclass
-    class Action:
-        node: str
-        action: str = "downgrade"
-        method: str = "taint"
-        key: str = "desched.io/anomalous-node"
-        value: str = "true"
-        effect: str = "NoSchedule"
-        result: str = "downgraded"
+    downgrade = NodeActionRecord(
+        "n2",
+        "downgrade",
+        "taint",
+        "desched.io/anomalous-node",
+        "true",
+        "NoSchedule",
+        None,
+        ActionResult.DOWNGRADED,
+    )
 
-    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> FakeCycle:
+    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> CycleResult:
         p = s.pod("default", "web-1")
         assert p is not None
-        backend.evict(p, None)
-        return FakeCycle([Rec("default", "web-1", "n1")], node_actions=[Action("n2")])
+        backend.evict(p, REQUEST)
+        return cycle_result([("default", "web-1", "n1")], node_actions=[downgrade])
 
     s = snap([node("n1", cpu="1"), node("n2")], [pod("web-1", "n1", cpu="900m"), pod("x", "n1", cpu="200m")])
     sim = simulate(s, run, now=NOW)

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.k8s.objects import Node, Pod
-from desched.scheduling.placement import Decision, PlacementSimulator, cluster_picture
+from desched.scheduling.placement import Decision, PlacementSimulator
+from desched.simulation import cluster_picture
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 ZONE = "topology.kubernetes.io/zone"

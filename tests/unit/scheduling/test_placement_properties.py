@@ -10,7 +10,6 @@ in the order the simulator made them, with the pods placed before it counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,23 +18,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.evictor import EvictionRecord, EvictionRequest
+from desched.framework.framework import CycleResult
+from desched.framework.types import EvictResult
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s import resources as k8s_resources
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, PodAffinityTerm, Taint
-from desched.scheduling.placement import (
-    GONE,
-    ORDER_AFTER_CYCLE,
-    PENDING,
-    PLACED,
-    SCORE_GENERIC,
-    TERMINATING_GONE,
-    EvictionRecorder,
-    PlacementOptions,
-    simulate,
-)
+from desched.scheduling.placement import ORDER_AFTER_CYCLE, SCORE_GENERIC, TERMINATING_GONE, PlacementOptions
 from desched.scheduling.scorer import GenericScorerArgs
+from desched.simulation import GONE, PENDING, PLACED, EvictionRecorder, simulate
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 APPS = ("web", "api", "db")
@@ -172,20 +165,8 @@ def cluster_strategy(draw: st.DrawFn) -> tuple[list[Node], list[Pod], list[int],
 # ----------------------------------------------------------------------------- the cycle
 
 
-@dataclass
-class Rec:
-    namespace: str
-    name: str
-    node: str
-    profile: str = "p"
-    plugin: str = "Random"
-
-
-@dataclass
-class Cycle:
-    evictions: list[Rec] = field(default_factory=list)
-    skipped: str | None = None
-    node_actions: list[Any] = field(default_factory=list)
+#: What the simulated cycle asks the eviction backend.
+REQUEST = EvictionRequest("p", "Random", "test")
 
 
 # ----------------------------------------------------------------------------- the independent re-check
@@ -327,13 +308,23 @@ def test_placements_pass_every_filter_and_pending_pods_fit_nowhere(
     snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
     victims = [pods[i] for i in evicted_idx]
 
-    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> Cycle:
-        cycle = Cycle()
+    def run(s: ClusterSnapshot, backend: EvictionRecorder, k: int) -> CycleResult:
+        cycle = CycleResult(started=NOW, nodes=len(nodes))
         for p in victims:
             current = s.pod(p.metadata.namespace, p.metadata.name)
             assert current is not None
-            backend.evict(current, None)
-            cycle.evictions.append(Rec(p.metadata.namespace, p.metadata.name, p.spec.node_name))
+            backend.evict(current, REQUEST)
+            cycle.records.append(
+                EvictionRecord(
+                    p.metadata.namespace,
+                    p.metadata.name,
+                    p.spec.node_name,
+                    "p",
+                    "Random",
+                    "",
+                    EvictResult.EVICTED,
+                )
+            )
         return cycle
 
     # the model this brute force replays: every evicted pod gone, then every replacement (the

@@ -1,0 +1,59 @@
+"""What the checks read of a pod alone, and the msgpack encoding that keys the memos on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from desched.k8s import resources as k8s_resources
+from desched.k8s.objects import Pod, PodAffinityTerm
+from desched.k8s.resources import CPU, MEMORY
+
+encode = msgspec.msgpack.Encoder().encode
+
+
+def required_node_affinity(pod: Pod) -> object:
+    aff = pod.spec.affinity
+    if aff is None or aff.node_affinity is None:
+        return None
+    return aff.node_affinity.required_during_scheduling_ignored_during_execution
+
+
+def affinity_shape(pod: Pod) -> bytes:
+    return encode((pod.spec.node_selector, required_node_affinity(pod)))
+
+
+def has_node_constraint(pod: Pod) -> bool:
+    return bool(pod.spec.node_selector) or required_node_affinity(pod) is not None
+
+
+def required_terms(pod: Pod, anti: bool) -> list[PodAffinityTerm]:
+    aff = pod.spec.affinity
+    if aff is None:
+        return []
+    pa = aff.pod_anti_affinity if anti else aff.pod_affinity
+    if pa is None:
+        return []
+    return pa.required_during_scheduling_ignored_during_execution or []
+
+
+def missing_cpu_or_memory(pod: Pod) -> bool:
+    """Whether kube-scheduler's non-zero stand-ins could change the pod's cpu/memory requests."""
+    spec = pod.spec
+    if spec.resources is not None and spec.resources.requests:
+        return True
+    for group in (spec.containers, spec.init_containers or ()):
+        for c in group:
+            res = c.resources
+            req = res.requests if res is not None else None
+            if not req or CPU not in req or MEMORY not in req:
+                return True
+    return False
+
+
+def non_zero_cpu_memory(pod: Pod, requests: Mapping[str, int]) -> tuple[int, int]:
+    if not missing_cpu_or_memory(pod):
+        return requests.get(CPU, 0), requests.get(MEMORY, 0)
+    nz = k8s_resources.non_zero_pod_requests(pod)
+    return nz.get(CPU, 0), nz.get(MEMORY, 0)
