@@ -83,7 +83,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     from desched.api.policy import load_policy_file
     from desched.app.simulate import new_framework, single_cycle
     from desched.cluster.file_source import load_snapshot_file
-    from desched.framework.registry import default_registry
+    from desched.plugins import default_registry
 
     rss_start = _maxrss_mib(resource.RUSAGE_SELF)
     t0, c0 = time.perf_counter(), time.process_time()
