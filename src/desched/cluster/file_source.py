@@ -12,7 +12,6 @@ should be JSON (``desched snapshot`` writes JSON).
 
 from __future__ import annotations
 
-import gc
 import io
 import logging
 import os
@@ -30,6 +29,7 @@ from desched.api.errors import SnapshotError
 from desched.cluster.compact import CompactDecoder, Interner
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.validation import validate_objects
+from desched.gcpause import gc_paused
 from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference, Pod
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,7 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
     _check_readable(p)
     # The snapshot's records are long-lived and many: the cyclic collector would rescan them again
     # and again while they are built (reference counting frees the garbage meanwhile).
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         try:
             objects = _load_json_streamed(p)
         except RecursionError:
@@ -71,9 +69,6 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
             del data
         validate_objects(objects, str(path))
         return snapshot_from_objects(objects)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _check_readable(path: Path) -> None:
@@ -94,19 +89,15 @@ def parse_snapshot_bytes(data: bytes, source: str = "snapshot") -> list[AnyObjec
     head = data.lstrip()[:1]
     if not head:
         raise SnapshotError(source, "empty file (expected a v1 List of the cluster's objects)")
-    enabled = gc.isenabled()
-    gc.disable()
     try:
-        if head == b"{":
-            return _decode_json(data, source, CompactDecoder())
-        objects = _decode_yaml(data, source)
-        Interner().objects(objects)
-        return objects
+        with gc_paused():
+            if head == b"{":
+                return _decode_json(data, source, CompactDecoder())
+            objects = _decode_yaml(data, source)
+            Interner().objects(objects)
+            return objects
     except RecursionError:
         raise SnapshotError(source, _TOO_DEEP) from None
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def snapshot_from_objects(objects: Iterable[AnyObject]) -> ClusterSnapshot:

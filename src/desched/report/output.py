@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import gc
 import json
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, TextIO
 
 import msgspec
 
 from desched.framework.framework import CycleResult
-
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """As in ``Framework.run_cycle``: the writers make tens of thousands of dicts, lists and strings
-    next to a large live snapshot, and each cyclic collection they trigger rescans it (seconds at
-    150k pods). Reference counting still frees everything they make."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+from desched.gcpause import gc_paused
 
 
 def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
@@ -79,7 +64,7 @@ def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
     }
 
 
-@_no_cyclic_gc()
+@gc_paused()
 def write_json(
     result: CycleResult,
     out: TextIO,
@@ -184,7 +169,7 @@ class _Lines:
         self.out.write("\n".join(lines) + "\n\n")
 
 
-@_no_cyclic_gc()
+@gc_paused()
 def write_table(
     result: CycleResult,
     out: TextIO,
@@ -401,7 +386,7 @@ def simulation_to_json(sim: Any, *, now: str) -> dict[str, Any]:
     return doc
 
 
-@_no_cyclic_gc()
+@gc_paused()
 def write_simulation_json(
     sim: Any,
     out: TextIO,
@@ -418,7 +403,7 @@ def write_simulation_json(
     _write_json_doc(doc, out)
 
 
-@_no_cyclic_gc()
+@gc_paused()
 def write_simulation_table(
     sim: Any,
     out: TextIO,

@@ -77,7 +77,6 @@ seconds.
 from __future__ import annotations
 
 import bisect
-import gc
 import hashlib
 import math
 import time
@@ -93,6 +92,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar
 import msgspec
 
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.gcpause import gc_paused
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
@@ -3206,15 +3206,10 @@ def simulate(
         raise ValueError(f"cycles must be at least 1, got {cycles}")
     # as Framework.run_cycle: many short-lived objects next to a large live snapshot would make
     # the cyclic collector rescan the snapshot again and again; reference counting frees the rest
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _simulate(
             snapshot, run_cycle, now, cycles, options or PlacementOptions(), placement, on_progress
         )
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _simulate(
