@@ -24,13 +24,14 @@ from typing import Any
 import msgspec
 import yaml
 
-from desched.api.documents import MAX_SNAPSHOT_DEPTH, check_yaml_node, excerpt, user_error
+from desched.api.documents import MAX_SNAPSHOT_DEPTH, excerpt, user_error
 from desched.api.errors import SnapshotError
 from desched.cluster.compact import CompactDecoder, Interner
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.validation import validate_objects
 from desched.gcpause import gc_paused
 from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference, Pod
+from desched.yamlload import yaml_documents, yaml_error_position
 
 log = logging.getLogger(__name__)
 
@@ -366,18 +367,10 @@ def _decode_json(data: bytes, source: str, records: CompactDecoder, index_base: 
 def _yaml_documents(data: bytes, source: str) -> Iterator[Any]:
     """The documents of a YAML stream, each measured before it is built (alias expansion, depth:
     see :mod:`desched.api.documents`)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(data)
-    fail = user_error(SnapshotError)
     max_nodes = max(_MIN_YAML_NODES, 4 * len(data))
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            check_yaml_node(node, source, fail, max_nodes, MAX_SNAPSHOT_DEPTH)
-            yield loader.construct_document(node)
-    finally:
-        loader.dispose()
+    return yaml_documents(
+        data, source, user_error(SnapshotError), max_nodes=max_nodes, max_depth=MAX_SNAPSHOT_DEPTH
+    )
 
 
 def _iter_yaml_items(data: bytes, source: str) -> Iterator[dict[str, Any]]:
@@ -403,8 +396,7 @@ def _iter_yaml_items(data: bytes, source: str) -> Iterator[dict[str, Any]]:
             else:
                 yield doc
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        where = yaml_error_position(e)
         raise SnapshotError(source, f"not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
 
 
