@@ -121,8 +121,8 @@ def snapshot_from_objects(objects: Iterable[AnyObject]) -> ClusterSnapshot:
 #: Files smaller than this are simply read whole.
 _STREAM_MIN_BYTES = 64 << 20
 #: About this many bytes of the file are decoded at once: small enough to stay in the CPU's cache
-#: with the records built from them (faster than one decode of the whole file, and than 1 MiB
-#: batches, measured), large enough that per-batch costs vanish.
+#: with the records built from them (faster than one decode of the whole file, and than larger
+#: batches: docs/performance.md), large enough that per-batch costs vanish.
 _BATCH_BYTES = 512 << 10
 #: The file is read this many bytes at a time (at least).
 _READ_BYTES = 64 << 10
@@ -147,8 +147,8 @@ _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 
 def _load_json_streamed(path: Path) -> list[AnyObject] | None:
     """Decode a large JSON ``List`` batch by batch as the file is read, so that the file's bytes
-    are never all in memory next to the records built from them (at 150,000 pods the file is
-    1.3 GB): a batch is read into a buffer used again for the next.
+    are never all in memory next to the records built from them (a large cluster's file is bigger
+    than its records: docs/performance.md): a batch is read into a buffer used again for the next.
 
     Returns None when the file is small, not a JSON List, laid out in a way this does not
     recognise, or cannot be read; the caller then reads it whole (which also reports any error).

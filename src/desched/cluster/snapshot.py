@@ -43,7 +43,9 @@ class _NodeUsage:
 
 
 class ClusterSnapshot:
-    """Nodes, pods and the objects around them, indexed; mutable only through :meth:`remove_pod`."""
+    """Nodes, pods and the objects around them, indexed. Its pods change only through
+    :meth:`remove_pod` (an eviction) and :meth:`add_pod` (the placement simulator binding a pod
+    again); everything else is fixed when it is built, and no record is mutated in place."""
 
     def __init__(
         self,

@@ -84,8 +84,8 @@ def write_json(
 def _write_json_doc(doc: dict[str, Any], out: TextIO) -> None:
     """``json.dump(doc, out, indent=2)`` and a newline, byte for byte, but fast: the C encoder writes
     each top-level value compact and msgspec re-indents it, keeping every token's text (``json.dump``
-    with an indent runs the pure-Python encoder, one write per token: 2 million at 150k pods). One
-    value at a time keeps the text in memory small (the largest is a few MB at 150k pods)."""
+    with an indent runs the pure-Python encoder, one write per token: millions on a large cluster).
+    One value at a time keeps the text in memory small (figures: docs/performance.md)."""
     if not doc:
         out.write("{}\n")
         return
