@@ -229,12 +229,15 @@ class ApiError(Exception):
 
 
 def status_message(body: bytes) -> str:
+    """The Status message of an error answer, or the start of a body that is not one (a proxy's
+    HTML page), on one line."""
     import json
 
     try:
-        return str(json.loads(body).get("message", ""))[:500] or body[:200].decode(errors="replace")
+        text = str(json.loads(body).get("message", ""))[:500] or body[:200].decode(errors="replace")
     except (TypeError, ValueError, AttributeError):
-        return body[:200].decode(errors="replace")
+        text = body[:200].decode(errors="replace")
+    return " ".join(text.split())
 
 
 async def request(
