@@ -31,6 +31,8 @@ from desched.k8s.objects import (
 )
 
 __all__ = [
+    "bare_node",
+    "bare_pod",
     "event",
     "event_doc",
     "list_doc",
@@ -203,6 +205,11 @@ def pod(name: str = "pod", **kw: Any) -> Pod:
     return msgspec.convert(pod_doc(name, **kw), Pod, strict=False)
 
 
+def bare_pod(name: str = "pod", **kw: Any) -> Pod:
+    """A pod with only what is asked for (and its container ``c``): no namespace, no phase."""
+    return pod(name, **{"namespace": None, "phase": None, **kw})
+
+
 # -------------------------------------------------------------------------------------- nodes
 
 
@@ -273,6 +280,20 @@ def node_doc(
 def node(name: str = "node", **kw: Any) -> Node:
     """:func:`node_doc` decoded into the record."""
     return msgspec.convert(node_doc(name, **kw), Node, strict=False)
+
+
+_BARE_NODE: dict[str, Any] = {
+    "hostname_label": False,
+    "cpu": None,
+    "memory": None,
+    "pods": None,
+    "ready": None,
+}
+
+
+def bare_node(name: str = "node", **kw: Any) -> Node:
+    """A node with only what is asked for: no labels, resources or conditions unless given."""
+    return node(name, **{**_BARE_NODE, **kw})
 
 
 # ---------------------------------------------------------------------- the objects around them
