@@ -783,7 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if argv is None:
             # The process ends now: spare it the collector's last passes over everything still
-            # alive (about 2 s over a 150,000-pod snapshot's records). Exit handlers still run.
+            # alive (seconds on a large snapshot: docs/performance.md). Exit handlers still run.
             import gc
 
             gc.freeze()

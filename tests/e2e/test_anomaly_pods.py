@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import builders
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.support import DeschedProcess, free_port, run_desched, wait_for
 
@@ -250,16 +251,16 @@ class World:
         return self.cp.request(  # type: ignore[no-any-return]
             "POST",
             f"/api/v1/namespaces/{self.ns}/pods",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "labels": {"app": "web"}, "ownerReferences": [self.owner]},
-                "spec": {
-                    "nodeName": node,
-                    "automountServiceAccountToken": False,
-                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
-                },
-            },
+            builders.pod_doc(
+                name,
+                namespace=None,
+                labels={"app": "web"},
+                owner=self.owner,
+                node=node,
+                containers=[{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+                phase=None,
+                spec={"automountServiceAccountToken": False},
+            ),
         )
 
     def sandbox_failure(self, pod: dict[str, Any], times: int = 1) -> None:

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests import builders
 from tests.e2e.controlplane import ApiError, ControlPlane
 
 T = TypeVar("T")
@@ -69,12 +70,14 @@ def make_fake_node(cp: ControlPlane, **kw: Any) -> str:
 
 
 def pod_manifest(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"containers": [{"name": "main", "image": PAUSE_IMAGE}], **spec},
-    }
+    return builders.pod_doc(
+        name,
+        namespace=None,
+        labels={"app": name},
+        containers=[{"name": "main", "image": PAUSE_IMAGE}],
+        phase=None,
+        spec=spec,
+    )
 
 
 def pod_running(cp: ControlPlane, ns: str, name: str) -> dict[str, Any] | None:

@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import builders
 from tests.e2e.controlplane import ApiError, ControlPlane, free_port, log_tail
 
 REPO = Path(__file__).resolve().parents[2]
@@ -257,22 +258,22 @@ class Stack:
 
 
 def _pod(name: str, node: str = "") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            **({"nodeName": node} if node else {}),
+    return builders.pod_doc(
+        name,
+        namespace=NAMESPACE,
+        node=node or None,
+        node_selector={LABEL: "true"},
+        tolerations=[builders.toleration(LABEL)],
+        containers=[
+            {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+        ],
+        phase=None,
+        spec={
             "schedulerName": SCHEDULER,
-            "nodeSelector": {LABEL: "true"},
-            "tolerations": [{"key": LABEL, "operator": "Exists", "effect": "NoSchedule"}],
             "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
-            ],
         },
-    }
+    )
 
 
 def _schedule(stack: Stack, name: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import builders
 from tests.e2e.controlplane import ApiError, ControlPlane
 from tests.e2e.support import DeschedProcess, apply_manifest, run_desched, wait_for
 
@@ -129,39 +130,37 @@ def make_pod(
     affinity: dict[str, Any] | None = None,
     tolerations: list[dict[str, Any]] | None = None,
 ) -> None:
-    meta: dict[str, Any] = {"name": name, "labels": labels or {}}
+    owner_ref = None
     if owner:
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "name": owner,
-                "uid": owner_uid(cp, ns, owner),
-                "controller": True,
-            }
-        ]
-    spec: dict[str, Any] = {
-        "nodeName": node,
-        "automountServiceAccountToken": False,
-        "containers": [
+        owner_ref = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": owner,
+            "uid": owner_uid(cp, ns, owner),
+            "controller": True,
+        }
+    doc = builders.pod_doc(
+        name,
+        namespace=None,
+        node=node,
+        labels=labels or {},
+        owner=owner_ref,
+        containers=[
             {
                 "name": "c",
                 "image": "registry.k8s.io/pause:3.10",
                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
             }
         ],
-        "tolerations": [
+        tolerations=[
             {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
             *(tolerations or []),
         ],
-    }
-    if affinity:
-        spec["affinity"] = affinity
-    cp.request(
-        "POST",
-        f"/api/v1/namespaces/{ns}/pods",
-        {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec},
+        affinity=affinity or None,
+        phase=None,
+        spec={"automountServiceAccountToken": False},
     )
+    cp.request("POST", f"/api/v1/namespaces/{ns}/pods", doc)
 
 
 def wait_running(cp: ControlPlane, ns: str, count: int) -> None:

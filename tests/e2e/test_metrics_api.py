@@ -23,6 +23,7 @@ import pytest
 import yaml
 from aiohttp import web
 
+from tests import builders
 from tests.e2e.controlplane import ApiError, ControlPlane
 from tests.e2e.support import run_desched, wait_for
 
@@ -246,24 +247,18 @@ def aggregated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Aggregated]
 
 
 def owned_pod(name: str, node: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": str(uuid.uuid4())}
-            ],
-        },
-        "spec": {
-            "nodeName": node,
-            "automountServiceAccountToken": False,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {"name": "c", "image": "fake", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
-            ],
-        },
-    }
+    return builders.pod_doc(
+        name,
+        namespace=None,
+        owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": str(uuid.uuid4())},
+        node=node,
+        tolerations=[{"operator": "Exists"}],
+        containers=[
+            {"name": "c", "image": "fake", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
+        ],
+        phase=None,
+        spec={"automountServiceAccountToken": False},
+    )
 
 
 def test_lnu_evicts_from_the_node_hot_by_metrics(aggregated: Aggregated, tmp_path: Path) -> None:

@@ -6,15 +6,15 @@ unbounded amount of memory or time:
 - a policy path must be a regular file of at most :data:`MAX_POLICY_BYTES` (``/dev/zero``, a FIFO
   or a directory is refused before it is opened, so nothing hangs);
 - the text must be UTF-8, and not empty;
-- YAML is composed into its node graph first (libyaml), and the graph is measured before any
-  Python object is built: its size *as expanded* (an alias counts as a copy of what it names, so
-  a "billion laughs" alias bomb is refused at a few KB), its depth, and alias cycles;
+- YAML is read by the one YAML loader, :mod:`desched.yamlload`: each document's node graph is
+  measured before any Python object is built (size as expanded, so alias bombs are refused at a
+  few KB; depth; alias cycles);
 - JSON is decoded by msgspec (in C, without recursion limits being hit in Python), then measured
   for depth the same way;
 - an error message quotes at most a short excerpt of a bad value (:func:`excerpt`).
 
-Hand-written rather than a library: PyYAML offers no limit on alias expansion or depth (its
-``max_alias_count``-like options do not exist), and the check is a walk over the composed graph.
+Hand-written rather than a library: no library bounds a document's size and depth before it is
+built (see :mod:`desched.yamlload` for YAML).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import reprlib
 import stat
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,6 +29,7 @@ import msgspec
 import yaml
 
 from desched.errors import UserError
+from desched.yamlload import Fail, yaml_documents, yaml_error_position
 
 #: A policy is a few KB; anything past this is not a policy.
 MAX_POLICY_BYTES = 4 << 20
@@ -40,7 +40,7 @@ MAX_POLICY_DEPTH = 64
 #: Nesting of a snapshot's objects (a pod's managedFields reach about 20 levels).
 MAX_SNAPSHOT_DEPTH = 128
 
-_Raise = Callable[[str, str], NoReturn]
+_Raise = Fail
 
 _repr = reprlib.Repr()
 _repr.maxstring = 60
@@ -102,83 +102,21 @@ def load_yaml_or_json(text: str, source: str, fail: _Raise, *, max_nodes: int, m
             if depth > max_depth:
                 fail(source, f"nested more than {max_depth} levels deep")
             return value
-    loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = loader_cls(text)
+    documents = yaml_documents(text, source, fail, max_nodes=max_nodes, max_depth=max_depth, single=True)
     try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_graph(node, source, fail, max_nodes, max_depth)
-        return loader.construct_document(node)
+        return next(documents, None)
     except yaml.YAMLError as e:
         fail(source, describe_yaml_error(e))
     except RecursionError:
         fail(source, f"nested more than {max_depth} levels deep")
     finally:
-        loader.dispose()
+        documents.close()
 
 
 def describe_yaml_error(e: yaml.YAMLError) -> str:
-    mark = getattr(e, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     problem = getattr(e, "problem", None) or str(e)
+    where = yaml_error_position(e)
     return f"not valid YAML or JSON{where}: {excerpt(problem)[1:-1] if len(problem) > 100 else problem}"
-
-
-def check_yaml_node(node: yaml.Node, source: str, fail: _Raise, max_nodes: int, max_depth: int) -> None:
-    """Refuse a composed YAML graph that is too large once expanded, too deep, or cyclic."""
-    _check_graph(node, source, fail, max_nodes, max_depth)
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        out: list[yaml.Node] = []
-        for k, v in node.value:
-            out.append(k)
-            out.append(v)
-        return out
-    return []
-
-
-def _check_graph(root: yaml.Node, source: str, fail: _Raise, max_nodes: int, max_depth: int) -> None:
-    # Post-order over the DAG (aliases are shared nodes), iteratively: size and height per node,
-    # memoised by identity, so that an alias bomb costs its compact size to measure.
-    done: dict[int, tuple[int, int]] = {}
-    on_path: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        key = id(node)
-        if expanded:
-            on_path.discard(key)
-            size, height = 1, 0
-            for child in _children(node):
-                s, h = done[id(child)]
-                size += s
-                height = max(height, h)
-            height += 1
-            if size > max_nodes:
-                fail(source, f"YAML expands to more than {max_nodes} values (aliases are copies)")
-            if height > max_depth:
-                fail(source, f"nested more than {max_depth} levels deep")
-            done[key] = (size, height)
-            continue
-        if key in done:
-            continue
-        if key in on_path:
-            fail(source, "a YAML alias refers to a value that contains it")
-        if len(on_path) > max_depth:
-            fail(source, f"nested more than {max_depth} levels deep")
-        on_path.add(key)
-        stack.append((node, True))
-        for child in _children(node):
-            cid = id(child)
-            if cid in on_path:
-                fail(source, "a YAML alias refers to a value that contains it")
-            if cid not in done:
-                stack.append((child, False))
 
 
 def measure_depth(value: Any, limit: int) -> int:

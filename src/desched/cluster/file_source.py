@@ -12,7 +12,6 @@ should be JSON (``desched snapshot`` writes JSON).
 
 from __future__ import annotations
 
-import gc
 import io
 import logging
 import os
@@ -25,12 +24,14 @@ from typing import Any
 import msgspec
 import yaml
 
-from desched.api.documents import MAX_SNAPSHOT_DEPTH, check_yaml_node, excerpt, user_error
+from desched.api.documents import MAX_SNAPSHOT_DEPTH, excerpt, user_error
 from desched.cluster.compact import CompactDecoder, Interner
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.validation import validate_objects
 from desched.errors import SnapshotError
+from desched.gcpause import gc_paused
 from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference, Pod
+from desched.yamlload import yaml_documents, yaml_error_position
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,7 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
     _check_readable(p)
     # The snapshot's records are long-lived and many: the cyclic collector would rescan them again
     # and again while they are built (reference counting frees the garbage meanwhile).
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         try:
             objects = _load_json_streamed(p)
         except RecursionError:
@@ -71,9 +70,6 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
             del data
         validate_objects(objects, str(path))
         return snapshot_from_objects(objects)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _check_readable(path: Path) -> None:
@@ -94,19 +90,15 @@ def parse_snapshot_bytes(data: bytes, source: str = "snapshot") -> list[AnyObjec
     head = data.lstrip()[:1]
     if not head:
         raise SnapshotError(source, "empty file (expected a v1 List of the cluster's objects)")
-    enabled = gc.isenabled()
-    gc.disable()
     try:
-        if head == b"{":
-            return _decode_json(data, source, CompactDecoder())
-        objects = _decode_yaml(data, source)
-        Interner().objects(objects)
-        return objects
+        with gc_paused():
+            if head == b"{":
+                return _decode_json(data, source, CompactDecoder())
+            objects = _decode_yaml(data, source)
+            Interner().objects(objects)
+            return objects
     except RecursionError:
         raise SnapshotError(source, _TOO_DEEP) from None
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def snapshot_from_objects(objects: Iterable[AnyObject]) -> ClusterSnapshot:
@@ -129,8 +121,8 @@ def snapshot_from_objects(objects: Iterable[AnyObject]) -> ClusterSnapshot:
 #: Files smaller than this are simply read whole.
 _STREAM_MIN_BYTES = 64 << 20
 #: About this many bytes of the file are decoded at once: small enough to stay in the CPU's cache
-#: with the records built from them (faster than one decode of the whole file, and than 1 MiB
-#: batches, measured), large enough that per-batch costs vanish.
+#: with the records built from them (faster than one decode of the whole file, and than larger
+#: batches: docs/performance.md), large enough that per-batch costs vanish.
 _BATCH_BYTES = 512 << 10
 #: The file is read this many bytes at a time (at least).
 _READ_BYTES = 64 << 10
@@ -155,8 +147,8 @@ _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 
 def _load_json_streamed(path: Path) -> list[AnyObject] | None:
     """Decode a large JSON ``List`` batch by batch as the file is read, so that the file's bytes
-    are never all in memory next to the records built from them (at 150,000 pods the file is
-    1.3 GB): a batch is read into a buffer used again for the next.
+    are never all in memory next to the records built from them (a large cluster's file is bigger
+    than its records: docs/performance.md): a batch is read into a buffer used again for the next.
 
     Returns None when the file is small, not a JSON List, laid out in a way this does not
     recognise, or cannot be read; the caller then reads it whole (which also reports any error).
@@ -375,18 +367,10 @@ def _decode_json(data: bytes, source: str, records: CompactDecoder, index_base: 
 def _yaml_documents(data: bytes, source: str) -> Iterator[Any]:
     """The documents of a YAML stream, each measured before it is built (alias expansion, depth:
     see :mod:`desched.api.documents`)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(data)
-    fail = user_error(SnapshotError)
     max_nodes = max(_MIN_YAML_NODES, 4 * len(data))
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            check_yaml_node(node, source, fail, max_nodes, MAX_SNAPSHOT_DEPTH)
-            yield loader.construct_document(node)
-    finally:
-        loader.dispose()
+    return yaml_documents(
+        data, source, user_error(SnapshotError), max_nodes=max_nodes, max_depth=MAX_SNAPSHOT_DEPTH
+    )
 
 
 def _iter_yaml_items(data: bytes, source: str) -> Iterator[dict[str, Any]]:
@@ -412,8 +396,7 @@ def _iter_yaml_items(data: bytes, source: str) -> Iterator[dict[str, Any]]:
             else:
                 yield doc
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        where = yaml_error_position(e)
         raise SnapshotError(source, f"not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
 
 

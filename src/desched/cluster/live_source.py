@@ -28,6 +28,7 @@ from kubernetes_asyncio import client
 
 from desched.cluster.compact import CompactDecoder
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.gcpause import gc_paused
 from desched.k8s.objects import (
     Event,
     Namespace,
@@ -166,7 +167,6 @@ class Informer:
         objects: dict[str, Any] = {}
         cont = ""
         rv = ""
-        enabled = gc.isenabled()
         while True:
             params = [("limit", str(PAGE_SIZE))]
             if cont:
@@ -178,15 +178,11 @@ class Informer:
             )
             if self.monitor is not None:
                 self.monitor.progress()
-            gc.disable()
-            try:
+            with gc_paused():
                 head = msgspec.json.decode(data, type=_ListHead)
                 for raw in head.items:
                     obj = self._decode(raw)
                     objects[_key(obj)] = obj
-            finally:
-                if enabled:
-                    gc.enable()
             rv = head.metadata.resource_version
             cont = head.metadata.continue_
             if not cont:

@@ -43,8 +43,10 @@ class _NodeUsage:
 
 
 class ClusterSnapshot:
-    """Nodes, pods and the objects around them, indexed; mutable only through :meth:`remove_pod` and
-    :meth:`add_pod`; plugins read it as a :class:`~desched.cluster.view.ClusterView`."""
+    """Nodes, pods and the objects around them, indexed. Its pods change only through
+    :meth:`remove_pod` (an eviction) and :meth:`add_pod` (the placement simulator binding a pod
+    again); everything else is fixed when it is built, and no record is mutated in place. Plugins
+    read it as a :class:`~desched.cluster.view.ClusterView`."""
 
     def __init__(
         self,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +58,7 @@ from desched.framework.types import (
     SortPlugin,
     Status,
 )
+from desched.gcpause import gc_paused
 from desched.k8s.objects import Node, Pod
 from desched.scheduling import nodefit
 
@@ -461,9 +461,7 @@ class Framework:
         # A cycle allocates many short-lived objects next to a large live snapshot: without this,
         # the cyclic collector rescans the snapshot again and again (2-3x slower at 150k pods).
         # Reference counting still frees everything acyclic.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             nodes = snapshot.ready_nodes(self.policy.node_selector)
             result.nodes = len(nodes)
             if len(nodes) < MIN_READY_NODES:
@@ -477,9 +475,6 @@ class Framework:
             self.begin_cycle(snapshot, backend, observers=observers, node_actions=node_actions)
             for point in (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE):
                 result.plugin_runs.extend(self.run_extension_point(point, nodes, on_plugin_run))
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         result.records = list(self.ctx.evictor.records)
         result.node_actions = list(self.ctx.node_actions.records)
         result.reports = list(self.ctx.reports)

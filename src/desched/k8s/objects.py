@@ -2,7 +2,8 @@
 
 These are msgspec Structs shaped like the API's JSON (camelCase on the wire), holding only the
 fields a decision reads. Unknown fields (managedFields, most of status, ...) are skipped by the
-decoder without being built, which is what keeps 150,000 pods in well under a gigabyte.
+decoder without being built, which is what keeps a large cluster's pods small in memory (the
+figures are in docs/performance.md).
 
 Quantities stay as the API wrote them (a string, or a number when a hand-written YAML snapshot
 has ``cpu: 1``); :mod:`desched.k8s.quantity` parses them once per snapshot.

@@ -24,6 +24,7 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import yaml
 from kubernetes_asyncio import client, config
@@ -32,6 +33,7 @@ from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMe
 from desched import __version__
 from desched.buildinfo import git_sha
 from desched.errors import UserError
+from desched.yamlload import yaml_documents
 
 #: client-go's rest.Config defaults when QPS / Burst are 0 (k8s.io/client-go/rest: DefaultQPS, DefaultBurst).
 DEFAULT_QPS = 5.0
@@ -78,11 +80,23 @@ def kubeconfig_paths(kubeconfig: str | None) -> list[str] | None:
     return None
 
 
+#: A kubeconfig is a few KB (embedded certificates are single strings): far inside this bound.
+_KUBECONFIG_NODES = 100_000
+
+
+def _kubeconfig_fail(path: str, reason: str) -> NoReturn:
+    raise UserError("kubeconfig", f"cannot read {path}: {reason}")
+
+
 def _merged_loader(paths: list[str], context: str | None) -> tuple[KubeConfigLoader, str]:
     origin = paths[0] if len(paths) == 1 else "$KUBECONFIG (" + os.pathsep.join(paths) + ")"
     for p in paths:
         try:
-            doc = yaml.safe_load(Path(p).read_text())
+            text = Path(p).read_text()
+            docs = yaml_documents(
+                text, p, _kubeconfig_fail, max_nodes=_KUBECONFIG_NODES, max_depth=64, single=True
+            )
+            doc = next(docs, None)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
             raise UserError("kubeconfig", f"cannot read {p}: {str(e).splitlines()[0]}") from None
         if not isinstance(doc, dict):
@@ -215,12 +229,15 @@ class ApiError(Exception):
 
 
 def status_message(body: bytes) -> str:
+    """The Status message of an error answer, or the start of a body that is not one (a proxy's
+    HTML page), on one line."""
     import json
 
     try:
-        return str(json.loads(body).get("message", ""))[:500] or body[:200].decode(errors="replace")
+        text = str(json.loads(body).get("message", ""))[:500] or body[:200].decode(errors="replace")
     except (TypeError, ValueError, AttributeError):
-        return body[:200].decode(errors="replace")
+        text = body[:200].decode(errors="replace")
+    return " ".join(text.split())
 
 
 async def request(

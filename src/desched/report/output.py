@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import gc
 import json
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 
 from desched.framework.findings import PluginReport
 from desched.framework.framework import CycleResult
+from desched.gcpause import gc_paused
 
 if TYPE_CHECKING:
     from desched.simulation import ClusterPicture, ConstraintSkew, PodPlacement, Simulation
-
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """As in ``Framework.run_cycle``: the writers make tens of thousands of dicts, lists and strings
-    next to a large live snapshot, and each cyclic collection they trigger rescans it (seconds at
-    150k pods). Reference counting still frees everything they make."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
@@ -83,7 +68,7 @@ def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
     }
 
 
-@_no_cyclic_gc()
+@gc_paused()
 def write_json(
     result: CycleResult,
     out: TextIO,
@@ -103,8 +88,8 @@ def write_json(
 def _write_json_doc(doc: dict[str, Any], out: TextIO) -> None:
     """``json.dump(doc, out, indent=2)`` and a newline, byte for byte, but fast: the C encoder writes
     each top-level value compact and msgspec re-indents it, keeping every token's text (``json.dump``
-    with an indent runs the pure-Python encoder, one write per token: 2 million at 150k pods). One
-    value at a time keeps the text in memory small (the largest is a few MB at 150k pods)."""
+    with an indent runs the pure-Python encoder, one write per token: millions on a large cluster).
+    One value at a time keeps the text in memory small (figures: docs/performance.md)."""
     if not doc:
         out.write("{}\n")
         return
@@ -181,7 +166,7 @@ class _Lines:
         self.out.write("\n".join(lines) + "\n\n")
 
 
-@_no_cyclic_gc()
+@gc_paused()
 def write_table(
     result: CycleResult,
     out: TextIO,
@@ -398,7 +383,7 @@ def simulation_to_json(sim: Simulation, *, now: str) -> dict[str, Any]:
     return doc
 
 
-@_no_cyclic_gc()
+@gc_paused()
 def write_simulation_json(
     sim: Simulation,
     out: TextIO,
@@ -415,7 +400,7 @@ def write_simulation_json(
     _write_json_doc(doc, out)
 
 
-@_no_cyclic_gc()
+@gc_paused()
 def write_simulation_table(
     sim: Simulation,
     out: TextIO,

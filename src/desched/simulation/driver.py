@@ -4,7 +4,6 @@ then the next cycle, and picture the cluster before the first and after the last
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Final
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import CycleResult
+from desched.gcpause import gc_paused
 from desched.k8s import pods as k8s_pods
 from desched.k8s import priority as k8s_priority
 from desched.k8s.objects import Pod
@@ -246,15 +246,10 @@ def simulate(
         raise ValueError(f"cycles must be at least 1, got {cycles}")
     # as Framework.run_cycle: many short-lived objects next to a large live snapshot would make
     # the cyclic collector rescan the snapshot again and again; reference counting frees the rest
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _simulate(
             snapshot, run_cycle, now, cycles, options or PlacementOptions(), placement, on_progress
         )
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _simulate(

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests import builders
 
 NOW = "2026-11-21T12:00:00Z"
 STARTED = "2026-11-21T10:00:00Z"
@@ -166,46 +167,25 @@ def test_validate_prints_the_tls_config(tmp_path: Path) -> None:
 
 
 def pod(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{name}",
-            "creationTimestamp": STARTED,
-            "ownerReferences": [
-                {"kind": "ReplicaSet", "name": f"{name}-rs", "uid": "rs", "controller": True}
-            ],
-        },
-        "spec": {"nodeName": "n1", "containers": [{"name": "c"}], **spec},
-        "status": {
-            "phase": "Running",
-            "startTime": STARTED,
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    return builders.pod_doc(
+        name,
+        namespace=namespace,
+        uid=f"uid-{name}",
+        created=STARTED,
+        owner=("ReplicaSet", f"{name}-rs", "rs"),
+        node="n1",
+        spec=spec,
+        ready=True,
+        status={"startTime": STARTED},
+    )
 
 
 SNAPSHOT = {
     "apiVersion": "v1",
     "kind": "List",
-    "items": [
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": n},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"pods": "110"}},
-        }
-        for n in ("n1", "n2")
-    ]
+    "items": [builders.node_doc(n, hostname_label=False, cpu=None, memory=None) for n in ("n1", "n2")]
     + [
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": "system-cluster-critical"},
-            "value": 2000000000,
-        },
+        builders.priority_class_doc("system-cluster-critical", 2000000000),
         pod("kube-system", "coredns", priorityClassName="system-cluster-critical", priority=2000000000),
         pod("default", "cache", volumes=[{"name": "scratch", "emptyDir": {}}]),
         pod("default", "web"),

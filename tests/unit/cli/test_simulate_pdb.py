@@ -6,8 +6,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from tests import builders
 
 from desched.framework.types import EvictResult
 
@@ -28,56 +31,48 @@ profiles:
 """
 
 
-def _node(name: str, taint: bool) -> str:
-    taints = "\n  spec:\n    taints: [{key: maint, effect: NoSchedule}]" if taint else ""
-    return f"""\
-- apiVersion: v1
-  kind: Node
-  metadata: {{name: {name}}}{taints}
-  status:
-    allocatable: {{cpu: "8", memory: 16Gi, pods: "110"}}
-    conditions: [{{type: Ready, status: "True"}}]
-"""
+def _node(name: str, taint: bool) -> dict[str, Any]:
+    return builders.node_doc(
+        name,
+        hostname_label=False,
+        cpu="8",
+        memory="16Gi",
+        taints=[{"key": "maint", "effect": "NoSchedule"}] if taint else None,
+    )
 
 
-def _pod(name: str, app: str) -> str:
-    return f"""\
-- apiVersion: v1
-  kind: Pod
-  metadata:
-    name: {name}
-    namespace: shop
-    labels: {{app: {app}}}
-    ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {app}, uid: {app}, controller: true}}]
-  spec:
-    nodeName: n1
-    containers: [{{name: c, image: x}}]
-  status:
-    phase: Running
-    conditions: [{{type: Ready, status: "True"}}]
-"""
+def _pod(name: str, app: str) -> dict[str, Any]:
+    return builders.pod_doc(
+        name,
+        namespace="shop",
+        labels={"app": app},
+        owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": app, "uid": app, "controller": True},
+        node="n1",
+        containers=[{"name": "c", "image": "x"}],
+        ready=True,
+    )
 
 
 def snapshot_text() -> str:
     """Three web pods (minAvailable 2, no status: 1 disruption allowed, computed) and two api pods
     (a live PDB's status: 0 allowed) on a tainted node; one worker pod no PDB covers."""
-    items = _node("n1", True) + _node("n2", False)
-    items += "".join(_pod(f"web-{i}", "web") for i in range(3))
-    items += "".join(_pod(f"api-{i}", "api") for i in range(2))
-    items += _pod("worker-0", "worker")
-    items += """\
-- apiVersion: policy/v1
-  kind: PodDisruptionBudget
-  metadata: {name: web, namespace: shop}
-  spec: {minAvailable: 2, selector: {matchLabels: {app: web}}}
-- apiVersion: policy/v1
-  kind: PodDisruptionBudget
-  metadata: {name: api, namespace: shop, generation: 1}
-  spec: {maxUnavailable: 1, selector: {matchLabels: {app: api}}}
-  status:
-    {disruptionsAllowed: 0, currentHealthy: 1, desiredHealthy: 1, expectedPods: 2, observedGeneration: 1}
-"""
-    return "apiVersion: v1\nkind: List\nitems:\n" + items
+    api_status = {
+        "disruptionsAllowed": 0,
+        "currentHealthy": 1,
+        "desiredHealthy": 1,
+        "expectedPods": 2,
+        "observedGeneration": 1,
+    }
+    items = builders.list_doc(
+        _node("n1", True),
+        _node("n2", False),
+        [_pod(f"web-{i}", "web") for i in range(3)],
+        [_pod(f"api-{i}", "api") for i in range(2)],
+        _pod("worker-0", "worker"),
+        builders.pdb_doc("web", namespace="shop", min_available=2),
+        builders.pdb_doc("api", namespace="shop", generation=1, max_unavailable=1, status=api_status),
+    )
+    return yaml.safe_dump(items, sort_keys=False)
 
 
 @pytest.fixture

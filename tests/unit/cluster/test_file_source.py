@@ -5,37 +5,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import msgspec
 import pytest
 import yaml
+from tests import builders
 
 from desched.cluster.file_source import load_snapshot_file, parse_snapshot_bytes, snapshot_from_objects
 from desched.errors import SnapshotError
-from desched.k8s.objects import Pod
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def items() -> list[dict[str, object]]:
     return [
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}},
+        builders.node_doc("n1", hostname_label=False, cpu=None, memory=None, pods=None, ready=None),
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ignored"}},
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "b",
-                "namespace": "x",
-                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
-            },
-            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "a", "namespace": "x"},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
-        },
+        builders.pod_doc(
+            "b", namespace="x", node="n1", owner=("ReplicaSet", "rs"), controller=None, phase=None
+        ),
+        builders.pod_doc("a", namespace="x", node="n1", phase=None),
         {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -84,19 +71,7 @@ def test_remove_pod_keeps_indexes_in_step() -> None:
 
 def test_usage_counts_requests_of_running_pods() -> None:
     pods = [
-        msgspec.convert(
-            {
-                "metadata": {"name": n, "namespace": "d"},
-                "spec": {
-                    "nodeName": "n1",
-                    "containers": [
-                        {"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}
-                    ],
-                },
-                "status": {"phase": phase},
-            },
-            Pod,
-        )
+        builders.pod(n, namespace="d", node="n1", cpu="250m", memory="1Gi", phase=phase)
         for n, phase in (("a", "Running"), ("b", "Pending"), ("c", "Succeeded"))
     ]
     snap = snapshot_from_objects(pods)

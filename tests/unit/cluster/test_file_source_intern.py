@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests import builders
 
 from desched.cluster import file_source
 from desched.cluster.file_source import load_snapshot_file, parse_snapshot_bytes
@@ -24,28 +25,22 @@ def tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _pod(i: int, created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"web-{i}",
-            "namespace": "shop",
-            "creationTimestamp": created,
-            "labels": {"app": "web", "tier": "front"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1"}],
-        },
-        "spec": {
-            "nodeName": "node-1",
-            "containers": [
-                {"name": "c", "image": "registry/web:1", "resources": {"requests": {"cpu": 1, "memory": 1.5}}}
-            ],
-        },
-        "status": {
-            "phase": "Running",
+    return builders.pod_doc(
+        f"web-{i}",
+        namespace="shop",
+        created=created,
+        labels={"app": "web", "tier": "front"},
+        owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1"},
+        node="node-1",
+        # numbers, not strings: they must stay what they were (1 is not 1.0)
+        containers=[
+            {"name": "c", "image": "registry/web:1", "resources": {"requests": {"cpu": 1, "memory": 1.5}}}
+        ],
+        status={
             "startTime": created,
             "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": created}],
         },
-    }
+    )
 
 
 def test_streamed_records_share_strings_and_keep_values(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import builders
 
 from desched.cluster import file_source
 from desched.cluster.file_source import load_snapshot_file, parse_snapshot_bytes
@@ -22,24 +23,21 @@ def tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _pod(i: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"p{i}",
-            "namespace": "ns",
-            "labels": {"app": "a", "text": '},{"apiVersion":"v1","kind":"Pod","metadata":{'},
+    return builders.pod_doc(
+        f"p{i}",
+        namespace="ns",
+        labels={"app": "a", "text": '},{"apiVersion":"v1","kind":"Pod","metadata":{'},
+        metadata={
             "ownerReferences": [
                 {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs1"},
                 {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs2"},
             ],
             "managedFields": [{"apiVersion": "v1", "fieldsType": "FieldsV1"}, {"apiVersion": "v1"}],
         },
-        "spec": {
-            "nodeName": f"n{i % 3}",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-        },
-    }
+        node=f"n{i % 3}",
+        cpu="1",
+        phase=None,
+    )
 
 
 def _items() -> list[dict[str, Any]]:

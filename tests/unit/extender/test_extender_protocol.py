@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests import builders
 
 from desched.app.extender import (
     ClusterState,
@@ -54,31 +55,30 @@ def node_doc(
     extra: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A Node as kube-scheduler marshals it (with the noise a real one carries)."""
-    alloc = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
-    spec: dict[str, Any] = {"podCIDR": "10.0.0.0/24"}
-    if taints:
-        spec["taints"] = taints
-    if unschedulable:
-        spec["unschedulable"] = True
-    return {
-        "metadata": {
-            "name": name,
+    return builders.node_doc(
+        name,
+        cpu=cpu,
+        memory=memory,
+        pods=pods,
+        extra=extra,
+        capacity=True,
+        labels=labels,
+        annotations={"node.alpha.kubernetes.io/ttl": "0"},
+        taints=taints or None,
+        unschedulable=True if unschedulable else None,
+        conditions=[{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}],
+        metadata={
             "uid": f"uid-{name}",
             "resourceVersion": "42",
             "creationTimestamp": "2026-01-01T00:00:00Z",
-            "labels": {"kubernetes.io/hostname": name, **(labels or {})},
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
             "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}],
         },
-        "spec": spec,
-        "status": {
-            "capacity": alloc,
-            "allocatable": alloc,
-            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}],
+        spec={"podCIDR": "10.0.0.0/24"},
+        status={
             "images": [{"names": ["registry.k8s.io/pause:3.10"], "sizeBytes": 320368}],
             "nodeInfo": {"kubeletVersion": "v1.36.3"},
         },
-    }
+    )
 
 
 def pod_doc(
@@ -93,14 +93,14 @@ def pod_doc(
 ) -> dict[str, Any]:
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     requests.update(extra or {})
-    doc: dict[str, Any] = {
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"containers": [{"name": "c", "image": "app", "resources": {"requests": requests}}], **spec},
-        "status": {"phase": phase},
-    }
-    if node:
-        doc["spec"]["nodeName"] = node
-    return doc
+    return builders.pod_doc(
+        name,
+        node=node or None,
+        uid=f"uid-{name}",
+        containers=[{"name": "c", "image": "app", "resources": {"requests": requests}}],
+        phase=phase,
+        spec=spec,
+    )
 
 
 def as_node(doc: dict[str, Any]) -> Node:

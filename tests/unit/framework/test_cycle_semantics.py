@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import msgspec
 import yaml
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.backends.simulated_eviction import SimulatedEvictionApi
@@ -32,38 +33,20 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def node(name: str, *, taint: bool = False) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]} if taint else {},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-            },
-        },
-        Node,
-    )
+    return builders.node(name, memory="16Gi", taints=[builders.taint("dedicated", "x")] if taint else None)
 
 
 def pod(name: str, node_name: str, *, tolerates: bool = False, owner: str = "rs") -> Pod:
-    spec: dict[str, Any] = {
-        "nodeName": node_name,
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": "400m", "memory": "128Mi"}}}],
-    }
-    if tolerates:
-        spec["tolerations"] = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
-    return msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "default",
-                "uid": f"uid-{name}",
-                "ownerReferences": [{"kind": "ReplicaSet", "name": owner, "uid": f"uid-{owner}"}],
-            },
-            "spec": spec,
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-        },
-        Pod,
+    return builders.pod(
+        name,
+        node=node_name,
+        uid=f"uid-{name}",
+        owner=("ReplicaSet", owner, f"uid-{owner}"),
+        controller=None,
+        cpu="400m",
+        memory="128Mi",
+        tolerations=[builders.toleration("dedicated")] if tolerates else None,
+        ready=True,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.api.types import ArgsModel
@@ -23,38 +24,22 @@ CALLS: list[str] = []
 
 
 def node(name: str, ready: bool = True) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name},
-            "status": {
-                "conditions": [{"type": "Ready", "status": str(ready)}],
-                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            },
-        },
-        Node,
-    )
+    return builders.node(name, hostname_label=False, ready=ready)
 
 
 def pod(
     name: str, node_name: str, ns: str = "default", labels: dict[str, str] | None = None, priority: int = 0
 ) -> Pod:
-    return msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "uid": name,
-                "labels": labels or {},
-                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
-            },
-            "spec": {
-                "nodeName": node_name,
-                "priority": priority,
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
-            },
-            "status": {"phase": "Running"},
-        },
-        Pod,
+    return builders.pod(
+        name,
+        node=node_name,
+        namespace=ns,
+        uid=name,
+        labels=labels or {},
+        owner=("ReplicaSet", "rs"),
+        controller=None,
+        priority=priority,
+        cpu="100m",
     )
 
 

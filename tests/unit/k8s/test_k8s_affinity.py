@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests import builders
 
 from desched.k8s.affinity import (
     compile_node_selector_term,
@@ -22,7 +23,7 @@ from desched.k8s.objects import Node, NodeSelector, NodeSelectorRequirement, Nod
 
 
 def node(name: str = "node-1", **labels: str) -> Node:
-    return msgspec.convert({"metadata": {"name": name, "labels": labels}}, Node)
+    return builders.bare_node(name, labels=labels)
 
 
 def req(key: str, operator: str, *values: str) -> dict[str, Any]:
@@ -52,9 +53,6 @@ def make_pod(
     required: list[dict[str, Any]] | None = None,
     preferred: list[tuple[int, dict[str, Any]]] | None = None,
 ) -> Pod:
-    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
-    if node_selector is not None:
-        spec["nodeSelector"] = node_selector
     node_affinity: dict[str, Any] = {}
     if required is not None:
         node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": required}
@@ -62,9 +60,9 @@ def make_pod(
         node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
             {"weight": w, "preference": t} for w, t in preferred
         ]
-    if node_affinity:
-        spec["affinity"] = {"nodeAffinity": node_affinity}
-    return msgspec.convert({"metadata": {"name": "p"}, "spec": spec}, Pod)
+    return builders.bare_pod(
+        "p", node_selector=node_selector, affinity={"nodeAffinity": node_affinity} if node_affinity else None
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests import builders
 
 from desched.backends.simulated_eviction import SimulatedEvictionApi
 from desched.cluster.snapshot import ClusterSnapshot
@@ -26,29 +27,28 @@ def pod(
     labels: dict[str, str] | None = None,
     owner: str | None = "rs",
 ) -> Pod:
-    meta: dict[str, Any] = {"name": name, "namespace": "ns", "labels": labels or {"app": "web"}}
-    if owner is not None:
-        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": owner, "uid": owner, "controller": True}]
-    return msgspec.convert(
-        {
-            "metadata": meta,
-            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
-            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": str(ready)}]},
-        },
-        Pod,
+    return builders.pod(
+        name,
+        namespace="ns",
+        node="n1",
+        labels=labels or {"app": "web"},
+        owner=("ReplicaSet", owner, owner) if owner is not None else None,
+        phase=phase,
+        ready=ready,
     )
 
 
 def pdb(name: str = "web", *, selector: dict[str, str] | None = None, **spec: Any) -> PodDisruptionBudget:
     status = spec.pop("status", None)
     generation = spec.pop("generation", 0)
-    doc: dict[str, Any] = {
-        "metadata": {"name": name, "namespace": "ns", "generation": generation},
-        "spec": {"selector": {"matchLabels": selector or {"app": "web"}}, **spec},
-    }
-    if status is not None:
-        doc["status"] = status
-    return msgspec.convert(doc, PodDisruptionBudget)
+    return builders.pdb(
+        name,
+        namespace="ns",
+        selector=selector or {"app": "web"},
+        generation=generation,
+        spec=spec,
+        status=status,
+    )
 
 
 def answers(pdbs: list[PodDisruptionBudget], pods: list[Pod], evict: list[str]) -> list[str]:

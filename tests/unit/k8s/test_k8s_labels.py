@@ -122,8 +122,14 @@ def test_invalid_selectors_raise(selector: LabelSelector, fragment: str) -> None
 
 
 def test_validate_accepts_valid_and_none() -> None:
-    validate_label_selector(None)
-    validate_label_selector(sel({"app.kubernetes.io/name": "x"}, expr("a", "NotIn", "b")))
+    validate_label_selector(None)  # raises SelectorError if refused
+    valid = sel({"app.kubernetes.io/name": "x"}, expr("a", "NotIn", "b"))
+    validate_label_selector(valid)
+    # what was validated compiles to the selector it says
+    matcher = compile_label_selector(valid, none_matches=False)
+    assert matcher({"app.kubernetes.io/name": "x", "a": "c"})
+    assert not matcher({"app.kubernetes.io/name": "x", "a": "b"})
+    assert not matcher({"a": "c"})
 
 
 def test_equal_selectors_share_a_compiled_matcher() -> None:

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.k8s.nodes import is_node_ready, is_node_unschedulable, node_region, node_zone
 from desched.k8s.objects import Node
 
 
-def make_node(conditions: list[dict[str, str]] | None = None, **extra: Any) -> Node:
-    raw: dict[str, Any] = {"metadata": {"name": "n", "labels": extra.pop("labels", {})}}
-    if conditions is not None:
-        raw["status"] = {"conditions": conditions}
-    raw.update(extra)
-    return msgspec.convert(raw, Node)
+def make_node(conditions: list[dict[str, str]] | None = None, **kw: Any) -> Node:
+    return builders.bare_node("n", conditions=conditions, **kw)
 
 
 @pytest.mark.parametrize(
@@ -38,7 +34,7 @@ def test_is_node_ready(conditions: list[dict[str, str]] | None, ready: bool) -> 
 
 def test_is_node_unschedulable() -> None:
     assert not is_node_unschedulable(make_node())
-    assert is_node_unschedulable(make_node(spec={"unschedulable": True}))
+    assert is_node_unschedulable(make_node(unschedulable=True))
 
 
 def test_zone_and_region() -> None:

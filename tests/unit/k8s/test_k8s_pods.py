@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.k8s.objects import ZERO_TIME, Pod
 from desched.k8s.pods import (
@@ -40,13 +40,7 @@ def make_pod(
     spec: dict[str, Any] | None = None,
     status: dict[str, Any] | None = None,
 ) -> Pod:
-    raw: dict[str, Any] = {
-        "metadata": {"name": "p", "namespace": "ns", **(metadata or {})},
-        "spec": {"containers": [{"name": "c"}], **(spec or {})},
-    }
-    if status is not None:
-        raw["status"] = status
-    return msgspec.convert(raw, Pod)
+    return builders.pod("p", namespace="ns", phase=None, metadata=metadata, spec=spec, status=status)
 
 
 def resources(requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None) -> dict[str, Any]:

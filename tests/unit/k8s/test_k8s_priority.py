@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import msgspec
+from tests import builders
 
 from desched.k8s.objects import Pod, PriorityClass
 from desched.k8s.priority import global_default_class, resolve_pod_priority
 
 
 def pc(name: str, value: int, global_default: bool = False) -> PriorityClass:
-    return msgspec.convert(
-        {"metadata": {"name": name}, "value": value, "globalDefault": global_default}, PriorityClass
-    )
+    return builders.priority_class(name, value, global_default=global_default)
 
 
 def make_pod(priority: int | None = None, class_name: str = "") -> Pod:
-    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
-    if priority is not None:
-        spec["priority"] = priority
-    if class_name:
-        spec["priorityClassName"] = class_name
-    return msgspec.convert({"spec": spec}, Pod)
+    return builders.bare_pod("", priority=priority, priority_class=class_name or None)
 
 
 CLASSES = {c.metadata.name: c for c in (pc("high", 1000), pc("low", 10, True), pc("lower", 5, True))}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.k8s.objects import Node, Pod
 from desched.k8s.resources import (
@@ -51,14 +51,14 @@ def make_pod(
     overhead: dict[str, Any] | None = None,
     pod_resources: dict[str, Any] | None = None,
 ) -> Pod:
-    spec: dict[str, Any] = {"containers": containers or []}
-    if init is not None:
-        spec["initContainers"] = init
+    spec: dict[str, Any] = {}
     if overhead is not None:
         spec["overhead"] = overhead
     if pod_resources is not None:
         spec["resources"] = pod_resources
-    return msgspec.convert({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}, Pod)
+    return builders.pod(
+        "p", namespace="ns", phase=None, containers=containers or [], init_containers=init, spec=spec
+    )
 
 
 def test_regular_containers_are_summed() -> None:
@@ -200,7 +200,7 @@ def make_node(allocatable: dict[str, Any] | None, capacity: dict[str, Any] | Non
         status["allocatable"] = allocatable
     if capacity is not None:
         status["capacity"] = capacity
-    return msgspec.convert({"metadata": {"name": "n"}, "status": status}, Node)
+    return builders.bare_node("n", status=status)
 
 
 def test_node_allocatable_prefers_allocatable_over_capacity() -> None:

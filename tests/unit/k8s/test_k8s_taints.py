@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests import builders
 
 from desched.k8s.objects import Node, Pod, Taint, Toleration
 from desched.k8s.taints import (
@@ -86,11 +86,11 @@ def test_untolerated_taint_returns_the_first_in_effect_scope() -> None:
 
 
 def make_node(taints: list[dict[str, Any]]) -> Node:
-    return msgspec.convert({"metadata": {"name": "n"}, "spec": {"taints": taints}}, Node)
+    return builders.bare_node("n", taints=taints)
 
 
 def make_pod(tolerations: list[dict[str, Any]]) -> Pod:
-    return msgspec.convert({"spec": {"containers": [{"name": "c"}], "tolerations": tolerations}}, Pod)
+    return builders.bare_pod("", tolerations=tolerations)
 
 
 def test_pod_tolerates_node_taints() -> None:

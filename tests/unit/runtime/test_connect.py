@@ -128,6 +128,20 @@ def test_kubeconfig_problems_are_one_line(tmp_path: Path, monkeypatch: pytest.Mo
     bad.write_text("- a list\n")
     with pytest.raises(UserError, match="not a kubeconfig"):
         load(monkeypatch, str(bad))
+    bomb = tmp_path / "bomb"  # read by the one bounded YAML loader: refused before it is expanded
+    bomb.write_text(
+        'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n'
+        + "".join(
+            f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        )
+    )
+    with pytest.raises(UserError, match=r"cannot read .*bomb: YAML expands to more than 100000 values"):
+        load(monkeypatch, str(bomb))
+    two = tmp_path / "two"
+    two.write_text("a: 1\n---\nb: 2\n")
+    with pytest.raises(UserError, match=r"cannot read .*two: expected a single document"):
+        load(monkeypatch, str(two))
     a = kubeconfig(tmp_path / "a", current="nope", contexts={}, clusters={}, users={})
     with pytest.raises(UserError, match="nope"):
         load(monkeypatch, str(a))

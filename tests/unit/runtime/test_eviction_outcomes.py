@@ -19,6 +19,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
+from tests import builders
 
 from desched.api.policy import EvictionLimits, load_policy
 from desched.backends.api_eviction import (
@@ -48,23 +49,15 @@ REQ = EvictionRequest("p", "Plugin", "test")
 def pod(
     name: str, node: str, *, ns: str = "default", uid: str | None = None, terminating: bool = False
 ) -> Pod:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": ns,
-        "uid": uid if uid is not None else f"uid-{name}",
-        "creationTimestamp": "2026-01-01T00:00:00Z",
-        "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "rs"}],
-    }
-    if terminating:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:01Z"
-    return msgspec.convert(
-        {
-            "metadata": meta,
-            "spec": {"nodeName": node, "containers": [{"name": "c"}]},
-            "status": {"phase": "Running"},
-        },
-        Pod,
-        strict=False,
+    return builders.pod(
+        name,
+        node=node,
+        namespace=ns,
+        uid=uid if uid is not None else f"uid-{name}",
+        created="2026-01-01T00:00:00Z",
+        deleted="2026-01-01T00:00:01Z" if terminating else None,
+        owner=("ReplicaSet", "rs", "rs"),
+        controller=None,
     )
 
 

@@ -6,8 +6,8 @@ import json
 import urllib.request
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.app.run import relevant_change
 from desched.cluster.live_source import RESOURCES, GoneError, Informer
@@ -43,30 +43,17 @@ def test_watch_410_means_relist() -> None:
 
 
 def node(**spec: Any) -> Node:
-    return msgspec.convert({"metadata": {"name": "n", "labels": spec.pop("labels", {})}, "spec": spec}, Node)
+    return builders.bare_node("n", labels=spec.pop("labels", {}), spec=spec)
 
 
 def pod(phase: str = "Running", restarts: int = 0) -> Pod:
-    return msgspec.convert(
-        {
-            "metadata": {"name": "p"},
-            "status": {"phase": phase, "containerStatuses": [{"name": "c", "restartCount": restarts}]},
-        },
-        Pod,
-    )
+    return builders.bare_pod("p", containers=[], phase=phase, restarts=restarts)
 
 
 def event(kind: str = "Pod", type_: str = "Warning", count: int = 1, series: int | None = None) -> Event:
-    doc: dict[str, Any] = {
-        "metadata": {"name": "e", "namespace": "d"},
-        "involvedObject": {"kind": kind, "name": "p", "namespace": "d"},
-        "reason": "BackOff",
-        "type": type_,
-        "count": count,
-    }
-    if series is not None:
-        doc["series"] = {"count": series}
-    return msgspec.convert(doc, Event)
+    return builders.event(
+        "e", namespace="d", kind=kind, object_name="p", type_=type_, count=count, series=series
+    )
 
 
 @pytest.mark.parametrize(

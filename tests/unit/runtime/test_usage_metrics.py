@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.backends.api_eviction import ApiEvictionBackend
@@ -334,36 +335,18 @@ def test_prometheus_down_is_an_error_for_the_cycle() -> None:
 
 
 def node(name: str) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            },
-        },
-        Node,
-        strict=False,
-    )
+    return builders.node(name, hostname_label=False)
 
 
 def pod(name: str, node_name: str, cpu: str = "100m") -> Pod:
-    return msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "default",
-                "uid": name,
-                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
-            },
-            "spec": {
-                "nodeName": node_name,
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
-            },
-            "status": {"phase": "Running"},
-        },
-        Pod,
-        strict=False,
+    return builders.pod(
+        name,
+        node=node_name,
+        uid=name,
+        owner=("ReplicaSet", "rs"),
+        controller=None,
+        cpu=cpu,
+        memory="64Mi",
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
+from tests import builders
 
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.k8s.objects import Node, Pod
@@ -32,13 +32,18 @@ def make_node(
     unschedulable: bool = False,
     extra: dict[str, str] | None = None,
 ) -> Node:
-    alloc = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
-    doc: dict[str, Any] = {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": {"unschedulable": unschedulable, "taints": taints or []},
-        "status": {"allocatable": alloc, "capacity": alloc},
-    }
-    return msgspec.convert(doc, Node, strict=False)
+    return builders.node(
+        name,
+        cpu=cpu,
+        memory=memory,
+        pods=pods,
+        extra=extra,
+        capacity=True,
+        ready=None,
+        labels=labels,
+        taints=taints or [],
+        unschedulable=unschedulable,
+    )
 
 
 def make_pod(
@@ -55,23 +60,19 @@ def make_pod(
     tolerations: list[dict[str, Any]] | None = None,
     extra: dict[str, str] | None = None,
 ) -> Pod:
-    requests = {"cpu": cpu, "memory": memory, **(extra or {})}
-    spec: dict[str, Any] = {
-        "nodeName": node,
-        "containers": [{"name": "c", "resources": {"requests": requests}}],
-    }
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    if affinity:
-        spec["affinity"] = affinity
-    if tolerations:
-        spec["tolerations"] = tolerations
-    doc = {
-        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-        "spec": spec,
-        "status": {"phase": phase},
-    }
-    return msgspec.convert(doc, Pod, strict=False)
+    return builders.pod(
+        name,
+        node=node,
+        namespace=namespace,
+        cpu=cpu,
+        memory=memory,
+        requests=extra,
+        labels=labels or {},
+        phase=phase,
+        node_selector=node_selector or None,
+        affinity=affinity or None,
+        tolerations=tolerations or None,
+    )
 
 
 def anti_affinity(

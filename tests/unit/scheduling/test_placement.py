@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests import builders
 
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRecord, EvictionRequest
@@ -57,20 +58,19 @@ def node(
     ready: str = "True",
     extra: dict[str, str] | None = None,
 ) -> Node:
-    alloc = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
-    doc: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone, **(labels or {})},
-        },
-        "spec": {"unschedulable": unschedulable, "taints": taints or []},
-        "status": {
-            "allocatable": alloc,
-            "capacity": alloc,
-            "conditions": [{"type": "Ready", "status": ready}],
-        },
-    }
-    return msgspec.convert(doc, Node, strict=False)
+    return builders.node(
+        name,
+        cpu=cpu,
+        memory=memory,
+        pods=pods,
+        extra=extra,
+        capacity=True,
+        zone=zone,
+        labels=labels,
+        taints=taints or [],
+        unschedulable=unschedulable,
+        ready=ready,
+    )
 
 
 def pod(
@@ -86,21 +86,18 @@ def pod(
     phase: str = "Running",
     spec: dict[str, Any] | None = None,
 ) -> Pod:
-    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
-    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels or {}}
-    if owner is not None:
-        meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
-    doc: dict[str, Any] = {
-        "metadata": meta,
-        "spec": {
-            "nodeName": on,
-            "containers": [{"name": "c", "resources": {"requests": requests}}],
-            **({"priority": priority} if priority is not None else {}),
-            **(spec or {}),
-        },
-        "status": {"phase": phase},
-    }
-    return msgspec.convert(doc, Pod, strict=False)
+    return builders.pod(
+        name,
+        node=on,
+        namespace=ns,
+        cpu=cpu,
+        memory=memory,
+        labels=labels or {},
+        owner=owner,
+        priority=priority,
+        phase=phase,
+        spec=spec,
+    )
 
 
 def snap(nodes: list[Node], pods: list[Pod] = ()) -> ClusterSnapshot:  # type: ignore[assignment]

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests import builders
 
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.k8s.objects import Node, Pod
@@ -248,16 +249,7 @@ def test_a_picture_brought_up_to_date_is_a_fresh_one(
 
 
 def node(name: str, *, cpu: str = "1", pods: str = "10", zone: str = "a") -> Node:
-    return make_node(
-        name,
-        {
-            "metadata": {"labels": {HOST: name, ZONE: zone}},
-            "status": {
-                "allocatable": {"cpu": cpu, "memory": "4Gi", "pods": pods},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        },
-    )
+    return builders.node(name, cpu=cpu, memory="4Gi", pods=pods, zone=zone)
 
 
 def replica(name: str, cpu: str, app: str = "web", spec: dict[str, Any] | None = None) -> Pod:

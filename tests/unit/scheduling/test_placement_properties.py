@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests import builders
 
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRecord, EvictionRequest
@@ -64,15 +65,14 @@ def nodes_strategy(draw: st.DrawFn) -> list[Node]:
             "memory": draw(st.sampled_from(["1Gi", "2Gi", "4Gi"])),
             "pods": str(draw(st.integers(1, 8))),
         }
-        doc = {
-            "metadata": {"name": name, "labels": labels},
-            "spec": {
-                "unschedulable": draw(st.integers(0, 6)) == 0,
-                "taints": draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique_by=lambda t: t["key"])),
-            },
-            "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]},
-        }
-        out.append(msgspec.convert(doc, Node, strict=False))
+        node = builders.node(
+            name,
+            labels=labels,
+            **alloc,
+            unschedulable=draw(st.integers(0, 6)) == 0,  # drawn before the taints, as always
+            taints=draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique_by=lambda t: t["key"])),
+        )
+        out.append(node)
     return out
 
 

@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.types import validate_model
 from desched.errors import PolicyError, UserError
@@ -42,13 +42,7 @@ def part(values: str, prefer: str, resources: Any = None) -> dict[str, Any]:
 def make_pod(name: str, node: str = "", *, phase: str = "Running", gpu: str = "", **requests: str) -> Pod:
     if gpu:
         requests["nvidia.com/gpu"] = gpu
-    res = {"requests": requests} if requests else {}
-    doc = {
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": res}]},
-        "status": {"phase": phase},
-    }
-    return msgspec.convert(doc, Pod, strict=False)
+    return builders.pod(name, node=node, phase=phase, requests=requests or None)
 
 
 # --------------------------------------------------------------------------- hand-computed scores

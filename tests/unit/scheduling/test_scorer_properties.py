@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests import builders
 
 from desched.k8s.objects import Pod
 from desched.scheduling.scorer import GenericScorer, GenericScorerArgs, allocated_of, requesting_of
@@ -49,11 +49,7 @@ class RefPod:
                 if value is not None:
                     requests[res] = f"{value}m" if res == "cpu" else str(value)
             containers.append({"name": f"c{i}", "resources": {"requests": requests}})
-        doc = {
-            "metadata": {"name": name, "namespace": "ns"},
-            "spec": {"nodeName": node, "containers": containers},
-        }
-        return msgspec.convert(doc, Pod, strict=False)
+        return builders.pod(name, namespace="ns", node=node, containers=containers, phase=None)
 
     def request(self, res: str, *, non_zero: bool) -> int:
         """calculatePodResourceRequest: containers summed; the 100m / 200Mi stand-ins for a

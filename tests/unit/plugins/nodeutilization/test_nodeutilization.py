@@ -295,7 +295,14 @@ def test_lnu_metrics_source_needs_a_metrics_provider(
 
 def test_deprecated_metrics_collector_enables_kubernetes_metrics() -> None:
     args = {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics"}}
-    load_policy(policy_doc(LNU, args, metricsCollector={"enabled": True}), REG)
+    policy = load_policy(policy_doc(LNU, args, metricsCollector={"enabled": True}), REG)
+    loaded = policy.profiles[0].args[LNU]
+    assert isinstance(loaded, LowNodeUtilizationArgs)
+    assert loaded.metrics_utilization is not None
+    assert loaded.metrics_utilization.effective_source == "KubernetesMetrics"
+    assert policy.metrics_providers == ()  # the deprecated switch stands in for the provider
+    # without the switch the same args name the missing provider
+    assert "metricsProviders configures no KubernetesMetrics provider" in load_error(LNU, args)
 
 
 def test_lnu_enabled_without_config_is_an_error() -> None:

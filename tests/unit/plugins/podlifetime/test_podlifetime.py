@@ -174,7 +174,8 @@ def test_all_args_load_with_their_wire_names() -> None:
     ],
 )
 def test_any_one_criterion_is_enough(criterion: dict[str, Any]) -> None:
-    load_args(criterion)
+    args = load_args(criterion)
+    assert args.model_dump(mode="json", by_alias=True, exclude_defaults=True) == criterion
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,108 @@
+"""The one YAML loader: libyaml (when built in) composes each document into its node graph, the
+graph is measured before any Python object is built, and only then is the document constructed.
+
+Measured: the size *as expanded* (an alias counts as a copy of what it names, so a "billion laughs"
+alias bomb is refused at a few KB), the depth, and alias cycles. A graph past a bound ends in
+``fail(source, reason)``, the caller's way of raising its own error type; YAML syntax errors
+propagate as ``yaml.YAMLError`` for the caller to word (:func:`yaml_error_position` says where).
+
+Policies, scorer args (through :mod:`desched.api.documents`), snapshots and kubeconfig files all
+read YAML here. Hand-written rather than a library: PyYAML offers no limit on alias expansion or
+depth, and the check is a walk over the composed graph. This module imports nothing from desched,
+so every layer can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any, NoReturn
+
+import yaml
+
+__all__ = ["Fail", "yaml_documents", "yaml_error_position"]
+
+#: ``fail(source, reason)`` raises the caller's error; it never returns.
+Fail = Callable[[str, str], NoReturn]
+
+
+def yaml_documents(
+    data: str | bytes, source: str, fail: Fail, *, max_nodes: int, max_depth: int, single: bool = False
+) -> Generator[Any, None, None]:
+    """The documents of a YAML stream, each measured before it is built (an empty document
+    between two others is ``None``; an empty stream has none). With ``single``, the stream must
+    hold at most one document (``yaml.safe_load``'s rule). Raises ``yaml.YAMLError`` for text
+    that is not YAML; ``RecursionError`` may escape the constructor on pathological nesting the
+    bounds did not catch."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(data)
+    try:
+        if single:
+            node = loader.get_single_node()
+            if node is not None:
+                _check_graph(node, source, fail, max_nodes, max_depth)
+                yield loader.construct_document(node)
+            return
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            _check_graph(node, source, fail, max_nodes, max_depth)
+            yield loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def yaml_error_position(e: yaml.YAMLError) -> str:
+    """`` at line L, column C`` where the parser stopped, or ``""`` if it does not say."""
+    mark = getattr(e, "problem_mark", None)
+    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        out: list[yaml.Node] = []
+        for k, v in node.value:
+            out.append(k)
+            out.append(v)
+        return out
+    return []
+
+
+def _check_graph(root: yaml.Node, source: str, fail: Fail, max_nodes: int, max_depth: int) -> None:
+    # Post-order over the DAG (aliases are shared nodes), iteratively: size and height per node,
+    # memoised by identity, so that an alias bomb costs its compact size to measure.
+    done: dict[int, tuple[int, int]] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        key = id(node)
+        if expanded:
+            on_path.discard(key)
+            size, height = 1, 0
+            for child in _children(node):
+                s, h = done[id(child)]
+                size += s
+                height = max(height, h)
+            height += 1
+            if size > max_nodes:
+                fail(source, f"YAML expands to more than {max_nodes} values (aliases are copies)")
+            if height > max_depth:
+                fail(source, f"nested more than {max_depth} levels deep")
+            done[key] = (size, height)
+            continue
+        if key in done:
+            continue
+        if key in on_path:
+            fail(source, "a YAML alias refers to a value that contains it")
+        if len(on_path) > max_depth:
+            fail(source, f"nested more than {max_depth} levels deep")
+        on_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            cid = id(child)
+            if cid in on_path:
+                fail(source, "a YAML alias refers to a value that contains it")
+            if cid not in done:
+                stack.append((child, False))
