@@ -20,6 +20,7 @@ from aiohttp import web
 from tests import builders
 from tests.kubeapi import api_client_for, status
 
+from desched.backends import api_eviction as backend_module
 from desched.backends.api_eviction import (
     REQUESTED_BY,
     ApiEvictionBackend,
@@ -30,7 +31,6 @@ from desched.backends.api_eviction import (
 from desched.framework.evictor import EvictionRecord, EvictionRequest, OutcomeUnknown
 from desched.framework.types import EvictResult
 from desched.kube.client import RateLimiter
-from desched.runtime import backend as backend_module
 
 EVICTION = "/api/v1/namespaces/{ns}/pods/{name}/eviction"
 REQ = EvictionRequest("prof", "RemoveDuplicates", "a duplicate", grace_period_seconds=5)

@@ -18,10 +18,10 @@ from aiohttp import web
 from tests import builders
 from tests.kubeapi import api_client_for, status
 
+from desched.backends import api_nodeactions as nodeactions_module
 from desched.backends.api_nodeactions import CONFLICT_RETRIES, NodeDowngrades
 from desched.framework.nodeactions import DOWNGRADE_ANNOTATION, ActionResult, DowngradeRequest
 from desched.k8s.objects import Node
-from desched.runtime import nodeactions as nodeactions_module
 
 NOW = datetime(2026, 11, 24, 12, tzinfo=UTC)
 KEY = "desched.io/anomalous-node"
