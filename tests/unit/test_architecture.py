@@ -1,0 +1,141 @@
+"""The rules of docs/design.md's "Layers and layout" that import-linter cannot see.
+
+The layer contracts themselves are `.importlinter`, checked by `lint-imports` in `.ci/run` (and
+here, so that a broken contract fails the test command too). This file checks what lies beside
+them: module sizes, the Handle as a plugin's only door (no probing of plugin instances), the
+process layers never naming a plugin, and each in-tree plugin's folder holding its whole story.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from desched.plugins import IN_TREE_PLUGINS
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "desched"
+PLUGINS = SRC / "plugins"
+PLUGIN_NAMES = sorted({cls.name for cls in IN_TREE_PLUGINS})
+PLUGIN_FOLDERS = sorted({Path(inspect.getfile(cls)).resolve().parent.name for cls in IN_TREE_PLUGINS})
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_no_module_is_too_long() -> None:
+    """No module over 1,500 lines; none outside scheduling/placement/ over 1,000 (issue 13)."""
+    placement = SRC / "scheduling" / "placement"
+    too_long = [
+        f"{p.relative_to(SRC)}: {_lines(p)} lines"
+        for p in _modules()
+        if _lines(p) > (1500 if placement in p.parents else 1000)
+    ]
+    assert not too_long
+
+
+def test_nothing_probes_a_plugin_instance() -> None:
+    """A plugin's hooks are declared protocols, found at registration: no ``getattr(inst, ...)``."""
+    probes = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in {"getattr", "hasattr"}
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in {"inst", "instance", "plugin"}
+            ):
+                probes.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not probes
+
+
+def _names_a_plugin(tree: ast.AST) -> list[tuple[int, str]]:
+    """Identifiers, imports and bare-word strings that name an in-tree plugin. Prose (a docstring,
+    a metric's help text, a log message: strings with a space) may mention one; code that selects
+    behaviour by a plugin's name, or imports a plugin's module, may not."""
+    found: list[tuple[int, str]] = []
+    modules = {f"desched.plugins.{folder}" for folder in PLUGIN_FOLDERS}
+    for node in ast.walk(tree):
+        words: list[str] = []
+        if isinstance(node, ast.Name):
+            words = [node.id]
+        elif isinstance(node, ast.Attribute):
+            words = [node.attr]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value:
+            words = [node.value]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if any(node.module == m or node.module.startswith(m + ".") for m in modules):
+                found.append((node.lineno, node.module))
+            words = [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            found.extend(
+                (node.lineno, a.name)
+                for a in node.names
+                if any(a.name == m or a.name.startswith(m + ".") for m in modules)
+            )
+        found.extend((getattr(node, "lineno", 0), w) for w in words if w in PLUGIN_NAMES)
+    return found
+
+
+def test_the_mechanism_sees_plugin_names() -> None:
+    # the check below proves nothing unless it recognises a plugin named in code
+    tree = ast.parse(
+        'from desched.plugins.podlifetime import PodLifeTime\nif name == "RemoveAnomalyPods": pass'
+    )
+    assert [w for _, w in _names_a_plugin(tree)] == [
+        "desched.plugins.podlifetime",
+        "PodLifeTime",
+        "RemoveAnomalyPods",
+    ]
+
+
+@pytest.mark.parametrize("layer", ["app", "runtime", "report"])
+def test_process_layers_name_no_plugin(layer: str) -> None:
+    """app/, runtime/ and report/ see plugins only through the framework (declared live inputs,
+    the cycle result's reports); the in-tree list itself (``desched.plugins.default_registry``) is
+    what app hands the framework."""
+    found = [
+        f"{path.relative_to(SRC)}:{line}: {word}"
+        for path in sorted((SRC / layer).rglob("*.py"))
+        for line, word in _names_a_plugin(ast.parse(path.read_text()))
+    ]
+    assert not found
+
+
+@pytest.mark.parametrize("folder", PLUGIN_FOLDERS)
+def test_a_plugin_folder_holds_its_story(folder: str) -> None:
+    """args.py, plugin.py and README.md beside each other; its tests under tests/unit/plugins/<folder>/."""
+    here = PLUGINS / folder
+    assert {"__init__.py", "args.py", "plugin.py", "README.md"} <= {p.name for p in here.iterdir()}
+    tests = ROOT / "tests" / "unit" / "plugins" / folder
+    assert sorted(tests.glob("test_*.py")), f"no tests under {tests.relative_to(ROOT)}"
+
+
+def test_every_plugin_class_lives_in_its_own_folder() -> None:
+    for cls in IN_TREE_PLUGINS:
+        path = Path(inspect.getfile(cls)).resolve()
+        assert path.parent.parent == PLUGINS, f"{cls.name} is defined in {path.relative_to(SRC)}"
+
+
+def test_the_import_contracts_hold() -> None:
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "0 broken" in out.stdout
