@@ -24,6 +24,7 @@ from desched.api import documents
 from desched.api.types import (
     INT64_MAX,
     FieldValueError,
+    ReadsMetricsSource,
     check_integers,
     describe_validation_error,
     validate_model,
@@ -54,8 +55,8 @@ class PluginInfo(Protocol):
     """What loading a policy needs to know of one plugin (the registry's ``PluginSpec`` is one)."""
 
     @property
-    def factory(self) -> object:
-        """The plugin class (read for its ``presorts`` flag)."""
+    def presorts(self) -> bool:
+        """The plugin has a pre-sort step (it considers its pods in the profile's PreSort order)."""
         ...
 
     @property
@@ -516,7 +517,7 @@ def _presort_warnings(profiles: list[ProfileConfig], registry: PluginCatalog) ->
         for point in (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE):
             for name in prof.enabled(point):
                 spec = registry.get(name)
-                if spec is not None and not getattr(spec.factory, "presorts", False):
+                if spec is not None and not spec.presorts:
                     msg = (
                         f"profiles[{i}].plugins.presort: {name} has no pre-sort step, so "
                         f"{', '.join(presorters)} does not change the order it considers pods in"
@@ -534,8 +535,8 @@ def _check_metrics_sources(wire: PolicyWire, profiles: list[ProfileConfig]) -> N
         configured.add("KubernetesMetrics")
     for i, (prof_wire, prof) in enumerate(zip(wire.profiles, profiles, strict=True)):
         for name, args in prof.args.items():
-            source = getattr(args, "metrics_source", None)
-            if not isinstance(source, str) or source in configured:
+            source = args.metrics_source if isinstance(args, ReadsMetricsSource) else None
+            if source is None or source in configured:
                 continue
             j = next((k for k, c in enumerate(prof_wire.plugin_config) if c.name == name), 0)
             raise PolicyError(

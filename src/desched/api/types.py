@@ -9,7 +9,7 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 import pydantic
@@ -37,6 +37,17 @@ class ArgsModel(BaseModel):
         frozen=True,
         arbitrary_types_allowed=True,
     )
+
+
+@runtime_checkable
+class ReadsMetricsSource(Protocol):
+    """Args of a plugin that reads actual usage from one of the policy's ``metricsProviders``
+    (LowNodeUtilization's ``metricsUtilization``): the policy loader checks that source is configured."""
+
+    @property
+    def metrics_source(self) -> str | None:
+        """The ``metricsProviders`` source read (None: the plugin reads no metrics)."""
+        ...
 
 
 class Namespaces(ArgsModel):

@@ -24,7 +24,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from desched.framework.types import EXTENSION_PROTOCOLS, ExtensionPoint, Plugin, PluginWithArgs
+from desched.framework.types import (
+    EXTENSION_PROTOCOLS,
+    ExtensionPoint,
+    HasPreSortStep,
+    Plugin,
+    PluginWithArgs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +48,8 @@ class PluginSpec:
     args_model: type[BaseModel] | None
     extension_points: frozenset[ExtensionPoint]
     origin: str
+    #: the class declares a pre-sort step (:class:`~desched.framework.types.HasPreSortStep`)
+    presorts: bool = False
 
     def default_args(self) -> BaseModel | None:
         return self.args_model() if self.args_model is not None else None
@@ -74,7 +82,8 @@ class Registry:
         points = extension_points_of(cls)
         if not points:
             raise RegistryError(f"plugin {name!r} implements no extension point")
-        spec = PluginSpec(name, cls, args_model, points, origin)
+        presorts = isinstance(cls, HasPreSortStep) and cls.presorts is True
+        spec = PluginSpec(name, cls, args_model, points, origin, presorts)
         self._specs[name] = spec
         return spec
 

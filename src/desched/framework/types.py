@@ -139,6 +139,15 @@ class PreSortKeyPlugin(Protocol):
 
 
 @runtime_checkable
+class HasPreSortStep(Protocol):
+    """A Deschedule/Balance plugin whose candidates are considered in the profile's PreSort order
+    (``handle.presort_pods``) declares ``presorts = True``; the policy loader warns about a
+    ``presort`` next to a plugin without that step, since it would change nothing."""
+
+    presorts: ClassVar[bool]
+
+
+@runtime_checkable
 class ExplainsFilter(Protocol):
     """A Filter plugin that can tell why it refuses a pod (for ``--explain`` and ``--v=4``)."""
 
