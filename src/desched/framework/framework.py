@@ -459,7 +459,7 @@ class Framework:
         start = time.perf_counter()
         result = CycleResult(started=self.ctx.clock(), nodes=0)
         # A cycle allocates many short-lived objects next to a large live snapshot: without this,
-        # the cyclic collector rescans the snapshot again and again (2-3x slower at 150k pods).
+        # the cyclic collector rescans the snapshot again and again (docs/performance.md).
         # Reference counting still frees everything acyclic.
         with gc_paused():
             nodes = snapshot.ready_nodes(self.policy.node_selector)
