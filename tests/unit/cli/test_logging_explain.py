@@ -94,6 +94,22 @@ def test_vmodule_raises_one_module_only(restore_logging: None) -> None:
     assert "hidden" not in out.getvalue() and "shown" in out.getvalue()
 
 
+def test_vmodule_names_a_plugin_by_its_folder(restore_logging: None) -> None:
+    """A plugin logs under its folder's name (docs/design.md): ``--vmodule defaultevictor=4``
+    raises DefaultEvictor and nothing else."""
+    out = io.StringIO()
+    logs.configure(0, "text", {"defaultevictor": 4}, stream=out)
+    evictor = logging.getLogger("desched.plugins.defaultevictor")
+    other = logging.getLogger("desched.plugins.podlifetime")
+    assert logs.v_enabled(evictor, 4) and not logs.v_enabled(other, 1)
+    from desched.plugins.defaultevictor import plugin
+
+    assert plugin.log is evictor
+    plugin.log.debug("shown")
+    other.info("hidden")
+    assert "shown" in out.getvalue() and "hidden" not in out.getvalue()
+
+
 def test_verbosity_levels_round_trip() -> None:
     for v in range(10):
         assert logs.verbosity_of(logs.level_for(v)) == v
