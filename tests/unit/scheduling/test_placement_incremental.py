@@ -362,3 +362,26 @@ def test_own_anti_affinity_follows_the_pods_bound_since() -> None:
     for k, on in enumerate(["n1", "n2"]):
         sim.bind(bound(replica(f"db-{k}", "100m", app="db"), on))
     assert sim.decide(replica("web-1", "100m", spec=anti)).node == "n3"
+
+
+def test_a_terminating_pod_that_goes_leaves_the_required_affinity_index() -> None:
+    # api pods must share a zone with an api pod; the one api pod is on n1 (zone a). Terminating
+    # it puts a new object of it in the snapshot; when it then goes, the term index built
+    # before must let it go too, or the next api pod stays bound to zone a
+    affine = {
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("api", ZONE)]}}
+    }
+    old = bound(replica("old-0", "100m", app="api", spec=affine), "n1")
+    snapshot = ClusterSnapshot(nodes=[node("n1", cpu="8"), node("n2", cpu="8", zone="b")], pods=[old])
+    sim = PlacementSimulator(snapshot)
+    assert sim.decide(replica("new-0", "100m", app="api", spec=affine)).feasible == 1  # only zone a
+    meta = msgspec.structs.replace(old.metadata, deletion_timestamp=NOW)
+    terminating = msgspec.structs.replace(old, metadata=meta)
+    sim.terminate(old, terminating)
+    sim.unbind(terminating)
+    pod = replica("new-1", "100m", app="api", spec=affine)
+    fresh = PlacementSimulator(snapshot)
+    fresh._start = sim._start
+    decision = sim.decide(pod)
+    assert decision.feasible == 2  # no api pod left: the first of the group may go anywhere
+    assert decision == fresh.decide(pod)

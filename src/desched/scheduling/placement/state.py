@@ -209,10 +209,13 @@ class TermIndex:
                     nodes.update(domain)
 
     def remove(self, pod: Pod, i: int, node_labels: Mapping[str, str]) -> None:
-        """A matching pod on node ``i`` is gone."""
+        """A matching pod on node ``i`` is gone. The index may hold an earlier object of the same
+        pod (a pod that started terminating is replaced in the snapshot, not here): the pod is
+        found by namespace and name, unique among a snapshot's pods."""
         pods = self.by_node[i]
+        ns, name = pod.metadata.namespace, pod.metadata.name
         for k, q in enumerate(pods):
-            if q is pod:
+            if q is pod or (q.metadata.name == name and q.metadata.namespace == ns):
                 del pods[k]
                 break
         if not pods:
