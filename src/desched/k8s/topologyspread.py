@@ -11,8 +11,8 @@ constraint, and which pods it counts.
   ``matchLabelKeys`` merged in: for each listed key the declaring pod carries, ``key=<its value>``
   (a key the pod lacks adds nothing).
 
-Pure functions over :mod:`desched.k8s.objects`; used by the placement simulator and meant for the
-RemovePodsViolatingTopologySpreadConstraint plugin too (one home for these rules).
+Pure functions over :mod:`desched.k8s.objects`; used by the placement simulator and by the
+RemovePodsViolatingTopologySpreadConstraint plugin (one home for these rules).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import Policy, ProfileConfig, load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -16,7 +17,7 @@ from desched.framework.evictor import EvictionRequest, SimulatedBackend
 from desched.framework.framework import Framework
 from desched.framework.types import ExtensionPoint
 from desched.k8s._compile_cache import ContentKeys
-from desched.k8s.objects import Node, Pod, PodDisruptionBudget, PriorityClass, Toleration
+from desched.k8s.objects import Node, Pod, Toleration
 from desched.plugins import default_registry
 from desched.plugins.defaultevictor.args import DefaultEvictorArgs
 from desched.plugins.defaultevictor.plugin import DefaultEvictor
@@ -34,27 +35,19 @@ class _Backend:
 
 
 def make_pod(name: str, node: str = "n1", **extra: Any) -> Pod:
-    meta: dict[str, Any] = {"name": name, "namespace": extra.pop("namespace", "default")}
-    meta["ownerReferences"] = extra.pop("owners", RS)
+    """``extra``: ``namespace``, ``owners`` (the ownerReferences), ``labels``, ``annotations``,
+    ``startTime``; the rest goes into the spec."""
+    namespace = extra.pop("namespace", "default")
+    meta: dict[str, Any] = {"ownerReferences": extra.pop("owners", RS)}
     for key in ("labels", "annotations"):
         if key in extra:
             meta[key] = extra.pop(key)
-    status: dict[str, Any] = {"phase": "Running"}
-    if "startTime" in extra:
-        status["startTime"] = extra.pop("startTime")
-    spec = {"nodeName": node, "containers": [{"name": "c"}], **extra}
-    return msgspec.convert({"metadata": meta, "spec": spec, "status": status}, Pod, strict=False)
+    status = {"startTime": extra.pop("startTime")} if "startTime" in extra else None
+    return builders.pod(name, namespace=namespace, node=node, metadata=meta, spec=extra, status=status)
 
 
 def make_node(name: str, labels: dict[str, str] | None = None) -> Node:
-    doc = {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "status": {
-            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-    return msgspec.convert(doc, Node, strict=False)
+    return builders.node(name, labels=labels)
 
 
 def evictor_framework(args: dict[str, Any], clock: list[datetime] | None = None) -> Framework:
@@ -87,19 +80,12 @@ def test_verdicts_are_per_cycle_for_what_the_snapshot_says_about_a_pod() -> None
         {"podProtections": {"extraEnabled": ["PodsWithoutPDB"]}, "priorityThreshold": {"name": "high"}}
     )
     ev = default_evictor(fw)
-    high = msgspec.convert({"metadata": {"name": "high"}, "value": 1000}, PriorityClass, strict=False)
+    high = builders.priority_class("high", 1000)
     fw.begin_cycle(ClusterSnapshot(pods=[pod], priority_classes=[high]), _Backend())
     assert not ev.filter(pod)
     assert not ev.filter(pod)  # (remembered)
-    pdb = msgspec.convert(
-        {
-            "metadata": {"name": "b", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "a"}}},
-        },
-        PodDisruptionBudget,
-        strict=False,
-    )
-    higher = msgspec.convert({"metadata": {"name": "high"}, "value": 2000}, PriorityClass, strict=False)
+    pdb = builders.pdb("b", selector={"app": "a"})
+    higher = builders.priority_class("high", 2000)
     fw.begin_cycle(ClusterSnapshot(pods=[pod], pdbs=[pdb], priority_classes=[higher]), _Backend())
     assert ev.filter(pod)
 

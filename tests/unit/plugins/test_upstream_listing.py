@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -24,16 +25,12 @@ REGISTRY = default_registry(entry_points=False)
 
 
 def node(name: str, *, taint: bool = False, zone: str = "a") -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "zone": zone}},
-            "spec": {"taints": [{"key": "maint", "effect": "NoSchedule"}]} if taint else {},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
-            },
-        },
-        Node,
+    return builders.node(
+        name,
+        labels={"zone": zone},
+        taints=[{"key": "maint", "effect": "NoSchedule"}] if taint else None,
+        cpu="8",
+        memory="16Gi",
     )
 
 
@@ -47,25 +44,16 @@ def pod(
     affinity: dict[str, Any] | None = None,
 ) -> Pod:
     kind, owner_name = owner
-    spec: dict[str, Any] = {
-        "nodeName": node_name,
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
-    }
-    if affinity is not None:
-        spec["affinity"] = affinity
-    return msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "default",
-                "uid": f"uid-{name}",
-                "labels": labels or {},
-                "ownerReferences": [{"kind": kind, "name": owner_name, "uid": f"uid-{owner_name}"}],
-            },
-            "spec": spec,
-            "status": {"phase": phase},
-        },
-        Pod,
+    return builders.pod(
+        name,
+        node=node_name,
+        uid=f"uid-{name}",
+        labels=labels or {},
+        owner=(kind, owner_name, f"uid-{owner_name}"),
+        controller=None,
+        cpu="100m",
+        affinity=affinity,
+        phase=phase,
     )
 
 

@@ -9,19 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
-from desched.k8s import taints as k8s_taints
-from desched.k8s.objects import Node, Pod, TopologySpreadConstraint
+from desched.k8s import topologyspread as k8s_tsc
+from desched.k8s.objects import Pod, TopologySpreadConstraint
 from desched.plugins._shared import ContentKeys
-from desched.plugins.removepodsviolatingtopologyspreadconstraint.args import (
-    DO_NOT_SCHEDULE,
-)
-
-HONOR = "Honor"
-IGNORE = "Ignore"
-
-_TAINT_EFFECTS = (k8s_taints.TAINT_NO_SCHEDULE, k8s_taints.TAINT_NO_EXECUTE)
 
 
 @dataclass(slots=True, eq=False)
@@ -41,22 +32,13 @@ class SpreadConstraint:
     matches: k8s_labels.Matcher
     #: The declaring pod: its node affinity and tolerations decide eligible nodes under Honor.
     source: Pod
+    #: The constraint as declared (the first of the equal ones this was built from): its node
+    #: inclusion policies decide eligible nodes.
+    declared: TopologySpreadConstraint
     #: Which nodes are eligible: equal keys, equal node sets.
     node_filter_key: NodeFilterKey
     #: Identity for deduplication: equal keys, equal constraints.
     key: tuple[object, ...]
-
-    def eligible(self, node: Node) -> bool:
-        """The node is a domain member under nodeAffinityPolicy and nodeTaintsPolicy."""
-        if self.node_affinity_policy == HONOR and not k8s_affinity.pod_matches_node_selector(
-            self.source, node
-        ):
-            return False
-        return not (
-            self.node_taints_policy == HONOR
-            and k8s_taints.untolerated_taint(node.spec.taints, self.source.spec.tolerations, _TAINT_EFFECTS)
-            is not None
-        )
 
     def describe(self) -> str:
         return f"topologyKey={self.topology_key} maxSkew={self.max_skew} {self.when_unsatisfiable}"
@@ -104,7 +86,7 @@ class ConstraintCache:
     that declare the same constraint."""
 
     def __init__(self) -> None:
-        self._parts: dict[tuple[bytes, tuple[str | None, ...]], tuple[_SelectorParts, int] | str] = {}
+        self._parts: dict[tuple[bytes, tuple[tuple[str, str], ...]], tuple[_SelectorParts, int] | str] = {}
         #: the content of the parts' identity (see ``build``) -> a small number standing for it
         self._parts_ids: dict[tuple[object, ...], int] = {}
         self._built: dict[tuple[int, tuple[bytes, bytes] | None, bytes | None], SpreadConstraint] = {}
@@ -148,14 +130,12 @@ class ConstraintCache:
 
     def build(self, constraint: TopologySpreadConstraint, pod: Pod) -> SpreadConstraint:
         """The constraint as it applies to ``pod``; raises SelectorError for an invalid selector."""
-        labels = pod.metadata.labels or {}
-        keys = constraint.match_label_keys
-        values: tuple[str | None, ...] = tuple(labels.get(k) for k in keys) if keys else ()
+        pairs = k8s_tsc.match_label_pairs(constraint, pod.metadata.labels)
         content = self.content
-        raw = (content(constraint), values)
+        raw = (content(constraint), pairs)
         hit = self._parts.get(raw)
         if hit is None:
-            found = self._selector_parts(constraint, values)
+            found = self._selector_parts(constraint, pairs)
             if isinstance(found, str):
                 hit = found
             else:
@@ -175,8 +155,8 @@ class ConstraintCache:
         if isinstance(hit, str):
             raise k8s_labels.SelectorError(hit)
         parts, parts_id = hit
-        aff = _affinity_key(pod, content) if parts.node_affinity_policy == HONOR else None
-        tol = _tolerations_key(pod, content) if parts.node_taints_policy == HONOR else None
+        aff = _affinity_key(pod, content) if parts.node_affinity_policy == k8s_tsc.HONOR else None
+        tol = _tolerations_key(pod, content) if parts.node_taints_policy == k8s_tsc.HONOR else None
         built = self._built.get((parts_id, aff, tol))
         if built is None:
             key = (
@@ -200,6 +180,7 @@ class ConstraintCache:
                 requirements=parts.requirements,
                 matches=parts.matches,
                 source=pod,
+                declared=constraint,
                 node_filter_key=(parts.node_affinity_policy, aff, parts.node_taints_policy, tol),
                 key=key,
             )
@@ -207,18 +188,16 @@ class ConstraintCache:
         return built
 
     @staticmethod
-    def _selector_parts(c: TopologySpreadConstraint, values: tuple[str | None, ...]) -> _SelectorParts | str:
+    def _selector_parts(
+        c: TopologySpreadConstraint, pairs: tuple[tuple[str, str], ...]
+    ) -> _SelectorParts | str:
         reqs: tuple[k8s_labels.Requirement, ...] | None = None
         matches: k8s_labels.Matcher = k8s_labels.match_nothing
         selector_key: tuple[object, ...] | None = None
         if c.label_selector is not None:
             try:
                 base = k8s_labels.label_selector_requirements(c.label_selector)
-                merged = [
-                    k8s_labels.new_requirement(k, k8s_labels.OP_EQUALS, (v,))
-                    for k, v in zip(c.match_label_keys or (), values, strict=True)
-                    if v is not None
-                ]
+                merged = [k8s_labels.new_requirement(k, k8s_labels.OP_EQUALS, (v,)) for k, v in pairs]
             except k8s_labels.SelectorError as e:
                 return f"labelSelector: {e}"
             reqs = tuple(merged + base)
@@ -229,9 +208,9 @@ class ConstraintCache:
             max_skew=c.max_skew,
             topology_key=c.topology_key,
             when_unsatisfiable=c.when_unsatisfiable,
-            min_domains=min_domains if c.when_unsatisfiable == DO_NOT_SCHEDULE else 1,
-            node_affinity_policy=c.node_affinity_policy or HONOR,
-            node_taints_policy=c.node_taints_policy or IGNORE,
+            min_domains=min_domains if c.when_unsatisfiable == k8s_tsc.DO_NOT_SCHEDULE else 1,
+            node_affinity_policy=k8s_tsc.node_affinity_policy(c),
+            node_taints_policy=k8s_tsc.node_taints_policy(c),
             requirements=reqs,
             matches=matches,
             selector_key=selector_key,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from desched.k8s import labels as k8s_labels
+from desched.k8s import topologyspread as k8s_tsc
 from desched.k8s.objects import Node, Pod
 from desched.plugins.removepodsviolatingtopologyspreadconstraint._constraints import (
     NodeFilterKey,
@@ -40,7 +41,7 @@ class Topologies:
             domain_nodes: dict[str, list[Node]] = {}
             for node in self.nodes:
                 value = (node.metadata.labels or {}).get(c.topology_key)
-                if value is None or not c.eligible(node):
+                if value is None or not k8s_tsc.node_eligible(c.source, c.declared, node):
                     continue
                 node_domain[node.metadata.name] = value
                 domain_nodes.setdefault(value, []).append(node)

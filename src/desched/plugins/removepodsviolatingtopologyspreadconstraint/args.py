@@ -7,9 +7,8 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.k8s.topologyspread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 
-DO_NOT_SCHEDULE = "DoNotSchedule"
-SCHEDULE_ANYWAY = "ScheduleAnyway"
 ALLOWED_CONSTRAINTS = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 
 

@@ -92,6 +92,7 @@ from desched.framework.types import Evictor, Handle, Status
 from desched.k8s import labels as k8s_labels
 from desched.k8s.namespaces import namespace_rule
 from desched.k8s.objects import Node, Pod, TopologySpreadConstraint
+from desched.k8s.topologyspread import DO_NOT_SCHEDULE, counts_pod
 from desched.plugins.removepodsviolatingtopologyspreadconstraint._constraints import (
     ConstraintCache,
     SpreadConstraint,
@@ -103,13 +104,11 @@ from desched.plugins.removepodsviolatingtopologyspreadconstraint._domains import
     Topologies,
 )
 from desched.plugins.removepodsviolatingtopologyspreadconstraint.args import (
-    DO_NOT_SCHEDULE,
     RemovePodsViolatingTopologySpreadConstraintArgs,
 )
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
-_FINISHED_PHASES = ("Succeeded", "Failed")
 _NO_PODS: list[Pod] = []
 
 
@@ -260,7 +259,7 @@ class _Run:
             tscs = spec.topology_spread_constraints
             if tscs and ns not in found and any(c.when_unsatisfiable in kinds for c in tscs) and allowed(ns):
                 found.add(ns)
-            if meta.deletion_timestamp is None and pod.status.phase not in _FINISHED_PHASES:
+            if counts_pod(pod):
                 same_ns = countable.get(ns)
                 if same_ns is None:
                     countable[ns] = [pod]

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import Policy, ProfileConfig, load_policy
 from desched.api.types import validate_model
@@ -16,12 +17,10 @@ from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import (
-    Namespace,
     Node,
     PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
-    PriorityClass,
 )
 from desched.plugins import default_registry
 from desched.plugins.defaultevictor.args import DefaultEvictorArgs, PodProtection
@@ -38,31 +37,25 @@ class _Backend:
 
 
 def make_pod(name: str = "p", node: str = "n1", **extra: Any) -> Pod:
-    meta: dict[str, Any] = {"name": name, "namespace": extra.pop("namespace", "default")}
-    meta["ownerReferences"] = extra.pop("owners", RS_OWNER)
+    """``extra``: ``namespace``, ``owners`` (the ownerReferences), ``labels``, ``annotations``,
+    ``deletionTimestamp``, ``cpu``, ``phase``, ``startTime``; the rest goes into the spec."""
+    namespace = extra.pop("namespace", "default")
+    meta: dict[str, Any] = {"ownerReferences": extra.pop("owners", RS_OWNER)}
     for key in ("labels", "annotations", "deletionTimestamp"):
         if key in extra:
             meta[key] = extra.pop(key)
-    spec: dict[str, Any] = {
-        "nodeName": node,
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": extra.pop("cpu", "100m")}}}],
-    }
-    status: dict[str, Any] = {"phase": extra.pop("phase", "Running")}
-    if "startTime" in extra:
-        status["startTime"] = extra.pop("startTime")
-    spec.update(extra)
-    return msgspec.convert({"metadata": meta, "spec": spec, "status": status}, Pod, strict=False)
+    cpu = extra.pop("cpu", "100m")
+    phase = extra.pop("phase", "Running")
+    status = {"startTime": extra.pop("startTime")} if "startTime" in extra else None
+    return builders.pod(
+        name, namespace=namespace, node=node, cpu=cpu, phase=phase, metadata=meta, spec=extra, status=status
+    )
 
 
 def make_node(name: str, *, ready: bool = True, labels: dict[str, str] | None = None, cpu: str = "2") -> Node:
-    doc = {
-        "metadata": {"name": name, "labels": labels or {}},
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": "4Gi", "pods": "10"},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
-    return msgspec.convert(doc, Node, strict=False)
+    return builders.node(
+        name, hostname_label=False, labels=labels or {}, cpu=cpu, memory="4Gi", pods="10", ready=ready
+    )
 
 
 def convert(cls: Any, doc: dict[str, Any]) -> Any:
@@ -243,7 +236,7 @@ def test_no_eviction_policy() -> None:
 
 
 def test_priority_threshold_by_name_resolved_from_the_snapshot() -> None:
-    high = convert(PriorityClass, {"metadata": {"name": "high"}, "value": 1000})
+    high = builders.priority_class("high", 1000)
     snap = ClusterSnapshot(priority_classes=[high])
     ev = evictor({"priorityThreshold": {"name": "high"}}, snap)
     assert ev.filter(make_pod(priority=999))
@@ -268,7 +261,7 @@ def test_unknown_priority_class_refuses_every_pod_for_the_cycle() -> None:
     assert not ev.pre_eviction_filter(annotated)
     assert ev.filter_reasons(make_pod()) == [ev.error]
     # next cycle the class exists: the evictor works again
-    missing = convert(PriorityClass, {"metadata": {"name": "missing"}, "value": 5})
+    missing = builders.priority_class("missing", 5)
     fw.begin_cycle(ClusterSnapshot(priority_classes=[missing]), _Backend())
     assert ev.error is None
     assert ev.filter(make_pod(priority=4))
@@ -317,13 +310,7 @@ def test_pvc_protection_with_storage_classes() -> None:
 
 
 def test_pods_without_pdb_and_with_resource_claims() -> None:
-    pdb = convert(
-        PodDisruptionBudget,
-        {
-            "metadata": {"name": "b", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "a"}}},
-        },
-    )
+    pdb = builders.pdb("b", selector={"app": "a"})
     nil_selector = convert(
         PodDisruptionBudget, {"metadata": {"name": "nil", "namespace": "default"}, "spec": {}}
     )
@@ -399,7 +386,7 @@ def test_node_fit_sees_room_freed_by_evictions() -> None:
 
 
 def test_namespace_label_selector() -> None:
-    ns = convert(Namespace, {"metadata": {"name": "team-a", "labels": {"team": "a"}}})
+    ns = builders.namespace("team-a", labels={"team": "a"})
     snap = ClusterSnapshot(namespaces=[ns])
     ev = evictor({"namespaceLabelSelector": {"matchLabels": {"team": "a"}}}, snap)
     assert ev.pre_eviction_filter(make_pod(namespace="team-a"))

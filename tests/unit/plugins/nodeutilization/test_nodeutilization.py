@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.api.types import SKIP_POLICY_CHECKS
@@ -80,17 +80,15 @@ def node(
     unschedulable: bool = False,
     extra: dict[str, str] | None = None,
 ) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name},
-            "spec": {"unschedulable": unschedulable, "taints": taints or []},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": cpu, "memory": "4Gi", "pods": pods, **(extra or {})},
-            },
-        },
-        Node,
-        strict=False,
+    return builders.bare_node(
+        name,
+        cpu=cpu,
+        memory="4Gi",
+        pods=pods,
+        extra=extra,
+        ready=True,
+        unschedulable=unschedulable,
+        taints=taints or [],
     )
 
 
@@ -105,29 +103,18 @@ def pod(
     requests: dict[str, str] | None = None,
     phase: str = "Running",
 ) -> Pod:
-    reqs = dict(requests or {})
-    if cpu is not None:
-        reqs["cpu"] = cpu
-    spec: dict[str, Any] = {
-        "nodeName": node_name,
-        "containers": [{"name": "c", "image": "img", "resources": {"requests": reqs} if reqs else {}}],
-        "tolerations": tolerations or [],
-    }
-    if priority is not None:
-        spec["priority"] = priority
-    return msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "uid": f"{ns}-{name}",
-                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
-            },
-            "spec": spec,
-            "status": {"phase": phase},
-        },
-        Pod,
-        strict=False,
+    return builders.pod(
+        name,
+        namespace=ns,
+        node=node_name,
+        uid=f"{ns}-{name}",
+        owner=("ReplicaSet", "rs"),
+        controller=None,
+        cpu=cpu,
+        requests=requests,
+        priority=priority,
+        tolerations=tolerations or [],
+        phase=phase,
     )
 
 
@@ -356,7 +343,7 @@ def test_percentages_and_capacity() -> None:
     pct = usage_percentages({"cpu": 500, "nvidia.com/gpu": 1, "example.com/foo": 3}, cap)
     assert pct == {"cpu": 25.0, "nvidia.com/gpu": 25.0}  # no capacity: left out, reads 0%
     assert usage_percentages({"cpu": 5}, {"cpu": 0}) == {"cpu": 0.0}
-    no_alloc = msgspec.convert({"metadata": {"name": "x"}, "status": {"capacity": {"cpu": "1"}}}, Node)
+    no_alloc = builders.bare_node("x", status={"capacity": {"cpu": "1"}})
     assert node_capacity(no_alloc)["cpu"] == 1000
 
 
@@ -574,18 +561,7 @@ def test_lnu_skips_pods_that_tolerate_no_destination() -> None:
 
 
 def test_lnu_default_evictor_filters_candidates() -> None:
-    bare = msgspec.convert(
-        {
-            "metadata": {"name": "bare", "namespace": "default", "uid": "bare"},
-            "spec": {
-                "nodeName": "n1",
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": "400m"}}}],
-            },
-            "status": {"phase": "Running"},
-        },
-        Pod,
-        strict=False,
-    )
+    bare = builders.pod("bare", uid="bare", node="n1", cpu="400m")
     snapshot = ClusterSnapshot(nodes=three_nodes(), pods=[bare, *busy_n1(6)])
     fw = Framework(load_policy(policy_doc(LNU, LNU_ARGS, evictor=True), REG), REG, clock=lambda: NOW)
     result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))

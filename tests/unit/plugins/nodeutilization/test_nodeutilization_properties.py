@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRecord, EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.types import EvictResult, ExtensionPoint
-from desched.k8s.objects import Node, Pod
+from desched.k8s.objects import Pod
 from desched.plugins import default_registry
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -101,39 +101,22 @@ def thresholds(draw: st.DrawFn, *, pair: bool) -> tuple[dict[str, float], dict[s
 
 def build(cluster: Cluster) -> ClusterSnapshot:
     nodes = [
-        msgspec.convert(
-            {
-                "metadata": {"name": n.name},
-                "spec": {"unschedulable": n.unschedulable},
-                "status": {
-                    "conditions": [{"type": "Ready", "status": "True"}],
-                    "allocatable": {"cpu": f"{n.cpu}m", "memory": "1Gi", "pods": str(n.pods)},
-                },
-            },
-            Node,
-            strict=False,
+        builders.bare_node(
+            n.name,
+            unschedulable=n.unschedulable,
+            ready=True,
+            cpu=f"{n.cpu}m",
+            memory="1Gi",
+            pods=str(n.pods),
         )
         for n in cluster.nodes
     ]
-    pods = []
-    for p in cluster.pods:
-        spec: dict[str, Any] = {
-            "nodeName": p.node,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{p.cpu}m"}}}],
-        }
-        if p.priority is not None:
-            spec["priority"] = p.priority
-        pods.append(
-            msgspec.convert(
-                {
-                    "metadata": {"name": p.name, "namespace": p.namespace, "uid": p.name},
-                    "spec": spec,
-                    "status": {"phase": "Running"},
-                },
-                Pod,
-                strict=False,
-            )
+    pods = [
+        builders.pod(
+            p.name, namespace=p.namespace, uid=p.name, node=p.node, cpu=f"{p.cpu}m", priority=p.priority
         )
+        for p in cluster.pods
+    ]
     return ClusterSnapshot(nodes=nodes, pods=pods)
 
 

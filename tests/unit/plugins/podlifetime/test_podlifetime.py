@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -70,21 +70,20 @@ def pod(
     owner: str = "ReplicaSet",
     **status: Any,
 ) -> Pod:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "uid": name,
-        "ownerReferences": [{"kind": owner, "name": "owner"}],
-    }
-    if age is not None:
-        meta["creationTimestamp"] = ago(age)
-    return msgspec.convert(
-        {"metadata": meta, "spec": {"nodeName": node}, "status": status}, Pod, strict=False
+    return builders.bare_pod(
+        name,
+        namespace=namespace,
+        node=node,
+        uid=name,
+        owner=(owner, "owner"),
+        controller=None,
+        created=None if age is None else ago(age),
+        status=status,
     )
 
 
 def node(name: str) -> Node:
-    return msgspec.convert({"metadata": {"name": name}}, Node, strict=False)
+    return builders.bare_node(name)
 
 
 class Refuse:

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
@@ -60,14 +61,8 @@ def node(
     annotations: dict[str, str] | None = None,
     ready: bool = True,
 ) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
-            "spec": {"taints": taints or []},
-            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-        },
-        Node,
-        strict=False,
+    return builders.bare_node(
+        name, labels=labels or {}, annotations=annotations or {}, taints=taints or [], ready=ready
     )
 
 
@@ -91,24 +86,12 @@ def pod(
     uid: str | None = None,
     scheduled: datetime | None = None,
 ) -> Pod:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": ns,
-        "uid": uid or f"uid-{name}",
-        "creationTimestamp": ts(NOW - timedelta(seconds=age)),
-        "labels": labels or {},
-        "annotations": annotations or {},
-    }
-    if owner:
-        meta["ownerReferences"] = [{"kind": owner, "name": f"{name}-owner", "controller": True}]
-    if terminating:
-        meta["deletionTimestamp"] = ts(NOW)
-    status: dict[str, Any] = {"phase": phase, "reason": reason}
-    status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+    status: dict[str, Any] = {"reason": reason}
     if scheduled is not None:
-        status["conditions"].append(
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(scheduled)}
-        )
+        status["conditions"] = [
+            {"type": "Ready", "status": str(ready)},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(scheduled)},
+        ]
     state: dict[str, Any] = {}
     if waiting:
         state["waiting"] = {"reason": waiting}
@@ -117,10 +100,24 @@ def pod(
     status["containerStatuses"] = [{"name": "c", "state": state or {"running": {}}}]
     if init_waiting:
         status["initContainerStatuses"] = [{"name": "init", "state": {"waiting": {"reason": init_waiting}}}]
-    spec: dict[str, Any] = {"nodeName": node_name, "containers": [{"name": "c"}]}
+    spec: dict[str, Any] = {}
     if pvc:
         spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}]
-    return msgspec.convert({"metadata": meta, "spec": spec, "status": status}, Pod, strict=False)
+    return builders.pod(
+        name,
+        namespace=ns,
+        node=node_name,
+        uid=uid or f"uid-{name}",
+        created=ts(NOW - timedelta(seconds=age)),
+        deleted=ts(NOW) if terminating else None,
+        labels=labels or {},
+        annotations=annotations or {},
+        owner=(owner, f"{name}-owner") if owner else None,
+        phase=phase,
+        ready=ready,
+        spec=spec,
+        status=status,
+    )
 
 
 def event(
@@ -137,19 +134,18 @@ def event(
     name: str | None = None,
     series: int | None = None,
 ) -> Event:
-    doc: dict[str, Any] = {
-        "metadata": {
-            "name": name or f"{about}.{reason}",
-            "namespace": ns,
-            "uid": f"ev-{name or about}-{reason}",
-        },
-        "involvedObject": {"kind": kind, "namespace": ns, "name": about},
-        "reason": reason,
-        "message": message,
-        "type": type_,
-        "count": count,
-        "lastTimestamp": ts(last),
-    }
+    doc = builders.event_doc(
+        name or f"{about}.{reason}",
+        namespace=ns,
+        kind=kind,
+        object_name=about,
+        reason=reason,
+        message=message,
+        type_=type_,
+        count=count,
+        last_timestamp=ts(last),
+    )
+    doc["metadata"]["uid"] = f"ev-{name or about}-{reason}"
     if kind == "Pod":
         doc["involvedObject"]["uid"] = uid or f"uid-{about}"
     if series is not None:

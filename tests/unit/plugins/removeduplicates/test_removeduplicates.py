@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -48,18 +48,7 @@ def policy_doc(args: dict[str, Any] | None, **top: Any) -> dict[str, Any]:
 def node(
     name: str, *, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None
 ) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"taints": taints or []},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            },
-        },
-        Node,
-        strict=False,
-    )
+    return builders.node(name, hostname_label=False, labels=labels or {}, taints=taints or [])
 
 
 def pod(
@@ -73,25 +62,20 @@ def pod(
     node_selector: dict[str, str] | None = None,
     phase: str = "Running",
 ) -> Pod:
-    refs = [{"kind": k, "name": n} for k, n in (owners if owners is not None else [("ReplicaSet", "rs")])]
-    return msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "uid": f"{ns}-{name}",
-                "ownerReferences": refs,
-                "creationTimestamp": (NOW - timedelta(minutes=age_minutes)).isoformat(),
-            },
-            "spec": {
-                "nodeName": node_name,
-                "nodeSelector": node_selector or {},
-                "containers": [{"name": f"c{i}", "image": image} for i, image in enumerate(images)],
-            },
-            "status": {"phase": phase},
-        },
-        Pod,
-        strict=False,
+    refs = [
+        builders.owner_ref(owner, controller=None)
+        for owner in (owners if owners is not None else [("ReplicaSet", "rs")])
+    ]
+    return builders.pod(
+        name,
+        namespace=ns,
+        node=node_name,
+        uid=f"{ns}-{name}",
+        created=(NOW - timedelta(minutes=age_minutes)).isoformat(),
+        node_selector=node_selector or {},
+        containers=[{"name": f"c{i}", "image": image} for i, image in enumerate(images)],
+        phase=phase,
+        metadata={"ownerReferences": refs},
     )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -15,7 +15,7 @@ from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.registry import Registry
 from desched.framework.types import ExtensionPoint
-from desched.k8s.objects import Node, Pod
+from desched.k8s.objects import Pod
 from desched.plugins import default_registry
 from desched.plugins.removefailedpods.args import RemoveFailedPodsArgs
 from desched.plugins.removefailedpods.plugin import RemoveFailedPods
@@ -64,16 +64,16 @@ def pod(
 ) -> Pod:
     status.setdefault("phase", "Failed")
     created = (NOW - timedelta(seconds=age)).isoformat().replace("+00:00", "Z")
-    meta = {
-        "name": name,
-        "namespace": "default",
-        "uid": name,
-        "creationTimestamp": created,
-        "labels": labels or {},
-        "ownerReferences": [{"kind": owner, "name": "owner"}],
-    }
-    return msgspec.convert(
-        {"metadata": meta, "spec": {"nodeName": node}, "status": status}, Pod, strict=False
+    return builders.bare_pod(
+        name,
+        namespace="default",
+        node=node,
+        uid=name,
+        created=created,
+        labels=labels or {},
+        owner=(owner, "owner"),
+        controller=None,
+        status=status,
     )
 
 
@@ -97,7 +97,7 @@ def run(args: dict[str, Any], pods: list[Pod], *, limits: EvictionLimits | None 
     framework = Framework(
         Policy(profiles=(profile,), limits=limits or EvictionLimits()), registry, clock=lambda: NOW
     )
-    nodes = [msgspec.convert({"metadata": {"name": n}}, Node, strict=False) for n in ("n1", "n2")]
+    nodes = [builders.bare_node(n) for n in ("n1", "n2")]
     backend = Backend()
     framework.begin_cycle(ClusterSnapshot(nodes=nodes, pods=pods), backend)
     runs = framework.run_extension_point(ExtensionPoint.DESCHEDULE, nodes)

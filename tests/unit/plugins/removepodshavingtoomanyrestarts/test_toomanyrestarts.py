@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -15,7 +15,7 @@ from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.registry import Registry
 from desched.framework.types import ExtensionPoint
-from desched.k8s.objects import Node, Pod
+from desched.k8s.objects import Pod
 from desched.plugins import default_registry
 from desched.plugins.removepodshavingtoomanyrestarts.args import RemovePodsHavingTooManyRestartsArgs
 from desched.plugins.removepodshavingtoomanyrestarts.plugin import RemovePodsHavingTooManyRestarts
@@ -72,9 +72,8 @@ def pod(
         "initContainerStatuses": statuses(init, init_waiting),
         "ephemeralContainerStatuses": statuses(ephemeral, None),
     }
-    meta = {"name": name, "namespace": namespace, "uid": name, "ownerReferences": [{"kind": "ReplicaSet"}]}
-    return msgspec.convert(
-        {"metadata": meta, "spec": {"nodeName": node}, "status": status}, Pod, strict=False
+    return builders.bare_pod(
+        name, namespace=namespace, node=node, uid=name, owner={"kind": "ReplicaSet"}, status=status
     )
 
 
@@ -104,7 +103,7 @@ def run(
     framework = Framework(
         Policy(profiles=(profile,), limits=limits or EvictionLimits()), registry, clock=lambda: NOW
     )
-    node_objs = [msgspec.convert({"metadata": {"name": n}}, Node, strict=False) for n in nodes]
+    node_objs = [builders.bare_node(n) for n in nodes]
     backend = Backend()
     framework.begin_cycle(ClusterSnapshot(nodes=node_objs, pods=pods), backend)
     runs = framework.run_extension_point(ExtensionPoint.DESCHEDULE, node_objs)

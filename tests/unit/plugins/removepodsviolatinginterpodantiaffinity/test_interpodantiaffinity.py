@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -69,20 +69,7 @@ def load_error(args: dict[str, Any]) -> str:
 
 
 def node(name: str, zone: str | None = None) -> Node:
-    labels = {HOST: name}
-    if zone is not None:
-        labels[ZONE] = zone
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": labels},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            },
-        },
-        Node,
-        strict=False,
-    )
+    return builders.node(name, zone=zone)
 
 
 def term(match_labels: dict[str, str] | None, topology: str = ZONE, **extra: Any) -> dict[str, Any]:
@@ -101,30 +88,24 @@ def pod(
     ns: str = "default",
     priority: int | None = None,
 ) -> Pod:
-    spec: dict[str, Any] = {"nodeName": node_name, "containers": [{"name": "c"}]}
+    affinity = None
     if anti is not None:
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": anti}}
-    if priority is not None:
-        spec["priority"] = priority
-    return msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "uid": f"{ns}/{name}",
-                "labels": labels or {},
-                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
-            },
-            "spec": spec,
-            "status": {"phase": "Running"},
-        },
-        Pod,
-        strict=False,
+        affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": anti}}
+    return builders.pod(
+        name,
+        namespace=ns,
+        node=node_name,
+        uid=f"{ns}/{name}",
+        labels=labels or {},
+        owner=("ReplicaSet", "rs"),
+        controller=None,
+        affinity=affinity,
+        priority=priority,
     )
 
 
 def namespace(name: str, labels: dict[str, str]) -> Namespace:
-    return msgspec.convert({"metadata": {"name": name, "labels": labels}}, Namespace, strict=False)
+    return builders.namespace(name, labels=labels)
 
 
 def run(

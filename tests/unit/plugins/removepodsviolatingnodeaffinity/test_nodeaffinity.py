@@ -7,8 +7,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -52,17 +52,8 @@ def load_error(args: dict[str, Any] | None, *, configured: bool = True) -> str:
 def node(
     name: str, labels: dict[str, str] | None = None, *, unschedulable: bool = False, cpu: str = "4"
 ) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"unschedulable": unschedulable},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
-            },
-        },
-        Node,
-        strict=False,
+    return builders.node(
+        name, hostname_label=False, labels=labels or {}, unschedulable=unschedulable, cpu=cpu
     )
 
 
@@ -85,27 +76,16 @@ def pod(
         node_affinity[REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": required}]}
     if preferred is not None:
         node_affinity[PREFERRED] = [{"weight": w, "preference": term} for w, term in preferred]
-    spec: dict[str, Any] = {
-        "nodeName": node_name,
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-    }
-    if node_affinity:
-        spec["affinity"] = {"nodeAffinity": node_affinity}
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    return msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "uid": name,
-                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
-            },
-            "spec": spec,
-            "status": {"phase": "Running"},
-        },
-        Pod,
-        strict=False,
+    return builders.pod(
+        name,
+        namespace=ns,
+        node=node_name,
+        uid=name,
+        owner=("ReplicaSet", "rs"),
+        controller=None,
+        cpu=cpu,
+        affinity={"nodeAffinity": node_affinity} if node_affinity else None,
+        node_selector=node_selector or None,
     )
 
 

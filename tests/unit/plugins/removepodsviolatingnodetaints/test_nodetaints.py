@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -57,17 +57,8 @@ def load_error(args: dict[str, Any]) -> str:
 
 
 def node(name: str, *taints: tuple[str, str, str]) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name},
-            "spec": {"taints": [{"key": k, "value": v, "effect": eff} for k, v, eff in taints]},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            },
-        },
-        Node,
-        strict=False,
+    return builders.node(
+        name, hostname_label=False, taints=[builders.taint(k, v, eff) for k, v, eff in taints]
     )
 
 
@@ -78,20 +69,15 @@ def pod(
     ns: str = "default",
     labels: dict[str, str] | None = None,
 ) -> Pod:
-    return msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "uid": name,
-                "labels": labels or {},
-                "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
-            },
-            "spec": {"nodeName": node_name, "tolerations": list(tolerations), "containers": [{"name": "c"}]},
-            "status": {"phase": "Running"},
-        },
-        Pod,
-        strict=False,
+    return builders.pod(
+        name,
+        namespace=ns,
+        node=node_name,
+        uid=name,
+        labels=labels or {},
+        owner=("ReplicaSet", "rs"),
+        controller=None,
+        tolerations=list(tolerations),
     )
 
 

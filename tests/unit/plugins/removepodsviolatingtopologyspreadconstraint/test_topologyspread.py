@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
 import pytest
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -75,21 +75,10 @@ def node(
     cpu: str = "4",
     pods: str = "110",
 ) -> Node:
-    all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    all_labels = dict(labels or {})
     if zone is not None:
         all_labels["zone"] = zone
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": all_labels},
-            "spec": {"taints": taints or []},
-            "status": {
-                "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        },
-        Node,
-        strict=False,
-    )
+    return builders.node(name, labels=all_labels, taints=taints or [], cpu=cpu, memory="8Gi", pods=pods)
 
 
 def spread(
@@ -115,24 +104,19 @@ def pod(
     cpu: str = "100m",
     **spec: Any,
 ) -> Pod:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": ns,
-        "uid": f"{ns}-{name}",
-        "labels": {"app": "a"} if labels is None else labels,
-        "creationTimestamp": (NOW - timedelta(seconds=age)).isoformat().replace("+00:00", "Z"),
-    }
-    if owned:
-        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "rs", "controller": True}]
-    body: dict[str, Any] = {
-        "nodeName": node_name,
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-        "topologySpreadConstraints": [spread()] if tsc is None else tsc,
-        **spec,
-    }
-    if priority is not None:
-        body["priority"] = priority
-    return msgspec.convert({"metadata": meta, "spec": body, "status": {"phase": phase}}, Pod, strict=False)
+    return builders.pod(
+        name,
+        namespace=ns,
+        node=node_name,
+        uid=f"{ns}-{name}",
+        labels={"app": "a"} if labels is None else labels,
+        created=(NOW - timedelta(seconds=age)).isoformat().replace("+00:00", "Z"),
+        owner=("ReplicaSet", "rs") if owned else None,
+        cpu=cpu,
+        priority=priority,
+        phase=phase,
+        spec={"topologySpreadConstraints": [spread()] if tsc is None else tsc, **spec},
+    )
 
 
 def run(

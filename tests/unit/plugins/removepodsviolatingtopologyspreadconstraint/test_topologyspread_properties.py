@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests import builders
 
 from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -162,15 +163,11 @@ def cases(draw: st.DrawFn) -> Case:
             if draw(st.integers(0, 4)) == 0
             else []
         )
+        cpu = draw(st.sampled_from(["1", "4"]))
         nodes.append(
-            {
-                "metadata": {"name": f"n{i}", "labels": labels},
-                "spec": {"taints": taints},
-                "status": {
-                    "allocatable": {"cpu": draw(st.sampled_from(["1", "4"])), "memory": "8Gi", "pods": "110"},
-                    "conditions": [{"type": "Ready", "status": "True"}],
-                },
-            }
+            builders.node_doc(
+                f"n{i}", hostname_label=False, labels=labels, taints=taints, cpu=cpu, memory="8Gi"
+            )
         )
     namespaces = ["a", "b"]
     shared = {ns: _constraint(draw, single) for ns in namespaces}
@@ -182,34 +179,39 @@ def cases(draw: st.DrawFn) -> Case:
             tscs = [shared[ns]] if draw(st.integers(0, 3)) else []
         else:
             tscs = [_constraint(draw, single) for _ in range(draw(st.integers(0, 2)))]
-        meta: dict[str, Any] = {
-            "name": f"p{i}",
-            "namespace": ns,
-            "uid": f"u{i}",
-            "labels": {
-                "app": draw(st.sampled_from(["x", "x", "x", "y"])),
-                "rev": draw(st.sampled_from(["1", "2"])),
-            },
+        labels = {
+            "app": draw(st.sampled_from(["x", "x", "x", "y"])),
+            "rev": draw(st.sampled_from(["1", "2"])),
         }
-        if draw(st.integers(0, 5)):
-            meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "rs", "controller": True}]
-        if draw(st.integers(0, 9)) == 0:
-            meta["deletionTimestamp"] = "2025-12-31T00:00:00Z"
-        spec: dict[str, Any] = {
-            "nodeName": f"n{draw(st.sampled_from([crowded, *range(n_nodes)]))}",
-            "containers": [
-                {"name": "c", "resources": {"requests": {"cpu": draw(st.sampled_from(["100m", "600m"]))}}}
-            ],
-            "topologySpreadConstraints": tscs,
-        }
-        if draw(st.booleans()):
-            spec["priority"] = draw(st.integers(0, 3))
+        owned = bool(draw(st.integers(0, 5)))
+        deleted = "2025-12-31T00:00:00Z" if draw(st.integers(0, 9)) == 0 else None
+        node = f"n{draw(st.sampled_from([crowded, *range(n_nodes)]))}"
+        cpu = draw(st.sampled_from(["100m", "600m"]))
+        priority = draw(st.integers(0, 3)) if draw(st.booleans()) else None
+        node_selector = None
         if not single and draw(st.integers(0, 3)) == 0:
-            spec["nodeSelector"] = {"pool": draw(st.sampled_from(["p", "q"]))}
+            node_selector = {"pool": draw(st.sampled_from(["p", "q"]))}
+        tolerations = None
         if not single and draw(st.integers(0, 3)) == 0:
-            spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+            tolerations = [builders.toleration("dedicated", effect=None)]
         phase = draw(st.sampled_from(["Running"] * 6 + ["Pending", "Succeeded"]))
-        pods.append({"metadata": meta, "spec": spec, "status": {"phase": phase}})
+        pods.append(
+            builders.pod_doc(
+                f"p{i}",
+                namespace=ns,
+                uid=f"u{i}",
+                labels=labels,
+                owner=("ReplicaSet", "rs") if owned else None,
+                deleted=deleted,
+                node=node,
+                cpu=cpu,
+                priority=priority,
+                node_selector=node_selector,
+                tolerations=tolerations,
+                phase=phase,
+                spec={"topologySpreadConstraints": tscs},
+            )
+        )
     args: dict[str, Any] = {
         "constraints": draw(
             st.sampled_from([["DoNotSchedule"], ["ScheduleAnyway"], ["DoNotSchedule", "ScheduleAnyway"]])

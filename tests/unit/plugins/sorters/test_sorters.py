@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
-import msgspec
 import pytest
 from pydantic import BaseModel
+from tests import builders
 
 from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_policy
 from desched.cluster.snapshot import ClusterSnapshot
@@ -68,30 +68,22 @@ class VisitInPreSortOrder:
 
 
 def make_node(name: str) -> Node:
-    doc = {
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
-    }
-    return msgspec.convert(doc, Node, strict=False)
+    return builders.bare_node(name, cpu="4", memory="8Gi", pods="110")
 
 
 def make_pod(name: str, created: str, priority: int | None = None, *, guaranteed: bool = False) -> Pod:
-    resources: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "100Mi"}}
-    if guaranteed:
-        resources["limits"] = {"cpu": "100m", "memory": "100Mi"}
-    doc: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "creationTimestamp": created,
-            "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "rs"}],
-        },
-        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": resources}]},
-        "status": {"phase": "Running", "startTime": created},
-    }
-    if priority is not None:
-        doc["spec"]["priority"] = priority
-    return msgspec.convert(doc, Pod, strict=False)
+    return builders.pod(
+        name,
+        node="n1",
+        created=created,
+        owner=("ReplicaSet", "rs", "rs"),
+        controller=None,
+        cpu="100m",
+        memory="100Mi",
+        limits={"cpu": "100m", "memory": "100Mi"} if guaranteed else None,
+        priority=priority,
+        status={"startTime": created},
+    )
 
 
 #: three old pods: the oldest has the highest priority, the newest the lowest

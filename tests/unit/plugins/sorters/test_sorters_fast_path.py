@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests import builders
 
 from desched.framework.framework import _ordered
 from desched.k8s.objects import Pod
@@ -27,24 +27,23 @@ _times = st.sampled_from(
 
 @st.composite
 def _pod(draw: Any, i: int) -> Pod:
-    meta: dict[str, Any] = {"name": f"p{i}", "namespace": draw(st.sampled_from(["a", "b"]))}
+    namespace = draw(st.sampled_from(["a", "b"]))
     created = draw(_times)
-    if created is not None:
-        meta["creationTimestamp"] = created
-    if draw(st.booleans()):
-        meta["annotations"] = {"descheduler.alpha.kubernetes.io/prefer-no-eviction": ""}
-    spec: dict[str, Any] = {}
+    annotations = {"descheduler.alpha.kubernetes.io/prefer-no-eviction": ""} if draw(st.booleans()) else None
     prio = draw(st.sampled_from([None, -5, 0, 100, 100000]))
-    if prio is not None:
-        spec["priority"] = prio
     requests = draw(st.sampled_from([None, {"cpu": "100m"}, "same"]))
-    res: dict[str, Any] = {}
+    limits = None
     if requests == "same":
-        res = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
-    elif requests is not None:
-        res = {"requests": requests}
-    spec["containers"] = [{"name": "c", "resources": res}]
-    return msgspec.convert({"metadata": meta, "spec": spec, "status": {}}, Pod, strict=False)
+        requests = limits = {"cpu": "1", "memory": "1Gi"}
+    return builders.bare_pod(
+        f"p{i}",
+        namespace=namespace,
+        created=created,
+        annotations=annotations,
+        priority=prio,
+        requests=requests,
+        limits=limits,
+    )
 
 
 @st.composite
@@ -87,7 +86,7 @@ def test_a_sorter_without_a_key_uses_the_less_path() -> None:
         def less(self, a: Pod, b: Pod) -> bool:
             return a.metadata.name > b.metadata.name
 
-    pods = [msgspec.convert({"metadata": {"name": n}}, Pod, strict=False) for n in ("a", "c", "b")]
+    pods = [builders.bare_pod(n) for n in ("a", "c", "b")]
     prio = PrioritySort(None, None)  # type: ignore[arg-type]
     sorters: list[Any] = [prio, ByName()]
     got = _ordered(pods, [s.less for s in sorters], None, [getattr(s, "sort_key", None) for s in sorters])
