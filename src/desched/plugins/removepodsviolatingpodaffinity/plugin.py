@@ -30,15 +30,16 @@ narrows its violators so): a peer hidden from the plugin would make a satisfied 
 violating, and narrowing may only ever make the plugin evict less.
 
 Cost: candidates sharing a namespace and the same terms share one count of their peers per
-topology domain, made with one pass over the pods of the first term's namespaces; an eviction
-decrements it. Checking a candidate is a few dictionary lookups; only a violating one walks the
-nodes for another place.
+topology domain, made from the pods of the first term's namespaces that carry its selector's first
+label (a per-namespace label index, built once per key); an eviction decrements the counts that
+hold the pod. Checking a candidate is a few dictionary lookups; a violating one looks for another
+place only among the nodes of the domains where its peers are.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -46,7 +47,7 @@ from desched.cluster.view import ClusterView
 from desched.framework.types import Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
-from desched.k8s.objects import Node, Pod, PodAffinityTerm
+from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
 from desched.k8s.pods import occupies_node
 from desched.plugins._shared import ContentKeys, pod_selector, priority_low_to_high_key
 from desched.plugins.removepodsviolatingpodaffinity.args import RemovePodsViolatingPodAffinityArgs
@@ -126,6 +127,41 @@ class _Less(Mapping[tuple[str, str], int]):
         return len(self._counts)
 
 
+class _LabelIndex:
+    """The pods of a namespace by the value of one label key, made on first use: a superset of the
+    pods a term's label selector can match, without a pass over the namespace per term."""
+
+    def __init__(self, snapshot: ClusterView) -> None:
+        self.snapshot = snapshot
+        self._by_key: dict[tuple[str, str], dict[str, list[Pod]]] = {}
+
+    def _index(self, namespace: str, key: str) -> dict[str, list[Pod]]:
+        idx = self._by_key.get((namespace, key))
+        if idx is None:
+            idx = self._by_key[(namespace, key)] = {}
+            for pod in self.snapshot.pods_in_namespace(namespace):
+                value = (pod.metadata.labels or {}).get(key)
+                if value is not None:
+                    idx.setdefault(value, []).append(pod)
+        return idx
+
+    def candidates(self, namespace: str, selector: LabelSelector | None) -> Sequence[Pod]:
+        """The pods of ``namespace`` that may match ``selector``: those having its first
+        ``matchLabels`` pair, or else the values of its first ``In`` (or the key of its first
+        ``Exists``) requirement; all of them when it has none of these."""
+        if selector is None:
+            return ()
+        for key, value in (selector.match_labels or {}).items():
+            return self._index(namespace, key).get(value, [])
+        for expr in selector.match_expressions or ():
+            if expr.operator == "In":
+                idx = self._index(namespace, expr.key)
+                return [p for v in sorted(set(expr.values or ())) for p in idx.get(v, ())]
+            if expr.operator == "Exists":
+                return [p for pods in self._index(namespace, expr.key).values() for p in pods]
+        return self.snapshot.pods_in_namespace(namespace)
+
+
 class RemovePodsViolatingPodAffinity:
     name: ClassVar[str] = "RemovePodsViolatingPodAffinity"
     Args: ClassVar[type[RemovePodsViolatingPodAffinityArgs]] = RemovePodsViolatingPodAffinityArgs
@@ -167,13 +203,41 @@ class RemovePodsViolatingPodAffinity:
                 )
             return namespace_labels[0]
 
+        index = _LabelIndex(snapshot)
+        #: pod -> the groups that count it as a peer
+        counted_in: dict[PodKey, list[_Peers]] = {}
+
         def peers_of(pod: Pod) -> _Peers:
             terms = _affinity_terms(pod)
             key = (content(terms), pod.metadata.namespace)
             peers = groups.get(key)
             if peers is None:
-                peers = groups[key] = _count_peers(snapshot, pod, terms, labels_of_namespaces, evicted)
+                peers = groups[key] = _count_peers(index, pod, terms, labels_of_namespaces, evicted)
+                for counted in peers.counted:
+                    counted_in.setdefault(counted, []).append(peers)
             return peers
+
+        nodes_by_value: dict[str, dict[str, list[Node]]] = {}
+
+        def nodes_with(key: str, value: str) -> list[Node]:
+            by_value = nodes_by_value.get(key)
+            if by_value is None:
+                by_value = nodes_by_value[key] = {}
+                for n in nodes:
+                    v = (n.metadata.labels or {}).get(key)
+                    if v is not None:
+                        by_value.setdefault(v, []).append(n)
+            return by_value.get(value, [])
+
+        def places(pod: Pod, peers: _Peers) -> Iterable[Node]:
+            """The given nodes that may satisfy the pod's affinity: those in a domain of its first
+            topology key with a peer (any node with the keys when it is the first of its group)."""
+            counts = peers.without(pod)
+            first = peers.keys[0]
+            values = sorted({v for (k, v), c in counts.items() if k == first and c > 0})
+            if values:
+                return (n for v in values for n in nodes_with(first, v))
+            return nodes if peers.matches_all(pod) else ()
 
         def satisfied(pod: Pod, peers: _Peers, node: Node) -> bool:
             return k8s_affinity.pod_affinity_satisfied(
@@ -190,10 +254,9 @@ class RemovePodsViolatingPodAffinity:
                 if left is not None:
                     left(pod, f"its required pod affinity holds on its node ({_domains(peers.keys, node)})")
                 return False
-            for other in nodes:
+            for other in places(pod, peers):
                 if (
-                    other is not node
-                    and other.metadata.name != node.metadata.name
+                    other.metadata.name != node.metadata.name
                     and satisfied(pod, peers, other)
                     and self.handle.fits_node(pod, other)
                 ):
@@ -210,7 +273,7 @@ class RemovePodsViolatingPodAffinity:
             # Gone (or going): it no longer is a peer of the pods after it.
             key = _key(pod)
             evicted.add(key)
-            for peers in groups.values():
+            for peers in counted_in.pop(key, ()):
                 peers.remove(key)
 
         ev = self.handle.evictor
@@ -233,7 +296,7 @@ class RemovePodsViolatingPodAffinity:
 
 
 def _count_peers(
-    snapshot: ClusterView,
+    index: _LabelIndex,
     pod: Pod,
     terms: Sequence[PodAffinityTerm],
     labels_of_namespaces: Callable[[], Mapping[str, Mapping[str, str]]],
@@ -251,9 +314,10 @@ def _count_peers(
         ns_labels = labels_of_namespaces() if term.namespace_selector is not None else {}
         matchers.append((k8s_affinity.pod_affinity_term_namespaces(pod, term, ns_labels), match))
     peers = _Peers(keys, matchers)
+    snapshot = index.snapshot
     first_namespaces, _ = matchers[0]
     for ns in sorted(first_namespaces):
-        for other in snapshot.pods_in_namespace(ns):
+        for other in index.candidates(ns, terms[0].label_selector):
             node_name = other.spec.node_name
             if not node_name or not occupies_node(other) or _key(other) in evicted:
                 continue
