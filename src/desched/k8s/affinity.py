@@ -19,7 +19,7 @@ pod against many nodes compiles its terms once. Affinity objects are treated as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from desched.k8s._compile_cache import CompileCache
 from desched.k8s.labels import (
@@ -36,6 +36,7 @@ from desched.k8s.labels import (
     requirements_matcher,
 )
 from desched.k8s.objects import (
+    Namespace,
     Node,
     NodeSelector,
     NodeSelectorRequirement,
@@ -52,12 +53,15 @@ __all__ = [
     "compile_node_selector_term",
     "has_preferred_node_affinity",
     "has_required_node_affinity",
+    "namespace_labels",
     "node_selector_matches",
     "node_selector_requirement_matches",
     "node_selector_term_matches",
+    "pod_affinity_satisfied",
     "pod_affinity_term_namespaces",
     "pod_matches_node_selector",
     "preferred_node_affinity_score",
+    "required_pod_affinity_terms",
     "required_pod_anti_affinity_terms",
 ]
 
@@ -272,12 +276,61 @@ def has_preferred_node_affinity(pod: Pod) -> bool:
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
+def required_pod_affinity_terms(pod: Pod) -> list[PodAffinityTerm]:
+    """The pod's ``podAffinity.requiredDuringSchedulingIgnoredDuringExecution`` terms."""
+    affinity = pod.spec.affinity
+    if affinity is None or affinity.pod_affinity is None:
+        return []
+    return affinity.pod_affinity.required_during_scheduling_ignored_during_execution or []
+
+
+def pod_affinity_satisfied(
+    topology_keys: Sequence[str],
+    node_labels: Mapping[str, str],
+    counts: Mapping[tuple[str, str], int],
+    self_affine: bool,
+) -> bool:
+    """Whether a node passes the required pod affinity of a pod, as kube-scheduler's
+    InterPodAffinity filter decides it.
+
+    ``topology_keys`` are the topologyKeys of the pod's required affinity terms; ``counts`` holds,
+    per (topology key, value), how many existing pods match *all* of the pod's terms (each such
+    pod counted once per term, under the value its node has for that term's key); ``self_affine``
+    whether the pod matches all of its own terms. The node must carry every key, and each of its
+    values must have a matching pod; except that when no pod matches anywhere (``counts`` has no
+    positive entry), a self-affine pod, the first of its group, may go to any node with the keys.
+    """
+    exist = True
+    for key in topology_keys:
+        value = node_labels.get(key)
+        if value is None:
+            return False  # every topology key must be on the node
+        if counts.get((key, value), 0) <= 0:
+            exist = False
+    return exist or (self_affine and not any(n > 0 for n in counts.values()))
+
+
 def required_pod_anti_affinity_terms(pod: Pod) -> list[PodAffinityTerm]:
     """The pod's ``podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution`` terms."""
     affinity = pod.spec.affinity
     if affinity is None or affinity.pod_anti_affinity is None:
         return []
     return affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution or []
+
+
+def namespace_labels(pods: Iterable[Pod], namespaces: Iterable[Namespace]) -> dict[str, Mapping[str, str]]:
+    """What a term's ``namespaceSelector`` is matched against: every namespace of ``pods`` and
+    ``namespaces`` (name -> labels), each with its :data:`NAMESPACE_NAME_LABEL` (a namespace only
+    known from its pods has that label alone)."""
+    out: dict[str, Mapping[str, str]] = {}
+    for p in pods:
+        ns = p.metadata.namespace
+        if ns not in out:
+            out[ns] = {NAMESPACE_NAME_LABEL: ns}
+    for ns_obj in namespaces:
+        name = ns_obj.metadata.name
+        out[name] = {**(ns_obj.metadata.labels or {}), NAMESPACE_NAME_LABEL: name}
+    return out
 
 
 def pod_affinity_term_namespaces(

@@ -16,6 +16,7 @@ from desched.plugins.removepodshavingtoomanyrestarts import RemovePodsHavingTooM
 from desched.plugins.removepodsviolatinginterpodantiaffinity import RemovePodsViolatingInterPodAntiAffinity
 from desched.plugins.removepodsviolatingnodeaffinity import RemovePodsViolatingNodeAffinity
 from desched.plugins.removepodsviolatingnodetaints import RemovePodsViolatingNodeTaints
+from desched.plugins.removepodsviolatingpodaffinity import RemovePodsViolatingPodAffinity
 from desched.plugins.removepodsviolatingtopologyspreadconstraint import (
     RemovePodsViolatingTopologySpreadConstraint,
 )
@@ -32,6 +33,7 @@ IN_TREE_PLUGINS: tuple[type, ...] = (
     RemovePodsViolatingNodeTaints,
     RemovePodsViolatingNodeAffinity,
     RemovePodsViolatingInterPodAntiAffinity,
+    RemovePodsViolatingPodAffinity,
     RemoveDuplicates,
     LowNodeUtilization,
     HighNodeUtilization,

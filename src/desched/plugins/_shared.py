@@ -253,12 +253,13 @@ def evict_oldest_first(
     reason: str,
     *,
     namespaces: frozenset[str] | None = None,
+    unscheduled: bool = False,
 ) -> Status | None:
     """Evict the matching pods of ``nodes``, oldest first (PodLifeTime's and RemoveFailedPods' loop).
 
     ``namespaces``, when ``selected`` only takes pods of those namespaces, lets the loop read only
-    their pods. A node whose per-node limit is reached is skipped from then on; the total limit
-    ends the run.
+    their pods; ``unscheduled`` adds the pods bound to no node. A node whose per-node limit is
+    reached is skipped from then on; the total limit ends the run.
     """
     ev = handle.evictor
     snapshot = handle.snapshot
@@ -269,6 +270,8 @@ def evict_oldest_first(
     pods: Iterable[Pod]
     if namespaces is not None:
         names = {n.metadata.name for n in nodes}
+        if unscheduled:
+            names.add("")  # (a pod bound to no node has an empty spec.nodeName)
         # (any order will do: the candidates are sorted by a key that tells every pod apart)
         pods = [
             p
@@ -277,7 +280,10 @@ def evict_oldest_first(
             if p.spec.node_name in names
         ]
     else:
-        pods = (p for node in nodes for p in snapshot.pods_on_node(node.metadata.name))
+        node_names = [node.metadata.name for node in nodes]
+        if unscheduled:
+            node_names.append("")
+        pods = (p for name in node_names for p in snapshot.pods_on_node(name))
     findings = handle.findings
     left = findings.left if findings.enabled else None  # reasons only when someone listens
     for pod in pods:

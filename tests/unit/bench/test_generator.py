@@ -140,7 +140,10 @@ def test_policy_all_runs_and_most_plugins_evict(small_file: Path) -> None:
 def test_both_policies_name_every_in_tree_plugin() -> None:
     from desched.plugins import IN_TREE_PLUGINS
 
-    in_tree = {cls.__name__ for cls in IN_TREE_PLUGINS} - {"DefaultEvictor"}
+    # Not in them yet: the golden simulate outputs (/work/baseline/golden.sh) run these policies
+    # and must stay byte-identical while issue 15 lands; the lead adds it with the new golden.
+    not_yet = {"RemovePodsViolatingPodAffinity"}
+    in_tree = {cls.__name__ for cls in IN_TREE_PLUGINS} - {"DefaultEvictor"} - not_yet
     for path in POLICIES.values():
         doc = yaml.safe_load(path.read_text())
         missing = in_tree - set(plugin_names(doc))

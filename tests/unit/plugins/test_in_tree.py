@@ -35,7 +35,7 @@ def test_default_registry_holds_exactly_the_in_tree_plugins() -> None:
     registry = default_registry(entry_points=False)
     names = [cls.__name__ for cls in IN_TREE_PLUGINS]
     assert registry.names() == sorted(names)
-    assert len(set(names)) == len(names) == 14
+    assert len(set(names)) == len(names) == 15
     for cls in IN_TREE_PLUGINS:
         spec = registry.get(cls.__name__)
         assert spec is not None and spec.factory is cls and spec.origin == "in-tree"

@@ -154,6 +154,9 @@ class HighNodeUtilizationArgs(ArgsModel):
     evictable_namespaces: Namespaces | None = None
     #: ``OnlyThresholdingResources``: evict only pods that request a threshold resource.
     eviction_modes: list[str] | None = None
+    #: desched only (upstream #725): when every schedulable node is under-utilised, empty the
+    #: least-utilised ones whose pods all fit on the others, instead of doing nothing.
+    compact_when_all_underutilized: bool = False
 
     @field_validator("eviction_modes")
     @classmethod

@@ -39,7 +39,9 @@ Both plugins share one model (upstream ``pkg/framework/plugins/nodeutilization``
 The plugin does nothing when no node is under-utilised, when the under-utilised nodes are not
 more than ``numberOfNodes``, when all nodes are under-utilised, or when there is no node to move
 pods from (LowNodeUtilization: none over-utilised) or to (HighNodeUtilization: no schedulable node
-that is not under-utilised). A cordoned node is never a LowNodeUtilization destination, and never
+that is not under-utilised). HighNodeUtilization's ``compactWhenAllUnderutilized`` (desched only,
+off by default) replaces "nothing" in the last two cases with emptying whole nodes
+(:mod:`.compaction`). A cordoned node is never a LowNodeUtilization destination, and never
 a HighNodeUtilization destination.
 
 Deliberate differences from upstream v0.36: ties between nodes of equal usage and between pods of
@@ -72,6 +74,7 @@ from desched.plugins.nodeutilization.args import (
     LowNodeUtilizationArgs,
     ResourceThresholds,
 )
+from desched.plugins.nodeutilization.compaction import compact
 from desched.plugins.nodeutilization.usage import (
     BASIC_RESOURCES,
     MetricsUsage,
@@ -529,6 +532,16 @@ class HighNodeUtilization(_NodeUtilization):
             idle = "all nodes are under-utilised"
         elif not schedulable:
             idle = "no node is available to schedule the pods"
+        # every schedulable node under-utilised: compact them, when asked to
+        if (
+            self.args.compact_when_all_underutilized
+            and not schedulable
+            and len(under) > self.args.number_of_nodes
+        ):
+            log.debug("HighNodeUtilization: %s: compacting them", idle)
+            under.sort(key=lambda i: (usage_rank(i.usage), i.name))
+            compact(self.handle, [i.node for i in under], self._may_evict, self._compaction_reason)
+            return None
         if idle:
             log.debug("HighNodeUtilization: %s", idle)
             if findings.enabled:
@@ -542,6 +555,18 @@ class HighNodeUtilization(_NodeUtilization):
     @staticmethod
     def _reason(info: NodeInfo) -> str:
         return f"node {info.name} is under-utilized; packing its pods onto other nodes"
+
+    def _may_evict(self, pod: Pod) -> bool:
+        allowed = self._namespace_rule
+        if allowed is not None and not allowed(pod.metadata.namespace):
+            return False
+        return self._pod_filter(self.handle.evictor, pod)
+
+    @staticmethod
+    def _compaction_reason(node: Node) -> str:
+        return (
+            f"all nodes are under-utilized; emptying node {node.metadata.name}, whose pods fit on the others"
+        )
 
 
 __all__ = ["HighNodeUtilization", "LowNodeUtilization", "NodeInfo"]

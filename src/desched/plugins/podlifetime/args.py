@@ -92,6 +92,8 @@ class PodLifeTimeArgs(ArgsModel):
     exit_codes: list[Int32] | None = None
     including_init_containers: bool = False
     including_ephemeral_containers: bool = False
+    #: desched only (upstream #1183): also consider pods bound to no node (Pending, unscheduled).
+    including_unscheduled_pods: bool = False
 
     @field_validator("states")
     @classmethod

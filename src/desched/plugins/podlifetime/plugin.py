@@ -13,6 +13,12 @@ criterion the listed values are ORed:
 - ``exitCodes``: the exit code of a terminated container (init containers with the flag);
 - ``ownerKinds``: include (some owner has one of the kinds) or exclude (no owner has one).
 
+The pods considered are those on the given nodes; with ``includingUnscheduledPods`` (desched
+only, upstream #1183) also the pods bound to no node, which upstream never lists (its #858): with
+a ``PodScheduled=False`` condition filter and ``minTimeSinceLastTransitionSeconds`` that is "stuck
+unschedulable for longer than a threshold". (Bound pods that never started are already there:
+``states: [Pending]`` with a ``PodScheduled=True`` filter and a threshold.)
+
 Matching pods of all the given nodes are evicted together, oldest first. "Oldest" is by the most
 recent ``lastTransitionTime`` among the conditions matching a filter that carries a transition
 threshold, if there is one, else by creation time (upstream's README); desched breaks ties by
@@ -51,7 +57,13 @@ class PodLifeTime:
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
         return evict_oldest_first(
-            self.handle, nodes, self._selected, self._criteria, self._reason, namespaces=self._namespaces
+            self.handle,
+            nodes,
+            self._selected,
+            self._criteria,
+            self._reason,
+            namespaces=self._namespaces,
+            unscheduled=self.args.including_unscheduled_pods,
         )
 
 

@@ -15,6 +15,7 @@ from itertools import compress, filterfalse, repeat
 from typing import Final
 
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
 from desched.k8s import resources as k8s_resources
@@ -644,16 +645,9 @@ class PlacementSimulator:
         return not self._affinity_ok(pre, self.cluster.labels[i])
 
     def _affinity_ok(self, pre: PreFilter, labels: Mapping[str, str]) -> bool:
-        exist = True
-        counts = pre.affinity_counts
-        for key in pre.affinity_keys:
-            value = labels.get(key)
-            if value is None:
-                return False  # every topology key must be on the node
-            if counts.get((key, value), 0) <= 0:
-                exist = False
-        # the first pod of a group that is affine to itself may go anywhere
-        return exist or (not counts and pre.self_affine)
+        return k8s_affinity.pod_affinity_satisfied(
+            pre.affinity_keys, labels, pre.affinity_counts, pre.self_affine
+        )
 
     def _dynamic_failure(self, pre: PreFilter, i: int, reasons: list[str]) -> bool:
         """PodTopologySpread and InterPodAffinity on node ``i``, in kube-scheduler's order;

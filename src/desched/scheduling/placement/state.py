@@ -505,15 +505,9 @@ class ClusterState:
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
         if self._ns_labels is None:
-            out: dict[str, Mapping[str, str]] = {}
-            for p in self.snapshot.iter_pods():
-                ns = p.metadata.namespace
-                if ns not in out:
-                    out[ns] = {k8s_affinity.NAMESPACE_NAME_LABEL: ns}
-            for ns_obj in self.snapshot.namespaces:
-                name = ns_obj.metadata.name
-                out[name] = {**(ns_obj.metadata.labels or {}), k8s_affinity.NAMESPACE_NAME_LABEL: name}
-            self._ns_labels = out
+            self._ns_labels = k8s_affinity.namespace_labels(
+                self.snapshot.iter_pods(), self.snapshot.namespaces
+            )
         return self._ns_labels
 
     def term_namespaces(self, pod: Pod, term: PodAffinityTerm) -> frozenset[str]:

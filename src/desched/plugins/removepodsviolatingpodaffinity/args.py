@@ -1,0 +1,10 @@
+"""RemovePodsViolatingPodAffinityArgs: which pods the plugin considers for eviction."""
+
+from __future__ import annotations
+
+from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+
+
+class RemovePodsViolatingPodAffinityArgs(ArgsModel):
+    namespaces: Namespaces | None = None
+    label_selector: LabelSelectorArg | None = None

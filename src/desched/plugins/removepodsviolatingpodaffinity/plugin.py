@@ -1,0 +1,334 @@
+"""RemovePodsViolatingPodAffinity: evict pods whose required pod affinity no longer holds.
+
+A pod's ``podAffinity.requiredDuringSchedulingIgnoredDuringExecution`` terms say which pods it
+must share a topology domain with. kube-scheduler checks them when it places the pod only; when
+the peers leave (they are deleted, rescheduled elsewhere, or relabelled), the pod stays where it
+is. Upstream never shipped this plugin (kubernetes-sigs/descheduler#1286, #1462); it is the
+mirror of RemovePodsViolatingInterPodAntiAffinity:
+
+- the candidates are the unfinished pods with required pod affinity on the nodes given to the
+  plugin that pass its ``namespaces`` and ``labelSelector`` args;
+- a candidate's affinity is judged as kube-scheduler's InterPodAffinity filter would judge it if
+  the pod were placed again on its own node, without the pod itself
+  (:func:`desched.k8s.affinity.pod_affinity_satisfied`, the same function the placement
+  simulator uses): the peers are the unfinished pods, on any node of the cluster, that match
+  *all* of its terms (each term's namespaces, ``namespaceSelector`` included, and label selector);
+  the node must carry every term's ``topologyKey`` and have a peer in each of those domains,
+  unless no peer exists anywhere and the pod matches its own terms (the first pod of a group
+  may go anywhere, so evicting it would change nothing);
+- a violating candidate is evicted only when another of the given nodes both satisfies its
+  affinity (by the same rule) and passes the handle's node fit (``handle.fits_node``): without
+  that, its replacement would stay Pending;
+- nodes are processed in the given order, each node's pods from low to high priority (after the
+  profile's Sort plugins); an evicted pod stops being a peer for the pods processed after it, so
+  of two pods that only have each other, in different domains, one goes and the other stays;
+- the profile's evictor filters decide each eviction; the per-node limit moves on to the next
+  node, the total limit ends the plugin.
+
+Why the peers are not narrowed by ``namespaces``/``labelSelector`` (the anti-affinity sibling
+narrows its violators so): a peer hidden from the plugin would make a satisfied pod look
+violating, and narrowing may only ever make the plugin evict less.
+
+Cost: candidates sharing a namespace and the same terms share one count of their peers per
+topology domain, made from the pods of the first term's namespaces that carry its selector's first
+label (a per-namespace label index, built once per key); an eviction decrements the counts that
+hold the pod. Checking a candidate is a few dictionary lookups; a violating one looks for another
+place only among the nodes of the domains where its peers are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from desched.cluster.view import ClusterView
+from desched.framework.types import Handle, Status
+from desched.k8s import affinity as k8s_affinity
+from desched.k8s import labels as k8s_labels
+from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
+from desched.k8s.pods import occupies_node
+from desched.plugins._shared import ContentKeys, pod_selector, priority_low_to_high_key
+from desched.plugins.removepodsviolatingpodaffinity.args import RemovePodsViolatingPodAffinityArgs
+
+log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
+
+_affinity_terms = k8s_affinity.required_pod_affinity_terms
+PodKey = tuple[str, str]
+
+
+def _key(pod: Pod) -> PodKey:
+    return (pod.metadata.namespace, pod.metadata.name)
+
+
+@dataclass(slots=True)
+class _Peers:
+    """The pods matching all the terms of one (namespace, terms) group of candidates: how many per
+    (topology key, value), as kube-scheduler counts them (once per term)."""
+
+    keys: list[str]
+    #: per term: its namespaces and label selector; None when a selector is invalid
+    matchers: list[tuple[frozenset[str], k8s_labels.Matcher]] | None
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: the counted pods and the labels of their nodes, so that an eviction can be taken back
+    counted: dict[PodKey, Mapping[str, str]] = field(default_factory=dict)
+
+    def matches_all(self, pod: Pod) -> bool:
+        if self.matchers is None:
+            return False
+        labels = pod.metadata.labels or {}
+        return all(pod.metadata.namespace in ns and match(labels) for ns, match in self.matchers)
+
+    def pairs(self, node_labels: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+        for key in self.keys:
+            value = node_labels.get(key)
+            if value is not None:
+                yield (key, value)
+
+    def add(self, pod: Pod, node_labels: Mapping[str, str]) -> None:
+        self.counted[_key(pod)] = node_labels
+        for pair in self.pairs(node_labels):
+            self.counts[pair] = self.counts.get(pair, 0) + 1
+
+    def remove(self, key: PodKey) -> None:
+        node_labels = self.counted.pop(key, None)
+        if node_labels is not None:
+            for pair in self.pairs(node_labels):
+                self.counts[pair] -= 1
+
+    def without(self, pod: Pod) -> Mapping[tuple[str, str], int]:
+        """The counts as they would be without ``pod`` (the candidate placed again)."""
+        node_labels = self.counted.get(_key(pod))
+        if node_labels is None:
+            return self.counts
+        own: dict[tuple[str, str], int] = {}
+        for pair in self.pairs(node_labels):
+            own[pair] = own.get(pair, 0) + 1
+        return _Less(self.counts, own)
+
+
+class _Less(Mapping[tuple[str, str], int]):
+    """``counts`` minus ``own``, read-only and without a copy."""
+
+    __slots__ = ("_counts", "_own")
+
+    def __init__(self, counts: Mapping[tuple[str, str], int], own: Mapping[tuple[str, str], int]) -> None:
+        self._counts = counts
+        self._own = own
+
+    def __getitem__(self, pair: tuple[str, str]) -> int:
+        return self._counts[pair] - self._own.get(pair, 0)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._counts)
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+
+class _LabelIndex:
+    """The pods of a namespace by the value of one label key, made on first use: a superset of the
+    pods a term's label selector can match, without a pass over the namespace per term."""
+
+    def __init__(self, snapshot: ClusterView) -> None:
+        self.snapshot = snapshot
+        self._by_key: dict[tuple[str, str], dict[str, list[Pod]]] = {}
+
+    def _index(self, namespace: str, key: str) -> dict[str, list[Pod]]:
+        idx = self._by_key.get((namespace, key))
+        if idx is None:
+            idx = self._by_key[(namespace, key)] = {}
+            for pod in self.snapshot.pods_in_namespace(namespace):
+                value = (pod.metadata.labels or {}).get(key)
+                if value is not None:
+                    idx.setdefault(value, []).append(pod)
+        return idx
+
+    def candidates(self, namespace: str, selector: LabelSelector | None) -> Sequence[Pod]:
+        """The pods of ``namespace`` that may match ``selector``: those having its first
+        ``matchLabels`` pair, or else the values of its first ``In`` (or the key of its first
+        ``Exists``) requirement; all of them when it has none of these."""
+        if selector is None:
+            return ()
+        for key, value in (selector.match_labels or {}).items():
+            return self._index(namespace, key).get(value, [])
+        for expr in selector.match_expressions or ():
+            if expr.operator == "In":
+                idx = self._index(namespace, expr.key)
+                return [p for v in sorted(set(expr.values or ())) for p in idx.get(v, ())]
+            if expr.operator == "Exists":
+                return [p for pods in self._index(namespace, expr.key).values() for p in pods]
+        return self.snapshot.pods_in_namespace(namespace)
+
+
+class RemovePodsViolatingPodAffinity:
+    name: ClassVar[str] = "RemovePodsViolatingPodAffinity"
+    Args: ClassVar[type[RemovePodsViolatingPodAffinityArgs]] = RemovePodsViolatingPodAffinityArgs
+
+    def __init__(self, args: RemovePodsViolatingPodAffinityArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self._selected = pod_selector(args.namespaces, args.label_selector)
+
+    def deschedule(self, nodes: Sequence[Node]) -> Status | None:
+        snapshot = self.handle.snapshot
+        selected = self._selected
+        findings = self.handle.findings
+        left = findings.left if findings.enabled else None  # reasons only when someone listens
+        #: node -> its candidates (pods with required pod affinity the args select)
+        with_terms: dict[str, list[Pod]] = {}
+        for node in nodes:
+            having: list[Pod] = []
+            for pod in snapshot.pods_on_node(node.metadata.name):
+                if _affinity_terms(pod) and occupies_node(pod):
+                    if selected(pod):
+                        having.append(pod)
+                    elif left is not None:
+                        left(pod, "not selected by the plugin's namespaces/labelSelector")
+            if having:
+                with_terms[node.metadata.name] = having
+        if not with_terms:
+            return None
+
+        groups: dict[tuple[bytes, str], _Peers] = {}
+        content = ContentKeys()
+        evicted: set[PodKey] = set()
+        namespace_labels: list[Mapping[str, Mapping[str, str]]] = []
+
+        def labels_of_namespaces() -> Mapping[str, Mapping[str, str]]:
+            if not namespace_labels:
+                namespace_labels.append(
+                    k8s_affinity.namespace_labels(snapshot.iter_pods(), snapshot.namespaces)
+                )
+            return namespace_labels[0]
+
+        index = _LabelIndex(snapshot)
+        #: pod -> the groups that count it as a peer
+        counted_in: dict[PodKey, list[_Peers]] = {}
+
+        def peers_of(pod: Pod) -> _Peers:
+            terms = _affinity_terms(pod)
+            key = (content(terms), pod.metadata.namespace)
+            peers = groups.get(key)
+            if peers is None:
+                peers = groups[key] = _count_peers(index, pod, terms, labels_of_namespaces, evicted)
+                for counted in peers.counted:
+                    counted_in.setdefault(counted, []).append(peers)
+            return peers
+
+        nodes_by_value: dict[str, dict[str, list[Node]]] = {}
+
+        def nodes_with(key: str, value: str) -> list[Node]:
+            by_value = nodes_by_value.get(key)
+            if by_value is None:
+                by_value = nodes_by_value[key] = {}
+                for n in nodes:
+                    v = (n.metadata.labels or {}).get(key)
+                    if v is not None:
+                        by_value.setdefault(v, []).append(n)
+            return by_value.get(value, [])
+
+        def places(pod: Pod, peers: _Peers) -> Iterable[Node]:
+            """The given nodes that may satisfy the pod's affinity: those in a domain of its first
+            topology key with a peer (any node with the keys when it is the first of its group)."""
+            counts = peers.without(pod)
+            first = peers.keys[0]
+            values = sorted({v for (k, v), c in counts.items() if k == first and c > 0})
+            if values:
+                return (n for v in values for n in nodes_with(first, v))
+            return nodes if peers.matches_all(pod) else ()
+
+        def satisfied(pod: Pod, peers: _Peers, node: Node) -> bool:
+            return k8s_affinity.pod_affinity_satisfied(
+                peers.keys, node.metadata.labels or {}, peers.without(pod), peers.matches_all(pod)
+            )
+
+        def violating(pod: Pod, node: Node) -> bool:
+            peers = peers_of(pod)
+            if peers.matchers is None:
+                if left is not None:
+                    left(pod, "a term of its pod affinity has an invalid selector (no node could take it)")
+                return False
+            if satisfied(pod, peers, node):
+                if left is not None:
+                    left(pod, f"its required pod affinity holds on its node ({_domains(peers.keys, node)})")
+                return False
+            for other in places(pod, peers):
+                if (
+                    other.metadata.name != node.metadata.name
+                    and satisfied(pod, peers, other)
+                    and self.handle.fits_node(pod, other)
+                ):
+                    return True
+            if left is not None:
+                left(
+                    pod,
+                    "its required pod affinity no longer holds, but no other node both satisfies it "
+                    "and fits the pod",
+                )
+            return False
+
+        def gone(pod: Pod) -> None:
+            # Gone (or going): it no longer is a peer of the pods after it.
+            key = _key(pod)
+            evicted.add(key)
+            for peers in counted_in.pop(key, ()):
+                peers.remove(key)
+
+        ev = self.handle.evictor
+        for node in nodes:
+            on_node = with_terms.get(node.metadata.name)
+            if not on_node:
+                continue
+
+            def violating_here(pod: Pod, node: Node = node) -> bool:
+                return violating(pod, node)
+
+            if ev.evict_in_order(
+                self.handle.sort_pods(on_node, key=priority_low_to_high_key),
+                "pod violates its required pod affinity",
+                only_if=violating_here,
+                on_gone=gone,
+            ):
+                return None
+        return None
+
+
+def _count_peers(
+    index: _LabelIndex,
+    pod: Pod,
+    terms: Sequence[PodAffinityTerm],
+    labels_of_namespaces: Callable[[], Mapping[str, Mapping[str, str]]],
+    evicted: set[PodKey],
+) -> _Peers:
+    """Count, per topology pair, the unfinished pods on the cluster's nodes that match all of
+    ``pod``'s ``terms`` (leaving out the pods evicted so far in this cycle)."""
+    keys = [t.topology_key for t in terms]
+    matchers: list[tuple[frozenset[str], k8s_labels.Matcher]] = []
+    for term in terms:
+        try:
+            match = k8s_labels.compile_label_selector(term.label_selector, none_matches=False)
+        except k8s_labels.SelectorError:
+            return _Peers(keys, None)
+        ns_labels = labels_of_namespaces() if term.namespace_selector is not None else {}
+        matchers.append((k8s_affinity.pod_affinity_term_namespaces(pod, term, ns_labels), match))
+    peers = _Peers(keys, matchers)
+    snapshot = index.snapshot
+    first_namespaces, _ = matchers[0]
+    for ns in sorted(first_namespaces):
+        for other in index.candidates(ns, terms[0].label_selector):
+            node_name = other.spec.node_name
+            if not node_name or not occupies_node(other) or _key(other) in evicted:
+                continue
+            if not peers.matches_all(other):
+                continue
+            node = snapshot.node(node_name)
+            if node is not None:  # a pod bound to a node the cluster no longer has is nowhere
+                peers.add(other, node.metadata.labels or {})
+    return peers
+
+
+def _domains(keys: Sequence[str], node: Node) -> str:
+    labels = node.metadata.labels or {}
+    return ", ".join(dict.fromkeys(f"{k}={labels.get(k)}" for k in keys))

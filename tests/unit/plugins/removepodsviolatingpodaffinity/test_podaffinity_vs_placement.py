@@ -1,0 +1,113 @@
+"""RemovePodsViolatingPodAffinity agrees with desched's model of kube-scheduler (the placement
+simulator `simulate` uses): a pod is evicted exactly when the scheduler, asked to place it again
+without it, would refuse its own node and accept another one. Hypothesis draws small clusters
+(zones, nodes without the zone label, peers in two namespaces) and one candidate with one or two
+required pod-affinity terms; nodes are large and untainted, so only pod affinity decides."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests import builders
+
+from desched.api.policy import load_policy
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.framework.evictor import SimulatedBackend
+from desched.framework.framework import Framework
+from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
+from desched.scheduling.placement import PlacementSimulator
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+REG = default_registry(entry_points=False)
+PLUGIN = "RemovePodsViolatingPodAffinity"
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+POLICY = load_policy(
+    {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [{"name": "p", "plugins": {"deschedule": {"enabled": [PLUGIN]}}}],
+    },
+    REG,
+)
+
+labels_st = st.fixed_dictionaries(
+    {}, optional={"app": st.sampled_from(["db", "cache"]), "tier": st.sampled_from(["x", "y"])}
+)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[list[Node], list[Pod], Pod]:
+    n = draw(st.integers(2, 4))
+    nodes = [builders.node(f"n{i}", zone=draw(st.sampled_from(["a", "b", None])), cpu="64") for i in range(n)]
+    names = [f"n{i}" for i in range(n)]
+    peers = [
+        builders.pod(
+            f"peer{j}",
+            namespace=draw(st.sampled_from(["default", "other"])),
+            node=draw(st.sampled_from(names)),
+            uid=f"peer{j}",
+            labels=draw(labels_st),
+            owner=("ReplicaSet", f"rs{j}"),
+        )
+        for j in range(draw(st.integers(0, 4)))
+    ]
+    terms: list[dict[str, Any]] = []
+    for _ in range(draw(st.integers(1, 2))):
+        key, value = draw(st.sampled_from([("app", "db"), ("app", "cache"), ("tier", "x")]))
+        term: dict[str, Any] = {
+            "labelSelector": {"matchLabels": {key: value}},
+            "topologyKey": draw(st.sampled_from([ZONE, HOST])),
+        }
+        if draw(st.booleans()):
+            term["namespaces"] = ["default", "other"]
+        terms.append(term)
+    candidate = builders.pod(
+        "web",
+        node=draw(st.sampled_from(names)),
+        uid="web",
+        labels=draw(labels_st),
+        owner=("ReplicaSet", "web"),
+        affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}},
+    )
+    return nodes, peers, candidate
+
+
+def schedulable(nodes: list[Node], others: list[Pod], pod: Pod, *, own_node: bool) -> bool:
+    """Whether the placement simulator, over the whole cluster of ``nodes`` and ``others``, would
+    bind ``pod`` (unbound again) to its own node (``own_node``) or else to another node: a
+    required node affinity on the hostname confines it, leaving its pod affinity as it is."""
+    snapshot = ClusterSnapshot(nodes=nodes, pods=others)
+    doc = msgspec.to_builtins(pod)
+    own = doc["spec"].pop("nodeName")
+    doc["spec"]["affinity"]["nodeAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": HOST, "operator": "In" if own_node else "NotIn", "values": [own]}
+                    ]
+                }
+            ]
+        }
+    }
+    return PlacementSimulator(snapshot).decide(msgspec.convert(doc, Pod)).node != ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario=scenarios())
+def test_evicted_exactly_when_the_scheduler_would_move_it(
+    scenario: tuple[list[Node], list[Pod], Pod],
+) -> None:
+    nodes, peers, candidate = scenario
+    snapshot = ClusterSnapshot(nodes=nodes, pods=[*peers, candidate])
+    result = Framework(POLICY, REG, clock=lambda: NOW).run_cycle(snapshot, SimulatedBackend(snapshot))
+    expected = not schedulable(nodes, peers, candidate, own_node=True) and schedulable(
+        nodes, peers, candidate, own_node=False
+    )
+    assert [r.name for r in result.evictions] == (["web"] if expected else [])
