@@ -106,7 +106,7 @@ def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
         new_restarts = sum(s.restart_count for s in new.status.container_statuses or ())
         return new_restarts > old_restarts
     if kind == "Event" and kind_event in ("ADDED", "MODIFIED") and isinstance(new, Event):
-        # a new occurrence of a Warning about a pod or its claim (only watched when a plugin declares
+        # a new occurrence of a Warning about a pod, its claim or volume (only watched when a plugin declares
         # it reads them; it counts occurrences, not cycles); a re-sent Event with no new occurrence
         # is not one
         if new.type != "Warning" or new.involved_object.kind not in _EVENT_SUBJECTS:
@@ -115,8 +115,9 @@ def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
     return False
 
 
-#: The objects whose Warning Events plugins read (``LiveInputs.warning_events``).
-_EVENT_SUBJECTS = ("Pod", "PersistentVolumeClaim")
+#: The objects whose Warning Events plugins read (``LiveInputs.warning_events``): pods, their
+#: claims and the volumes those claims are bound to.
+_EVENT_SUBJECTS = ("Pod", "PersistentVolumeClaim", "PersistentVolume")
 
 
 def _occurrences(event: Event) -> int:
