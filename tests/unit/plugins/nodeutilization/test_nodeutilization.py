@@ -157,19 +157,26 @@ LNU_ARGS: dict[str, Any] = {
         ),
         (
             {"thresholds": {"cpu": 10}, "targetThresholds": {"memory": 50}},
-            "thresholds and targetThresholds configured different resources",
+            "args.targetThresholds.cpu: missing: thresholds and targetThresholds must name the same "
+            "resources (got thresholds: cpu, targetThresholds: memory)",
         ),
         (
             {"thresholds": {"cpu": 10, "pods": 5}, "targetThresholds": {"cpu": 50}},
-            "thresholds and targetThresholds configured different resources",
+            "args.targetThresholds.pods: missing: thresholds and targetThresholds must name the same "
+            "resources (got thresholds: cpu, pods, targetThresholds: cpu)",
+        ),
+        (
+            {"thresholds": {"cpu": 10}, "targetThresholds": {"cpu": 50, "pods": 60}},
+            "args.thresholds.pods: missing: thresholds and targetThresholds must name the same "
+            "resources (got thresholds: cpu, targetThresholds: cpu, pods)",
         ),
         (
             {"thresholds": {"cpu": 60}, "targetThresholds": {"cpu": 50}},
-            "thresholds' cpu percentage is greater than targetThresholds'",
+            "args.thresholds.cpu: must not be above targetThresholds.cpu (got 60 > 50)",
         ),
         (
             {**LNU_ARGS, "evictableNamespaces": {"include": ["a"]}},
-            "only Exclude namespaces can be set, inclusion is not supported",
+            "args.evictableNamespaces.include: not supported, only exclude may be set (got include=['a'])",
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics", "metricsServer": True}},
@@ -301,7 +308,7 @@ def test_upstream_test_construction_skips_policy_checks() -> None:
     raw = {**LNU_ARGS, "evictableNamespaces": {"include": ["default"]}}
     args = LowNodeUtilizationArgs.model_validate(raw, context={SKIP_POLICY_CHECKS: True})
     assert args.evictable_namespaces is not None and args.evictable_namespaces.include == ["default"]
-    with pytest.raises(ValueError, match="inclusion is not supported"):
+    with pytest.raises(ValueError, match="only exclude may be set"):
         LowNodeUtilizationArgs.model_validate(raw)
     # what upstream's constructor checks still applies
     prom = {**LNU_ARGS, "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "q"}}}
@@ -312,13 +319,16 @@ def test_upstream_test_construction_skips_policy_checks() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({}, "no resource threshold is configured"),
+        ({}, "args.thresholds: no resource threshold is configured (got {})"),
         ({"thresholds": {"cpu": 101}}, "args.thresholds.cpu: must be between 0 and 100, got 101"),
         (
             {"thresholds": {"cpu": 20}, "evictableNamespaces": {"include": ["a"]}},
-            "inclusion is not supported",
+            "args.evictableNamespaces.include: not supported, only exclude may be set (got include=['a'])",
         ),
-        ({"thresholds": {"cpu": 20}, "evictionModes": ["Everything"]}, "invalid eviction mode Everything"),
+        (
+            {"thresholds": {"cpu": 20}, "evictionModes": ["Everything"]},
+            "args.evictionModes[0]: must be one of OnlyThresholdingResources, got 'Everything'",
+        ),
         ({"thresholds": {"cpu": 20}, "targetThresholds": {"cpu": 50}}, "unknown field"),
     ],
 )
@@ -670,7 +680,9 @@ def test_lnu_only_thresholding_resources() -> None:
     assert evicted(run(LNU, args, nodes, pods)) == ["a-plain", "f0"]  # a-plain frees no foo
     args["evictionModes"] = ["OnlyThresholdingResources"]
     assert evicted(run(LNU, args, nodes, pods)) == ["f0"]
-    assert "invalid eviction mode X" in load_error(LNU, {**LNU_ARGS, "evictionModes": ["X"]})
+    assert "args.evictionModes[0]: must be one of OnlyThresholdingResources, got 'X'" in load_error(
+        LNU, {**LNU_ARGS, "evictionModes": ["X"]}
+    )
 
 
 def test_hnu_number_of_nodes_and_all_under() -> None:
