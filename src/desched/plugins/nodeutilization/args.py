@@ -70,8 +70,10 @@ class MetricsUtilizationArgs(ArgsModel):
         source = self.source
         if policy_checks_enabled(info):
             if source == KUBERNETES_METRICS and self.metrics_server:
-                raise ValueError(
-                    f'it is not allowed to set both "{KUBERNETES_METRICS}" source and metricsServer'
+                raise FieldValueError(
+                    "metricsServer",
+                    f"cannot be true with source: {KUBERNETES_METRICS} (got metricsServer: true, "
+                    f"source: {KUBERNETES_METRICS}); it is the deprecated spelling of that source",
                 )
             if source == KUBERNETES_METRICS and self.prometheus is not None:
                 raise ValueError(
@@ -82,14 +84,18 @@ class MetricsUtilizationArgs(ArgsModel):
                 raise ValueError(f'prometheus query is required when metrics source is set to "{PROMETHEUS}"')
         # What upstream's constructor refuses.
         if source not in ("", KUBERNETES_METRICS, PROMETHEUS):
-            raise ValueError(
-                f"unrecognized metrics source {source!r} (expected {KUBERNETES_METRICS} or {PROMETHEUS})"
-            )
+            raise FieldValueError("source", f"must be {KUBERNETES_METRICS} or {PROMETHEUS}, got {source!r}")
         if not source and not self.metrics_server:
-            raise ValueError("metrics source is empty")
+            raise FieldValueError(
+                "source",
+                f"required: {KUBERNETES_METRICS} or {PROMETHEUS} (or the deprecated metricsServer: true), "
+                "got none",
+            )
         if source == PROMETHEUS and self.metrics_server:
-            raise ValueError(
-                f'metricsServer means source "{KUBERNETES_METRICS}"; it cannot be used with "{PROMETHEUS}"'
+            raise FieldValueError(
+                "metricsServer",
+                f"cannot be true with source: {PROMETHEUS} (metricsServer means source: "
+                f"{KUBERNETES_METRICS}; got metricsServer: true, source: {PROMETHEUS})",
             )
         return self
 
@@ -155,9 +161,10 @@ class LowNodeUtilizationArgs(ArgsModel):
                 ("targetThresholds", self.target_thresholds),
             ):
                 if list(thresholds) != [METRIC_RESOURCE]:
-                    raise ValueError(
-                        f'{field} are expected to specify a single instance of "{METRIC_RESOURCE}" resource, '
-                        f"got {sorted(thresholds)} instead"
+                    raise FieldValueError(
+                        field,
+                        f"must name only {METRIC_RESOURCE} with a Prometheus query, got "
+                        f"{', '.join(sorted(thresholds)) or 'none'}",
                     )
         return self
 

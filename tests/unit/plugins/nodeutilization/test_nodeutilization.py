@@ -180,7 +180,8 @@ LNU_ARGS: dict[str, Any] = {
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics", "metricsServer": True}},
-            'it is not allowed to set both "KubernetesMetrics" source and metricsServer',
+            "args.metricsUtilization.metricsServer: cannot be true with source: KubernetesMetrics "
+            "(got metricsServer: true, source: KubernetesMetrics)",
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics", "prometheus": {"query": "q"}}},
@@ -192,13 +193,28 @@ LNU_ARGS: dict[str, Any] = {
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "q"}}},
-            'thresholds are expected to specify a single instance of "MetricResource" resource',
+            "args.thresholds: must name only MetricResource with a Prometheus query, got cpu, pods",
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "Graphite"}},
-            "unrecognized metrics source 'Graphite'",
+            "args.metricsUtilization.source: must be KubernetesMetrics or Prometheus, got 'Graphite'",
         ),
-        ({**LNU_ARGS, "metricsUtilization": {}}, "metrics source is empty"),
+        (
+            {**LNU_ARGS, "metricsUtilization": {}},
+            "args.metricsUtilization.source: required: KubernetesMetrics or Prometheus (or the deprecated "
+            "metricsServer: true), got none",
+        ),
+        (
+            {
+                **LNU_ARGS,
+                "metricsUtilization": {
+                    "source": "Prometheus",
+                    "metricsServer": True,
+                    "prometheus": {"query": "q"},
+                },
+            },
+            "args.metricsUtilization.metricsServer: cannot be true with source: Prometheus",
+        ),
         ({**LNU_ARGS, "evictionLimits": {"node": -1}}, "evictionLimits.node"),
         ({**LNU_ARGS, "treshold": 1}, "unknown field"),
     ],
