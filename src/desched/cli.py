@@ -400,8 +400,21 @@ def _add_run_parser(sub: Any) -> None:
     run.add_argument(
         "--descheduling-interval",
         type=_duration,
-        default=0.0,
+        default=None,
         help="time between cycles, e.g. 5m; 0 runs one cycle and exits (default 0)",
+    )
+    run.add_argument(
+        "--descheduling-interval-cron-expression",
+        metavar="CRON",
+        help="run cycles at these times instead, e.g. '0 2 * * *' (Volcano's flag; five fields, "
+        "@daily/@hourly/..., '@every 6h', an optional 'CRON_TZ=Area/City ' prefix); not with "
+        "--descheduling-interval (default none: cycles every --descheduling-interval)",
+    )
+    run.add_argument(
+        "--descheduling-interval-cron-time-zone",
+        metavar="ZONE",
+        help="time zone of the cron expression, e.g. Europe/Paris (default: $TZ, else the "
+        "machine's local time, else UTC)",
     )
     run.add_argument(
         "--dry-run",
@@ -701,9 +714,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
             cipher_suites=args.tls_cipher_suites,
             sni_cert_keys=args.tls_sni_cert_key,
         )
+    schedule = None
+    if args.descheduling_interval_cron_expression is not None:
+        from desched.runtime.schedule import parse_schedule
+
+        if args.descheduling_interval is not None:
+            raise UserError(
+                "--descheduling-interval-cron-expression",
+                "cannot be given with --descheduling-interval (got "
+                f"{args.descheduling_interval_cron_expression!r} and an interval); keep one",
+            )
+        schedule = parse_schedule(
+            args.descheduling_interval_cron_expression, args.descheduling_interval_cron_time_zone
+        )
+    elif args.descheduling_interval_cron_time_zone is not None:
+        raise UserError(
+            "--descheduling-interval-cron-time-zone",
+            "needs --descheduling-interval-cron-expression "
+            f"(got {args.descheduling_interval_cron_time_zone!r})",
+        )
     options = RunOptions(
         policy_file=args.policy_config_file,
-        interval=args.descheduling_interval,
+        interval=args.descheduling_interval or 0.0,
+        schedule=schedule,
         dry_run=args.dry_run,
         kubeconfig=args.kubeconfig,
         context=args.context,

@@ -597,6 +597,112 @@ def test_event_driven_cycle_follows_a_new_warning_event(cluster: Cluster, tmp_pa
         assert d.stop() == 0, d.text()
 
 
+def test_persistent_volume_warning_reaches_a_live_event_driven_run(cluster: Cluster, tmp_path: Path) -> None:
+    """A Warning about the PersistentVolume a pod's claim is bound to (recorded, as controllers
+    record Events of cluster-scoped objects, in namespace default with no involvedObject
+    namespace) runs a cycle with --event-driven and makes the pod anomalous in `desched run`; a
+    Warning about another volume does neither."""
+    w = World(cluster, "anom-pv")
+    cp = w.cp
+    bad_node, _ = w.nodes
+    volume, other = f"pv-{w.ns}", f"pv-{w.ns}-other"
+    for name in (volume, other):
+        cp.request(
+            "POST",
+            "/api/v1/persistentvolumes",
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": name},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "",
+                    "hostPath": {"path": f"/tmp/{name}"},
+                },
+            },
+        )
+    cp.request(
+        "POST",
+        f"/api/v1/namespaces/{w.ns}/persistentvolumeclaims",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data-db-0"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": "",
+                "volumeName": volume,
+            },
+        },
+    )
+    cp.request(
+        "POST",
+        f"/api/v1/namespaces/{w.ns}/pods",
+        builders.pod_doc(
+            "db-0",
+            namespace=None,
+            labels={"app": "web"},
+            owner=w.owner,
+            node=bad_node,
+            containers=[{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            phase=None,
+            spec={
+                "automountServiceAccountToken": False,
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}],
+            },
+        ),
+    )
+
+    def volume_warning(name: str) -> None:
+        t = now_rfc3339()
+        cp.request(
+            "POST",
+            "/api/v1/namespaces/default/events",
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{name}.attach", "namespace": "default"},
+                "involvedObject": {"apiVersion": "v1", "kind": "PersistentVolume", "name": name},
+                "reason": "FailedAttachVolume",
+                "message": f'AttachVolume.Attach failed for volume "{name}" : rpc error: timed out',
+                "type": "Warning",
+                "count": 3,
+                "firstTimestamp": t,
+                "lastTimestamp": t,
+                "source": {"component": "attachdetach-controller"},
+            },
+        )
+
+    pol = w.policy(tmp_path, method="label", ttl="1m", min_startup=0, abnormalities=3)
+    d = DeschedProcess(
+        cluster.kubeconfig,
+        tmp_path,
+        pol,
+        "--descheduling-interval",
+        "10m",
+        "--event-driven",
+        "--event-debounce",
+        "500ms",
+    )
+    try:
+        wait_for(lambda: d.cycles() >= 1, "the first cycle", timeout=60)
+        volume_warning(other)  # another volume's trouble: a cycle, but this pod is not judged on it
+        wait_for(lambda: d.cycles() >= 2, "a cycle after the other volume's Warning", timeout=15)
+        assert not w.evicted("db-0"), d.text()
+        volume_warning(volume)
+        wait_for(lambda: w.evicted("db-0"), "the pod's eviction after its volume's Warning", timeout=15)
+        assert d.cycles() <= 4, d.text()  # cycles came from the Events, not the 10-minute interval
+        assert (
+            d.sample("descheduler_anomaly_total", '{profile="anomaly",reason="FailedAttachVolume"}') == 1
+        ), d.text()
+    finally:
+        assert d.stop() == 0, d.text()
+        for name in (volume, other):
+            cp.raw_request("DELETE", f"/api/v1/persistentvolumes/{name}")
+
+
 SCHEDULER_CONFIG = ROOT / "examples" / "kube-scheduler-anomaly.yaml"
 
 

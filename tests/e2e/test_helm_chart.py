@@ -319,6 +319,29 @@ def test_cronjob_values(helm: str) -> None:
     assert docs["ClusterRoleBinding"]["subjects"][0]["namespace"] == "ops"
 
 
+def test_deployment_at_fixed_times(helm: str) -> None:
+    """deschedulingIntervalCronExpression replaces --descheduling-interval (they are mutually
+    exclusive flags) and timeZone gives the expression's zone."""
+    docs = docs_of(
+        helm,
+        *("--set", "kind=Deployment", "--set-string", "deschedulingIntervalCronExpression=0 2 * * *"),
+        *("--set", "timeZone=Europe/Paris"),
+    )
+    args = pod_spec(docs["Deployment"])["containers"][0]["args"]
+    assert "--descheduling-interval-cron-expression=0 2 * * *" in args
+    assert "--descheduling-interval-cron-time-zone=Europe/Paris" in args
+    assert not any(a.startswith("--descheduling-interval=") for a in args)
+    # the flags as rendered parse, and mean a cron schedule (desched refuses them otherwise)
+    from desched.cli import build_parser
+
+    parsed = build_parser().parse_args(["run", *args])
+    assert parsed.descheduling_interval is None
+    assert parsed.descheduling_interval_cron_expression == "0 2 * * *"
+    plain = pod_spec(docs_of(helm, "--set", "kind=Deployment")["Deployment"])["containers"][0]["args"]
+    assert "--descheduling-interval=5m" in plain
+    assert not any(a.startswith("--descheduling-interval-cron") for a in plain)
+
+
 def test_rbac_and_service_account_switches(helm: str) -> None:
     docs = docs_of(helm, "--set", "rbac.create=false", "--set", "serviceAccount.create=false")
     assert "ClusterRole" not in docs and "ClusterRoleBinding" not in docs and "ServiceAccount" not in docs

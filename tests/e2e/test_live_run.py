@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,45 @@ def test_a_cycle_evicts_what_simulate_predicts(cluster: Cluster, tmp_path: Path)
         wait_for(lambda: gone_or_terminating(cp, ns) == predicted, "evictions", timeout=30)
     except AssertionError as e:
         raise AssertionError(f"{e}\ndesched said:\n{proc.stderr}") from None
+
+
+def test_cron_expression_runs_the_first_cycle_at_its_time_not_at_start(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """--descheduling-interval-cron-expression (Volcano's flag) in a live run: the process starts,
+    serves, says when its first cycle is, runs nothing before then and evicts at that time."""
+    cp = cluster.cp
+    ns = new_namespace(cp, "cron")
+    scenario(cp, ns)
+    d = DeschedProcess(
+        cluster.kubeconfig,
+        tmp_path,
+        policy(tmp_path, ns),
+        "--descheduling-interval-cron-expression",
+        "* * * * *",
+        "--descheduling-interval-cron-time-zone",
+        "Europe/Paris",
+    )
+    try:
+        found = wait_for(
+            lambda: re.search(r"next cycle at (\S+) \('\* \* \* \* \*' \(Europe/Paris\)\)", d.text()),
+            "the announced time of the first cycle",
+            timeout=60,
+        )
+        when = datetime.fromisoformat(found.group(1))
+        assert when.second == 0 and when.utcoffset() in (timedelta(hours=1), timedelta(hours=2)), when
+        # nothing before the time (checked until a second before it)
+        while datetime.now(UTC) < when - timedelta(seconds=1):
+            assert d.cycles() == 0 and gone_or_terminating(cp, ns) == set(), d.text()
+            time.sleep(0.5)
+        wait_for(lambda: d.cycles() >= 1, "the first cycle, at its time", timeout=75)
+        assert datetime.now(UTC) >= when
+        wait_for(lambda: len(gone_or_terminating(cp, ns)) == 4, "its evictions", timeout=30)
+        # and it announces the next one, a minute on
+        nxt = re.findall(r"next cycle at (\S+) ", d.text())
+        assert len(nxt) >= 2 and datetime.fromisoformat(nxt[1]) - when == timedelta(minutes=1), nxt
+    finally:
+        assert d.stop() == 0, d.text()
 
 
 def test_dry_run_changes_nothing(cluster: Cluster, tmp_path: Path) -> None:

@@ -137,7 +137,7 @@ class SecretReference(_Wire):
             missing = "namespace" if not self.namespace else "name"
             raise FieldValueError(
                 missing,
-                "prometheus authToken secret reference does not set both namespace and name "
+                "the token Secret needs both namespace and name "
                 f"(got namespace={self.namespace!r}, name={self.name!r})",
             )
         return self
@@ -151,38 +151,87 @@ class AuthToken(_Wire):
         if self.secret_reference is None:
             raise FieldValueError(
                 "secretReference",
-                "prometheus authToken secret is expected to be set when authToken field is "
-                "(got authToken without secretReference; omit authToken to use the pod's "
-                "ServiceAccount token)",
+                "required when authToken is given (got authToken without it); name the Secret "
+                "holding the token, or drop authToken to use the pod's ServiceAccount token",
             )
         return self
 
 
-class PrometheusTLSConfig(_Wire):
-    """How desched's Prometheus client checks the server (desched's fields; see docs/policy.md)."""
+#: TLS versions ``min_version`` / ``max_version`` accept (upstream's names, from prometheus/common).
+TLS_VERSIONS = ("TLS10", "TLS11", "TLS12", "TLS13")
 
-    #: PEM file of the CAs to trust instead of the default (system CAs and the pod's cluster CA).
-    ca_file: str = Field(default="", alias="caFile")
-    #: Client certificate and key (PEM files) to present, for a Prometheus that asks for one.
-    cert_file: str = Field(default="", alias="certFile")
-    key_file: str = Field(default="", alias="keyFile")
+
+class PrometheusTLSConfig(_Wire):
+    """How desched's Prometheus client checks the server and presents itself.
+
+    Upstream's ``prometheus.tlsConfig`` is prometheus/common's ``TLSConfig``, so the keys are its
+    snake_case ones. Its rules apply: at most one of ``ca`` / ``ca_file`` (and likewise for the
+    client certificate and key), a client certificate needs its key and the reverse, and the
+    versions are ``TLS10`` ... ``TLS13``. The ``*_ref`` keys name a secret manager that neither
+    upstream's descheduler nor desched configures, so they are refused here (upstream fails when
+    it builds its client).
+    """
+
+    #: PEM text of the CAs to trust instead of the default (system CAs and the pod's cluster CA).
+    ca: str | None = None
+    #: A PEM file of the CAs to trust instead of the default.
+    ca_file: str | None = None
+    ca_ref: str | None = None
+    #: Client certificate (PEM text or file) to present, for a Prometheus that asks for one.
+    cert: str | None = None
+    cert_file: str | None = None
+    cert_ref: str | None = None
+    #: The client certificate's private key (PEM text or file).
+    key: str | None = None
+    key_file: str | None = None
+    key_ref: str | None = None
     #: The name the server's certificate must carry, when it is not the URL's host.
-    server_name: str = Field(default="", alias="serverName")
-    #: Do not verify the server's certificate at all (never with caFile or serverName).
-    insecure_skip_verify: bool = Field(default=False, alias="insecureSkipVerify")
+    server_name: str | None = None
+    #: Do not verify the server's certificate at all.
+    insecure_skip_verify: bool = False
+    min_version: str | None = None
+    max_version: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> PrometheusTLSConfig:
-        if bool(self.cert_file) != bool(self.key_file):
-            given, missing = ("certFile", "keyFile") if self.cert_file else ("keyFile", "certFile")
-            value = self.cert_file or self.key_file
-            raise FieldValueError(missing, f"required with {given} (got {given}={value!r})")
-        if self.insecure_skip_verify and (self.ca_file or self.server_name):
-            other = "caFile" if self.ca_file else "serverName"
+        for ref in ("ca_ref", "cert_ref", "key_ref"):
+            value = getattr(self, ref)
+            if value:
+                plain = ref[: -len("_ref")]
+                raise FieldValueError(
+                    ref,
+                    f"needs a secret manager, which the descheduler does not configure (got {value!r}); "
+                    f"give {plain} or {plain}_file",
+                )
+        for text, file in (("ca", "ca_file"), ("cert", "cert_file"), ("key", "key_file")):
+            if getattr(self, text) and getattr(self, file):
+                raise FieldValueError(
+                    file, f"cannot be given with {text} (got {file}={getattr(self, file)!r} and {text} too)"
+                )
+        has_cert = bool(self.cert or self.cert_file)
+        has_key = bool(self.key or self.key_file)
+        if has_cert != has_key:
+            if has_cert:
+                given, missing = ("cert_file" if self.cert_file else "cert"), "key or key_file"
+            else:
+                given, missing = ("key_file" if self.key_file else "key"), "cert or cert_file"
+            got = f"{given}={getattr(self, given)!r}" if given.endswith("_file") else f"{given} (PEM text)"
             raise FieldValueError(
-                "insecureSkipVerify",
-                f"true skips the verification that {other} configures (got {other}="
-                f"{self.ca_file or self.server_name!r}); set one or the other",
+                missing.rpartition(" ")[2], f"required with {given}: give {missing} (got {got} alone)"
+            )
+        for name in ("min_version", "max_version"):
+            version = getattr(self, name)
+            if version is not None and version not in TLS_VERSIONS:
+                raise FieldValueError(name, f"must be one of {', '.join(TLS_VERSIONS)}, got {version!r}")
+        if (
+            self.min_version
+            and self.max_version
+            and TLS_VERSIONS.index(self.max_version) < TLS_VERSIONS.index(self.min_version)
+        ):
+            raise FieldValueError(
+                "max_version",
+                f"must not be below min_version (got max_version={self.max_version!r}, "
+                f"min_version={self.min_version!r})",
             )
         return self
 
@@ -197,7 +246,7 @@ class PrometheusProvider(_Wire):
         if self.url:
             problem = prometheus_url_problem(self.url)
             if problem:
-                raise FieldValueError("url", f"error parsing prometheus URL: {problem}, got {self.url!r}")
+                raise FieldValueError("url", f"not a usable URL: {problem}, got {self.url!r}")
         return self
 
 
@@ -237,9 +286,7 @@ class MetricsProvider(_Wire):
     @model_validator(mode="after")
     def _prometheus_url(self) -> MetricsProvider:
         if self.source == "Prometheus" and not (self.prometheus and self.prometheus.url):
-            raise FieldValueError(
-                "prometheus.url", "prometheus URL is required when prometheus is enabled (source: Prometheus)"
-            )
+            raise FieldValueError("prometheus.url", "required with source: Prometheus (got no url)")
         return self
 
 
@@ -271,17 +318,16 @@ class PolicyWire(_Wire):
             if p.source in seen:
                 raise FieldValueError(
                     f"metricsProviders[{i}].source",
-                    f"metric provider {p.source!r} is already configured, each source can be "
-                    "configured only once",
+                    f"{p.source!r} is listed twice (each source may be configured once)",
                 )
             seen.add(p.source)
         if self.metrics_providers and self.metrics_collector is not None and self.metrics_collector.enabled:
             sources = ", ".join(p.source for p in self.metrics_providers)
             raise FieldValueError(
                 "metricsCollector.enabled",
-                "it is not allowed to combine metrics provider when metrics collector is enabled "
-                f"(got true with metricsProviders: {sources}; drop the deprecated metricsCollector, "
-                "metricsProviders [{source: KubernetesMetrics}] replaces it)",
+                "cannot be true together with metricsProviders "
+                f"(got true, with metricsProviders: {sources}); drop the deprecated metricsCollector: "
+                "metricsProviders [{source: KubernetesMetrics}] replaces it",
             )
         return self
 

@@ -57,7 +57,10 @@ class Namespaces(ArgsModel):
     @model_validator(mode="after")
     def _one_of(self) -> Namespaces:
         if self.include and self.exclude:
-            raise ValueError("only one of include and exclude may be set")
+            raise FieldValueError(
+                "exclude",
+                f"cannot be set with include (got include={self.include!r}, exclude={self.exclude!r})",
+            )
         return self
 
     def allows(self, namespace: str) -> bool:
@@ -98,7 +101,9 @@ class PriorityThreshold(ArgsModel):
     @model_validator(mode="after")
     def _one_of(self) -> PriorityThreshold:
         if self.value is not None and self.name:
-            raise ValueError("only one of value and name may be set")
+            raise FieldValueError(
+                "name", f"cannot be set with value (got value={self.value}, name={self.name!r})"
+            )
         return self
 
 

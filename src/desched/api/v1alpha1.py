@@ -45,13 +45,13 @@ def _pick(params: Mapping[str, Any], *keys: str) -> Args:
 def _nested(params: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
     value = params.get(key) or {}
     if not isinstance(value, Mapping):
-        raise PolicyError(f"{path}.{key}", "must be an object")
+        raise PolicyError(f"{path}.{key}", f"must be an object, got {excerpt(value)}")
     return value
 
 
 def _string_list(value: Any, path: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise PolicyError(path, "must be a list of strings")
+        raise PolicyError(path, f"must be a list of strings, got {excerpt(value)}")
     return value
 
 
@@ -61,7 +61,9 @@ def _check_namespaces(params: Mapping[str, Any], path: str) -> None:
     if value is None:
         return
     if not isinstance(value, Mapping):
-        raise PolicyError(f"{path}.namespaces", "must be an object with include or exclude")
+        raise PolicyError(
+            f"{path}.namespaces", f"must be an object with include or exclude, got {excerpt(value)}"
+        )
     for key, names in value.items():
         if key not in ("include", "exclude"):
             raise PolicyError(f"{path}.namespaces.{excerpt(str(key))[1:-1]}", "unknown field")

@@ -9,7 +9,9 @@ the same bound, else is skipped and reported: it never decides on stale data.
 
 Every cycle takes one consistent snapshot of the cache and runs the framework in a worker thread
 while the event loop keeps the watches, the lease and the evictions going.
-``--descheduling-interval 0`` runs one cycle and exits (Job/CronJob). With
+``--descheduling-interval 0`` runs one cycle and exits (Job/CronJob);
+``--descheduling-interval-cron-expression`` runs cycles at fixed wall-clock times instead
+(:mod:`desched.runtime.schedule`), the first one at the schedule's first time. With
 ``--event-driven`` a relevant change in the cluster (a node added or removed, relabelled, tainted or
 cordoned; a pod failing or crash-looping; with a plugin that reads them, a new Warning Event about a pod
 or its claim) also starts a cycle, after a debounce window so a burst
@@ -30,6 +32,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from desched.api.policy import Policy, load_policy_file
@@ -53,6 +56,7 @@ from desched.logs import V0, cycle_fields, eviction_fields
 from desched.plugins import default_registry
 from desched.runtime.leader import LeaderConfig, LeaderElector
 from desched.runtime.metrics import Metrics
+from desched.runtime.schedule import CronSchedule, sleep_until
 from desched.runtime.server import HealthServer
 
 #: Exit status of a one-shot run in which a plugin raised (as ``desched simulate``'s).
@@ -85,6 +89,15 @@ class RunOptions:
     max_cycles: int = 0
     #: a desched.runtime.tracing.Tracing when --otel-collector-endpoint is set: cycles are traced
     tracing: Any = None
+    #: --descheduling-interval-cron-expression: cycles at these wall-clock times (not with interval)
+    schedule: CronSchedule | None = None
+    #: the wall clock (tests give a fake one)
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    @property
+    def one_shot(self) -> bool:
+        """One cycle, then exit: no interval and no cron schedule."""
+        return self.interval <= 0 and self.schedule is None
 
 
 def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
@@ -106,7 +119,7 @@ def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
         new_restarts = sum(s.restart_count for s in new.status.container_statuses or ())
         return new_restarts > old_restarts
     if kind == "Event" and kind_event in ("ADDED", "MODIFIED") and isinstance(new, Event):
-        # a new occurrence of a Warning about a pod or its claim (only watched when a plugin declares
+        # a new occurrence of a Warning about a pod, its claim or volume (only watched when a plugin declares
         # it reads them; it counts occurrences, not cycles); a re-sent Event with no new occurrence
         # is not one
         if new.type != "Warning" or new.involved_object.kind not in _EVENT_SUBJECTS:
@@ -115,8 +128,9 @@ def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
     return False
 
 
-#: The objects whose Warning Events plugins read (``LiveInputs.warning_events``).
-_EVENT_SUBJECTS = ("Pod", "PersistentVolumeClaim")
+#: The objects whose Warning Events plugins read (``LiveInputs.warning_events``): pods, their
+#: claims and the volumes those claims are bound to.
+_EVENT_SUBJECTS = ("Pod", "PersistentVolumeClaim", "PersistentVolume")
 
 
 def _occurrences(event: Event) -> int:
@@ -208,9 +222,11 @@ class Descheduler:
                 may_write=lambda: not self.stop.is_set() and (elector is None or elector.is_leader()),
                 limiter=limiter,
             )
-            if opts.interval > 0:
+            if not opts.one_shot:
                 timer = downgrades.run_timer(self.stop, lambda: _cached_nodes(cache))
                 tasks.append(asyncio.create_task(timer))
+            if opts.schedule is not None:
+                await self._wait_next()  # a cron schedule's first cycle is at its first time
             while not self.stop.is_set():
                 if elector is not None and not elector.is_leader():
                     await self._wait_any(elector.became_leader.wait(), None)
@@ -220,9 +236,9 @@ class Descheduler:
                     await self._cycle(
                         framework, cache, api, loop, limiter, elector, events, downgrades, usage
                     )
-                elif opts.interval <= 0:
+                elif opts.one_shot:
                     return 1  # a one-shot run that could not run its cycle failed
-                if opts.interval <= 0 or (opts.max_cycles and self.cycles >= opts.max_cycles):
+                if opts.one_shot or (opts.max_cycles and self.cycles >= opts.max_cycles):
                     break
                 await self._wait_next()
         finally:
@@ -238,7 +254,7 @@ class Descheduler:
             if server is not None:
                 server.stop()
             await api.close()
-        if opts.interval <= 0 and self.plugin_crashes:
+        if opts.one_shot and self.plugin_crashes:
             return EXIT_PLUGIN_FAILED
         return 0
 
@@ -276,9 +292,19 @@ class Descheduler:
                 f.cancel()
 
     async def _wait_next(self) -> None:
-        """Sleep until the interval passes, or (event-driven) a debounced burst of changes."""
-        deadline = time.monotonic() + self.options.interval
+        """Sleep until the interval passes (or the cron schedule's next time comes), or
+        (event-driven) a debounced burst of changes."""
         self.trigger.clear()
+        schedule = self.options.schedule
+        if schedule is not None:
+            clock = self.options.clock
+            when = schedule.next_after(clock())
+            log.info("next cycle at %s (%s)", when.isoformat(), schedule.describe())
+            if await sleep_until(when, now=clock, wait=self._wait_trigger) and not self.stop.is_set():
+                await self._wait_any(asyncio.sleep(self.options.debounce), None)
+                log.info("cluster changed: running a cycle early")
+            return
+        deadline = time.monotonic() + self.options.interval
         while not self.stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -289,6 +315,11 @@ class Descheduler:
                 await self._wait_any(asyncio.sleep(self.options.debounce), None)
                 log.info("cluster changed: running a cycle early")
                 return
+
+    async def _wait_trigger(self, seconds: float) -> bool:
+        """Wait ``seconds``; True when a stop or (event-driven) a change came first."""
+        await self._wait_any(self.trigger.wait(), seconds)
+        return self.stop.is_set() or self.trigger.is_set()
 
     async def _cycle(
         self,
@@ -364,7 +395,7 @@ class Descheduler:
             extra=cycle_fields(self.cycles, len(snapshot.pods), result, dry_run=opts.dry_run),
         )
         if result.unknown or self.unresolved:
-            await self._reconcile(result.unknown, cache, api, events, final=opts.interval <= 0)
+            await self._reconcile(result.unknown, cache, api, events, final=opts.one_shot)
 
     async def _reconcile(
         self,
@@ -419,9 +450,11 @@ class Descheduler:
 
 def run(options: RunOptions) -> int:
     policy = load_policy_file(options.policy_file, default_registry())
-    if options.leader_elect and options.interval <= 0 and not options.dry_run:
+    if options.leader_elect and options.one_shot and not options.dry_run:
         raise UserError(
-            "--leader-elect", "needs --descheduling-interval > 0 (a one-shot run has nothing to lead)"
+            "--leader-elect",
+            "needs --descheduling-interval > 0 or --descheduling-interval-cron-expression "
+            "(a one-shot run has nothing to lead)",
         )
     try:
         Framework(policy, default_registry())

@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import ssl
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -58,6 +59,20 @@ from desched.kube import client as kube
 from desched.kube.client import ApiError, RateLimiter
 
 log = logging.getLogger(__name__)
+
+_TLS_VERSIONS = {
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+
+
+def _private_file(path: Path, text: str) -> str:
+    path.touch(mode=0o600)
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
 
 __all__ = [
     "BETA",
@@ -311,39 +326,58 @@ class PrometheusQueries:
     def _ssl_context(self, tls: PrometheusTLSConfig | None) -> ssl.SSLContext:
         """How the server is checked: by default against the system's CAs and, in a pod, the
         cluster's CA (upstream trusts the pod's CA file); ``tlsConfig`` may name the CAs to trust
-        instead (``caFile``), a client certificate, or turn verification off. A file that cannot
-        be loaded is the user's error, named by its field (raised when ``desched run`` starts)."""
+        instead (``ca`` / ``ca_file``), a client certificate (``cert``/``cert_file`` with
+        ``key``/``key_file``), TLS versions, or turn verification off. A file or PEM text that
+        cannot be loaded is the user's error, named by its field (raised when ``desched run``
+        starts)."""
         if tls is not None and tls.insecure_skip_verify:
             context = ssl.create_default_context()
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
             log.warning(
-                "prometheus at %s: TLS certificate verification is off (insecureSkipVerify)", self.url
+                "prometheus at %s: TLS certificate verification is off (insecure_skip_verify)", self.url
             )
-        elif tls is not None and tls.ca_file:
+        elif tls is not None and (tls.ca or tls.ca_file):
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies, trusts nothing yet
-            self._load(lambda: context.load_verify_locations(cafile=tls.ca_file), "caFile", tls.ca_file)
+            if tls.ca_file:
+                ca_file = tls.ca_file
+                self._load(lambda: context.load_verify_locations(cafile=ca_file), "ca_file", ca_file)
+            else:
+                ca = tls.ca or ""
+                self._load(lambda: context.load_verify_locations(cadata=ca), "ca", "(PEM text)")
         else:
             context = ssl.create_default_context()
-            ca = self.service_account_dir / "ca.crt"
-            if ca.is_file():
+            sa_ca = self.service_account_dir / "ca.crt"
+            if sa_ca.is_file():
                 try:
-                    context.load_verify_locations(cafile=str(ca))
+                    context.load_verify_locations(cafile=str(sa_ca))
                 except (OSError, ssl.SSLError) as e:
-                    log.warning("cannot load %s: %s", ca, e)
-        if tls is not None and tls.cert_file:
-            cert, key = tls.cert_file, tls.key_file
-            self._load(lambda: context.load_cert_chain(cert, key), "certFile", cert)
+                    log.warning("cannot load %s: %s", sa_ca, e)
+        if tls is not None and (tls.cert or tls.cert_file):
+            self._load_client_certificate(context, tls)
+        if tls is not None and tls.min_version:
+            context.minimum_version = _TLS_VERSIONS[tls.min_version]
+        if tls is not None and tls.max_version:
+            context.maximum_version = _TLS_VERSIONS[tls.max_version]
         return context
 
-    def _load(self, load: Callable[[], None], field: str, value: str) -> None:
+    def _load_client_certificate(self, context: ssl.SSLContext, tls: PrometheusTLSConfig) -> None:
+        # Python's ssl loads a certificate chain only from files: PEM text given inline (cert / key)
+        # is written to a private temporary directory for the load and removed right after.
+        field = "cert_file" if tls.cert_file else "cert"
+        shown = tls.cert_file if tls.cert_file else "(PEM text)"
+        with tempfile.TemporaryDirectory(prefix="desched-tls-") as tmp:
+            cert = tls.cert_file or _private_file(Path(tmp) / "cert.pem", tls.cert or "")
+            key = tls.key_file or _private_file(Path(tmp) / "key.pem", tls.key or "")
+            self._load(lambda: context.load_cert_chain(cert, key), field, shown)
+
+    def _load(self, load: Callable[[], None], field: str, shown: str) -> None:
         try:
             load()
         except (OSError, ssl.SSLError, ValueError) as e:
             why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
-            raise PolicyError(
-                f"{self.field_path}.tlsConfig.{field}", f"cannot load {value!r}: {why}"
-            ) from None
+            value = shown if shown.startswith("(") else repr(shown)
+            raise PolicyError(f"{self.field_path}.tlsConfig.{field}", f"cannot load {value}: {why}") from None
 
     async def _read_token(self) -> str | None:
         """The bearer token for this cycle (raises UsageError if the Secret cannot give one)."""

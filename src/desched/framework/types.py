@@ -170,7 +170,7 @@ class LiveInputs:
     """What a plugin needs from a live run beyond the snapshot: a run reads the declarations of
     its plugins (:class:`DeclaresLiveInputs`) to decide what to watch and fetch."""
 
-    #: Warning Events about pods and their claims (a run then watches Events).
+    #: Warning Events about pods, their claims and the claims' volumes (a run then watches Events).
     warning_events: bool = False
     #: The Prometheus queries the plugin runs (a run checks them when it connects).
     prometheus_queries: tuple[str, ...] = ()

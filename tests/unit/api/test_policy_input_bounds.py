@@ -152,7 +152,11 @@ def test_v1alpha1_namespaces_of_the_wrong_type(
         assert validate(p, capsys)[0] == 0
         return
     err = one_error(p, capsys)
-    assert err == f"strategies.{strategy}.params.namespaces: must be an object with include or exclude"
+    shown = {"[a, b]": "['a', 'b']", "kube-system": "'kube-system'"}[value]
+    assert (
+        err
+        == f"strategies.{strategy}.params.namespaces: must be an object with include or exclude, got {shown}"
+    )
 
 
 @pytest.mark.parametrize("phases", ["Pending", "[1, 2]", "{a: b}"])
@@ -161,7 +165,9 @@ def test_v1alpha1_pod_status_phases_not_strings(
 ) -> None:
     body = f"enabled: true\nparams:\n  podLifeTime: {{maxPodLifeTimeSeconds: 60, podStatusPhases: {phases}}}"
     err = one_error(write(tmp_path, v1alpha1("PodLifeTime", body)), capsys)
-    assert err == "strategies.PodLifeTime.params.podLifeTime.podStatusPhases: must be a list of strings"
+    shown = {"Pending": "'Pending'", "[1, 2]": "[1, 2]", "{a: b}": "{'a': 'b'}"}[phases]
+    field = "strategies.PodLifeTime.params.podLifeTime.podStatusPhases"
+    assert err == f"{field}: must be a list of strings, got {shown}"
 
 
 def test_v1alpha1_typo_in_a_strategy_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

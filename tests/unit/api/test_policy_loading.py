@@ -141,7 +141,7 @@ def test_top_level_fields() -> None:
         (v2(nodeSelector="a in (b"), "nodeSelector:"),
         (
             v2(metricsProviders=[{"source": "Prometheus"}]),
-            "metricsProviders[0].prometheus.url: prometheus URL is required when prometheus is enabled",
+            "metricsProviders[0].prometheus.url: required with source: Prometheus (got no url)",
         ),
         (
             v2(

@@ -381,13 +381,23 @@ def test_synopsis_flags_are_real(block: Block) -> None:
 
 
 def test_readme_quotes_real_output() -> None:
-    # README.md also quotes a validation error inline, in its prose.
-    text = " ".join((ROOT / "README.md").read_text().split())
-    m = re.search(r"`(desched validate [^`]+)` prints `(desched: error: [^`]+)`", text)
-    assert m is not None, "README.md no longer quotes a validation error"
-    proc = run_desched(m.group(1))
-    assert proc.returncode == 2
-    assert proc.stdout.strip() == m.group(2)
+    """README.md and docs/policy.md show a real validation error as a console transcript, so that
+    test_offline_command_prints_what_the_docs_show runs it and compares the line."""
+    for doc in (ROOT / "README.md", ROOT / "docs" / "policy.md"):
+        shown = [
+            c
+            for b in blocks(doc)
+            if is_transcript(b)
+            for c in commands_of(b)
+            if c.text.startswith("desched validate ")
+            and c.shown
+            and c.shown[-1].startswith("desched: error: ")
+        ]
+        assert shown, f"{doc.relative_to(ROOT)} no longer shows a validation error"
+        for c in shown:
+            proc = run_desched(c.text)
+            assert proc.returncode == 2
+            assert proc.stdout.strip() == c.shown[-1]
 
 
 # Log lines the docs show (docs/operations.md) are illustrations of `desched run`'s output, which

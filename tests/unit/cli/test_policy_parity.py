@@ -40,16 +40,16 @@ PROM_URL = "https://prometheus-k8s.monitoring.svc:9091"
     [
         (
             {"metricsCollector": {"enabled": True}, "metricsProviders": [{"source": "KubernetesMetrics"}]},
-            "metricsCollector.enabled: it is not allowed to combine metrics provider when metrics collector "
-            "is enabled (got true with metricsProviders: KubernetesMetrics;",
+            "metricsCollector.enabled: cannot be true together with metricsProviders "
+            "(got true, with metricsProviders: KubernetesMetrics); drop the deprecated metricsCollector",
         ),
         (
             {
                 "metricsCollector": {"enabled": True},
                 "metricsProviders": [{"source": "Prometheus", "prometheus": {"url": PROM_URL}}],
             },
-            "metricsCollector.enabled: it is not allowed to combine metrics provider when metrics collector "
-            "is enabled (got true with metricsProviders: Prometheus;",
+            "metricsCollector.enabled: cannot be true together with metricsProviders "
+            "(got true, with metricsProviders: Prometheus);",
         ),
         (
             {
@@ -57,8 +57,8 @@ PROM_URL = "https://prometheus-k8s.monitoring.svc:9091"
                     {"source": "Prometheus", "prometheus": {"url": PROM_URL, "authToken": {}}}
                 ]
             },
-            "metricsProviders[0].prometheus.authToken.secretReference: prometheus authToken secret is "
-            "expected to be set when authToken field is (got authToken without secretReference;",
+            "metricsProviders[0].prometheus.authToken.secretReference: required when authToken is given "
+            "(got authToken without it);",
         ),
         (
             {
@@ -69,41 +69,44 @@ PROM_URL = "https://prometheus-k8s.monitoring.svc:9091"
                     }
                 ]
             },
-            "metricsProviders[0].prometheus.authToken.secretReference.namespace: prometheus authToken secret "
-            "reference does not set both namespace and name (got namespace='', name='tok')",
+            "metricsProviders[0].prometheus.authToken.secretReference.namespace: the token Secret needs "
+            "both namespace and name (got namespace='', name='tok')",
         ),
         (
             {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "http://example.com:-80"}}]},
-            "metricsProviders[0].prometheus.url: error parsing prometheus URL: invalid port ':-80' after "
+            "metricsProviders[0].prometheus.url: not a usable URL: invalid port ':-80' after "
             "host, got 'http://example.com:-80'",
         ),
         (
             {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "prometheus:9090"}}]},
-            "metricsProviders[0].prometheus.url: error parsing prometheus URL: the scheme must be http or "
+            "metricsProviders[0].prometheus.url: not a usable URL: the scheme must be http or "
             "https, not 'prometheus', got 'prometheus:9090'",
         ),
         (
             {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "http://prom etheus"}}]},
-            "metricsProviders[0].prometheus.url: error parsing prometheus URL: invalid character in URL, "
+            "metricsProviders[0].prometheus.url: not a usable URL: invalid character in URL, "
             "got 'http://prom etheus'",
         ),
         (
             {"metricsProviders": [{"source": "Prometheus", "prometheus": {"url": "https://p/%zz"}}]},
-            "metricsProviders[0].prometheus.url: error parsing prometheus URL: invalid URL escape, "
-            "got 'https://p/%zz'",
+            "metricsProviders[0].prometheus.url: not a usable URL: invalid URL escape, got 'https://p/%zz'",
         ),
         (
             {"metricsProviders": [{"source": "KubernetesMetrics"}, {"source": "KubernetesMetrics"}]},
-            "metricsProviders[1].source: metric provider 'KubernetesMetrics' is already configured, each "
-            "source can be configured only once",
+            "metricsProviders[1].source: 'KubernetesMetrics' is listed twice (each source may be "
+            "configured once)",
         ),
         (
             {
                 "metricsProviders": [
-                    {"source": "Prometheus", "prometheus": {"url": PROM_URL, "tlsConfig": {"certFile": "/c"}}}
+                    {
+                        "source": "Prometheus",
+                        "prometheus": {"url": PROM_URL, "tlsConfig": {"cert_file": "/c"}},
+                    }
                 ]
             },
-            "metricsProviders[0].prometheus.tlsConfig.keyFile: required with certFile (got certFile='/c')",
+            "metricsProviders[0].prometheus.tlsConfig.key_file: required with cert_file: give key or "
+            "key_file (got cert_file='/c' alone)",
         ),
         (
             {
@@ -112,21 +115,73 @@ PROM_URL = "https://prometheus-k8s.monitoring.svc:9091"
                         "source": "Prometheus",
                         "prometheus": {
                             "url": PROM_URL,
-                            "tlsConfig": {"insecureSkipVerify": True, "caFile": "/ca.crt"},
+                            "tlsConfig": {"ca": "-----BEGIN CERTIFICATE-----", "ca_file": "/ca.crt"},
                         },
                     }
                 ]
             },
-            "metricsProviders[0].prometheus.tlsConfig.insecureSkipVerify: true skips the verification that "
-            "caFile configures (got caFile='/ca.crt'); set one or the other",
+            "metricsProviders[0].prometheus.tlsConfig.ca_file: cannot be given with ca "
+            "(got ca_file='/ca.crt' and ca too)",
         ),
         (
             {
                 "metricsProviders": [
-                    {"source": "Prometheus", "prometheus": {"url": PROM_URL, "tlsConfig": {"caFle": "/x"}}}
+                    {"source": "Prometheus", "prometheus": {"url": PROM_URL, "tlsConfig": {"key": "k"}}}
                 ]
             },
-            "metricsProviders[0].prometheus.tlsConfig.caFle: unknown field",
+            "metricsProviders[0].prometheus.tlsConfig.cert_file: required with key: give cert or cert_file "
+            "(got key (PEM text) alone)",
+        ),
+        (
+            {
+                "metricsProviders": [
+                    {
+                        "source": "Prometheus",
+                        "prometheus": {"url": PROM_URL, "tlsConfig": {"min_version": "TLS1.2"}},
+                    }
+                ]
+            },
+            "metricsProviders[0].prometheus.tlsConfig.min_version: must be one of TLS10, TLS11, TLS12, "
+            "TLS13, got 'TLS1.2'",
+        ),
+        (
+            {
+                "metricsProviders": [
+                    {
+                        "source": "Prometheus",
+                        "prometheus": {
+                            "url": PROM_URL,
+                            "tlsConfig": {"min_version": "TLS13", "max_version": "TLS12"},
+                        },
+                    }
+                ]
+            },
+            "metricsProviders[0].prometheus.tlsConfig.max_version: must not be below min_version "
+            "(got max_version='TLS12', min_version='TLS13')",
+        ),
+        (
+            {
+                "metricsProviders": [
+                    {
+                        "source": "Prometheus",
+                        "prometheus": {"url": PROM_URL, "tlsConfig": {"ca_ref": "vault-ca"}},
+                    }
+                ]
+            },
+            "metricsProviders[0].prometheus.tlsConfig.ca_ref: needs a secret manager, which the descheduler "
+            "does not configure (got 'vault-ca'); give ca or ca_file",
+        ),
+        (
+            {"metricsProviders": [{"source": "Prometheus"}]},
+            "metricsProviders[0].prometheus.url: required with source: Prometheus (got no url)",
+        ),
+        (
+            {
+                "metricsProviders": [
+                    {"source": "Prometheus", "prometheus": {"url": PROM_URL, "tlsConfig": {"caFile": "/x"}}}
+                ]
+            },
+            "metricsProviders[0].prometheus.tlsConfig.caFile: unknown field",
         ),
     ],
 )
@@ -139,7 +194,7 @@ def test_validate_refuses_in_one_line(tmp_path: Path, doc: dict[str, Any], line:
 
 
 def test_validate_prints_the_tls_config(tmp_path: Path) -> None:
-    tls = {"caFile": "/etc/prometheus-ca/ca.crt", "serverName": "prometheus.monitoring.svc"}
+    tls = {"ca_file": "/etc/prometheus-ca/ca.crt", "server_name": "prometheus.monitoring.svc"}
     doc = {
         "metricsProviders": [
             {
@@ -155,12 +210,7 @@ def test_validate_prints_the_tls_config(tmp_path: Path) -> None:
     proc = validate(tmp_path, doc)
     assert proc.returncode == 0, proc.stderr
     [provider] = yaml.safe_load(proc.stdout)["metricsProviders"]
-    assert provider["prometheus"]["tlsConfig"] == {
-        **tls,
-        "certFile": "",
-        "keyFile": "",
-        "insecureSkipVerify": False,
-    }
+    assert provider["prometheus"]["tlsConfig"] == {**tls, "insecure_skip_verify": False}
 
 
 # ------------------------------------------------------------------------------ DefaultEvictor

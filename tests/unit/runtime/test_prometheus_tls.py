@@ -114,7 +114,7 @@ class Seen:
 
 @asynccontextmanager
 async def https_prometheus(
-    ca: CA, *, dns: list[str], client_ca: CA | None = None
+    ca: CA, *, dns: list[str], client_ca: CA | None = None, min_version: ssl.TLSVersion | None = None
 ) -> AsyncIterator[tuple[str, Seen]]:
     """A Prometheus /api/v1/query over HTTPS with a certificate of ``ca`` for ``dns``; with
     ``client_ca`` it requires a client certificate issued by that CA."""
@@ -132,6 +132,8 @@ async def https_prometheus(
     served = ca.issue("prometheus", dns=dns)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(served.cert, served.key)
+    if min_version is not None:
+        context.minimum_version = min_version
     if client_ca is not None:
         context.verify_mode = ssl.CERT_REQUIRED
         context.load_verify_locations(cafile=str(client_ca.pem))
@@ -185,12 +187,12 @@ def test_ca_file_is_trusted_and_an_unknown_ca_is_refused(tmp_path: Path, sa_dir:
             with pytest.raises(UsageError, match=r"unable to capture prometheus metrics: .*certificate"):
                 await one_query(url, sa_dir)
             assert seen.tokens == []  # nothing was sent before the server was verified
-            assert await one_query(url, sa_dir, {"caFile": str(ca.pem)}) == [0.75]
+            assert await one_query(url, sa_dir, {"ca_file": str(ca.pem)}) == [0.75]
             assert seen.tokens == ["Bearer sa-token"]
-            # another CA in caFile: the server is not trusted
+            # another CA in ca_file: the server is not trusted
             other = CA(tmp_path, "other-ca")
             with pytest.raises(UsageError, match="certificate verify failed"):
-                await one_query(url, sa_dir, {"caFile": str(other.pem)})
+                await one_query(url, sa_dir, {"ca_file": str(other.pem)})
 
     asyncio.run(test())
 
@@ -201,11 +203,11 @@ def test_server_name_is_checked_instead_of_the_urls_host(tmp_path: Path, sa_dir:
     async def test() -> None:
         async with https_prometheus(ca, dns=[SERVER_NAME]) as (url, _):
             with pytest.raises(UsageError, match=r"certificate verify failed|match"):
-                await one_query(url, sa_dir, {"caFile": str(ca.pem)})  # 127.0.0.1 is not in the cert
-            tls = {"caFile": str(ca.pem), "serverName": SERVER_NAME}
+                await one_query(url, sa_dir, {"ca_file": str(ca.pem)})  # 127.0.0.1 is not in the cert
+            tls = {"ca_file": str(ca.pem), "server_name": SERVER_NAME}
             assert await one_query(url, sa_dir, tls) == [0.75]
             with pytest.raises(UsageError, match=r"certificate verify failed|match"):
-                await one_query(url, sa_dir, {"caFile": str(ca.pem), "serverName": "other.svc"})
+                await one_query(url, sa_dir, {"ca_file": str(ca.pem), "server_name": "other.svc"})
 
     asyncio.run(test())
 
@@ -215,7 +217,7 @@ def test_insecure_skip_verify_accepts_any_certificate(tmp_path: Path, sa_dir: Pa
 
     async def test() -> None:
         async with https_prometheus(ca, dns=["nothing-to-do-with-it.example"]) as (url, seen):
-            assert await one_query(url, sa_dir, {"insecureSkipVerify": True}) == [0.75]
+            assert await one_query(url, sa_dir, {"insecure_skip_verify": True}) == [0.75]
             assert seen.tokens == ["Bearer sa-token"]
 
     asyncio.run(test())
@@ -230,8 +232,8 @@ def test_client_certificate_is_presented(tmp_path: Path, sa_dir: Path) -> None:
         async with https_prometheus(ca, dns=["localhost"], client_ca=clients) as (url, seen):
             url = url.replace("127.0.0.1", "localhost")
             with pytest.raises(UsageError, match="unable to capture prometheus metrics"):
-                await one_query(url, sa_dir, {"caFile": str(ca.pem)})
-            tls = {"caFile": str(ca.pem), "certFile": str(mine.cert), "keyFile": str(mine.key)}
+                await one_query(url, sa_dir, {"ca_file": str(ca.pem)})
+            tls = {"ca_file": str(ca.pem), "cert_file": str(mine.cert), "key_file": str(mine.key)}
             assert await one_query(url, sa_dir, tls) == [0.75]
             assert seen.client_certs == ["desched"]
 
@@ -241,8 +243,8 @@ def test_client_certificate_is_presented(tmp_path: Path, sa_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("tls", "field"),
     [
-        ({"caFile": "/nonexistent/ca.crt"}, "caFile"),
-        ({"certFile": "/nonexistent/c.crt", "keyFile": "/nonexistent/c.key"}, "certFile"),
+        ({"ca_file": "/nonexistent/ca.crt"}, "ca_file"),
+        ({"cert_file": "/nonexistent/c.crt", "key_file": "/nonexistent/c.key"}, "cert_file"),
     ],
 )
 def test_a_file_that_cannot_be_loaded_names_its_field(
@@ -265,9 +267,45 @@ def test_a_file_that_cannot_be_loaded_names_its_field(
                 f"metricsProviders[1].prometheus.tlsConfig.{field}: cannot load '/nonexistent/"
             )
             # a file that is there but holds no certificate
-            with pytest.raises(PolicyError, match=r"prometheus\.tlsConfig\.caFile: cannot load '.*bad\.pem'"):
+            with pytest.raises(
+                PolicyError, match=r"prometheus\.tlsConfig\.ca_file: cannot load '.*bad\.pem'"
+            ):
                 PrometheusQueries(
-                    api, provider("https://p:1", {"caFile": str(bad)}), [QUERY], service_account_dir=sa_dir
+                    api, provider("https://p:1", {"ca_file": str(bad)}), [QUERY], service_account_dir=sa_dir
                 )
+
+    asyncio.run(test())
+
+
+def test_inline_pem_text_is_trusted_and_presented(tmp_path: Path, sa_dir: Path) -> None:
+    """``ca`` / ``cert`` / ``key`` carry the PEM text itself (prometheus/common's keys)."""
+    ca = CA(tmp_path)
+    clients = CA(tmp_path, "client-ca")
+    mine = clients.issue("desched", dns=[], client_auth=True)
+
+    async def test() -> None:
+        async with https_prometheus(ca, dns=["localhost"], client_ca=clients) as (url, seen):
+            url = url.replace("127.0.0.1", "localhost")
+            tls = {
+                "ca": ca.pem.read_text(),
+                "cert": mine.cert.read_text(),
+                "key": mine.key.read_text(),
+            }
+            assert await one_query(url, sa_dir, tls) == [0.75]
+            assert seen.client_certs == ["desched"]
+
+    asyncio.run(test())
+
+
+def test_max_version_below_the_servers_is_refused(tmp_path: Path, sa_dir: Path) -> None:
+    ca = CA(tmp_path)
+
+    async def test() -> None:
+        async with https_prometheus(ca, dns=["localhost"], min_version=ssl.TLSVersion.TLSv1_3) as (url, _):
+            url = url.replace("127.0.0.1", "localhost")
+            tls = {"ca_file": str(ca.pem), "min_version": "TLS13"}
+            assert await one_query(url, sa_dir, tls) == [0.75]
+            with pytest.raises(UsageError, match="unable to capture prometheus metrics"):
+                await one_query(url, sa_dir, {"ca_file": str(ca.pem), "max_version": "TLS12"})
 
     asyncio.run(test())

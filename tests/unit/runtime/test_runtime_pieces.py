@@ -70,6 +70,7 @@ def event(kind: str = "Pod", type_: str = "Warning", count: int = 1, series: int
         ("Pod", "ADDED", None, pod(), False),
         ("Event", "ADDED", None, event(), True),
         ("Event", "ADDED", None, event("PersistentVolumeClaim"), True),
+        ("Event", "ADDED", None, event("PersistentVolume"), True),
         ("Event", "ADDED", None, event(type_="Normal"), False),
         ("Event", "ADDED", None, event("Node"), False),
         ("Event", "MODIFIED", event(count=3), event(count=4), True),

@@ -144,7 +144,14 @@ spec:
         - --policy-config-file=/policy-dir/policy.yaml
         - --cert-dir=/tmp/certs
         {{- if eq .Values.kind "Deployment" }}
+        {{- with .Values.deschedulingIntervalCronExpression }}
+        - {{ printf "--descheduling-interval-cron-expression=%s" . | quote }}
+        {{- with $.Values.timeZone }}
+        - --descheduling-interval-cron-time-zone={{ . }}
+        {{- end }}
+        {{- else }}
         - --descheduling-interval={{ required "deschedulingInterval is required for kind Deployment" .Values.deschedulingInterval }}
+        {{- end }}
         {{- if .Values.eventDriven }}
         - --event-driven
         {{- end }}

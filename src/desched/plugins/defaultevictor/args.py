@@ -7,7 +7,13 @@ from datetime import timedelta
 
 from pydantic import Field, field_validator, model_validator
 
-from desched.api.types import ArgsModel, LabelSelectorArg, PriorityThreshold, parse_go_duration
+from desched.api.types import (
+    ArgsModel,
+    FieldValueError,
+    LabelSelectorArg,
+    PriorityThreshold,
+    parse_go_duration,
+)
 from desched.k8s import labels as k8s_labels
 
 
@@ -63,12 +69,12 @@ class PodProtectionsConfig(ArgsModel):
 
 def _check_protections(values: list[str] | None, allowed: tuple[PodProtection, ...], what: str) -> None:
     seen: set[str] = set()
-    for v in values or ():
+    for i, v in enumerate(values or ()):
         if v not in allowed:
             valid = ", ".join(allowed)
-            raise ValueError(f"invalid pod protection {v!r}: {what} accepts {valid}")
+            raise FieldValueError(f"[{i}]", f"must be one of {valid} (the {what} protections), got {v!r}")
         if v in seen:
-            raise ValueError(f"duplicate entry {v!r}")
+            raise FieldValueError(f"[{i}]", f"{v!r} is listed twice")
         seen.add(v)
 
 
@@ -151,9 +157,11 @@ class DefaultEvictorArgs(ArgsModel):
             used = [name for name in _DEPRECATED if getattr(self, _field_of(name))]
             if used:
                 hint = "; ".join(f"{name} -> {_DEPRECATED[name]}" for name in used)
-                raise ValueError(
-                    f"deprecated {', '.join(used)} cannot be combined with podProtections.extraEnabled "
-                    f"or podProtections.defaultDisabled (use instead: {hint})"
+                raise FieldValueError(
+                    used[0],
+                    f"deprecated, cannot be combined with podProtections.extraEnabled or "
+                    f"podProtections.defaultDisabled (got {', '.join(f'{n}: true' for n in used)}; "
+                    f"use instead: {hint})",
                 )
         return self
 

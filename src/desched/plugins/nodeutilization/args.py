@@ -26,7 +26,7 @@ def check_thresholds(thresholds: ResourceThresholds, field: str = "thresholds") 
     """upstream ``validateThresholds``: at least one resource, each percentage in [0, 100]. The
     error names the leaf field and the value (upstream: "cpu threshold not in [0, 100] range")."""
     if not thresholds:
-        raise FieldValueError(field, "no resource threshold is configured")
+        raise FieldValueError(field, "no resource threshold is configured (got {})")
     for name, percent in thresholds.items():
         if not MIN_PERCENTAGE <= percent <= MAX_PERCENTAGE:
             raise FieldValueError(
@@ -36,15 +36,22 @@ def check_thresholds(thresholds: ResourceThresholds, field: str = "thresholds") 
 
 
 def _known_eviction_modes(modes: list[str] | None) -> list[str] | None:
-    for mode in modes or ():
+    for i, mode in enumerate(modes or ()):
         if mode not in EVICTION_MODES:
-            raise ValueError(f"invalid eviction mode {mode}")
+            raise FieldValueError(f"[{i}]", f"must be one of {', '.join(EVICTION_MODES)}, got {mode!r}")
     return modes
+
+
+def _names(thresholds: ResourceThresholds) -> str:
+    return ", ".join(thresholds) or "none"
 
 
 def _only_exclude(namespaces: Namespaces | None) -> None:
     if namespaces is not None and namespaces.include:
-        raise ValueError("only Exclude namespaces can be set, inclusion is not supported")
+        raise FieldValueError(
+            "evictableNamespaces.include",
+            f"not supported, only exclude may be set (got include={namespaces.include!r})",
+        )
 
 
 class PrometheusQueryArgs(ArgsModel):
@@ -63,8 +70,10 @@ class MetricsUtilizationArgs(ArgsModel):
         source = self.source
         if policy_checks_enabled(info):
             if source == KUBERNETES_METRICS and self.metrics_server:
-                raise ValueError(
-                    f'it is not allowed to set both "{KUBERNETES_METRICS}" source and metricsServer'
+                raise FieldValueError(
+                    "metricsServer",
+                    f"cannot be true with source: {KUBERNETES_METRICS} (got metricsServer: true, "
+                    f"source: {KUBERNETES_METRICS}); it is the deprecated spelling of that source",
                 )
             if source == KUBERNETES_METRICS and self.prometheus is not None:
                 raise ValueError(
@@ -75,14 +84,18 @@ class MetricsUtilizationArgs(ArgsModel):
                 raise ValueError(f'prometheus query is required when metrics source is set to "{PROMETHEUS}"')
         # What upstream's constructor refuses.
         if source not in ("", KUBERNETES_METRICS, PROMETHEUS):
-            raise ValueError(
-                f"unrecognized metrics source {source!r} (expected {KUBERNETES_METRICS} or {PROMETHEUS})"
-            )
+            raise FieldValueError("source", f"must be {KUBERNETES_METRICS} or {PROMETHEUS}, got {source!r}")
         if not source and not self.metrics_server:
-            raise ValueError("metrics source is empty")
+            raise FieldValueError(
+                "source",
+                f"required: {KUBERNETES_METRICS} or {PROMETHEUS} (or the deprecated metricsServer: true), "
+                "got none",
+            )
         if source == PROMETHEUS and self.metrics_server:
-            raise ValueError(
-                f'metricsServer means source "{KUBERNETES_METRICS}"; it cannot be used with "{PROMETHEUS}"'
+            raise FieldValueError(
+                "metricsServer",
+                f"cannot be true with source: {PROMETHEUS} (metricsServer means source: "
+                f"{KUBERNETES_METRICS}; got metricsServer: true, source: {PROMETHEUS})",
             )
         return self
 
@@ -119,14 +132,28 @@ class LowNodeUtilizationArgs(ArgsModel):
             _only_exclude(self.evictable_namespaces)
             check_thresholds(self.thresholds)
             check_thresholds(self.target_thresholds, "targetThresholds")
-            if len(self.thresholds) != len(self.target_thresholds):
-                raise ValueError("thresholds and targetThresholds configured different resources")
             for name, value in self.thresholds.items():
                 target = self.target_thresholds.get(name)
                 if target is None:
-                    raise ValueError("thresholds and targetThresholds configured different resources")
+                    raise FieldValueError(
+                        f"targetThresholds.{name}",
+                        f"missing: thresholds and targetThresholds must name the same resources "
+                        f"(got thresholds: {_names(self.thresholds)}, targetThresholds: "
+                        f"{_names(self.target_thresholds)})",
+                    )
                 if value > target and not self.use_deviation_thresholds:
-                    raise ValueError(f"thresholds' {name} percentage is greater than targetThresholds'")
+                    raise FieldValueError(
+                        f"thresholds.{name}",
+                        f"must not be above targetThresholds.{name} (got {value:g} > {target:g})",
+                    )
+            for name in self.target_thresholds:
+                if name not in self.thresholds:
+                    raise FieldValueError(
+                        f"thresholds.{name}",
+                        f"missing: thresholds and targetThresholds must name the same resources "
+                        f"(got thresholds: {_names(self.thresholds)}, targetThresholds: "
+                        f"{_names(self.target_thresholds)})",
+                    )
         metrics = self.metrics_utilization
         if metrics is not None and metrics.effective_source == PROMETHEUS:
             for field, thresholds in (
@@ -134,9 +161,10 @@ class LowNodeUtilizationArgs(ArgsModel):
                 ("targetThresholds", self.target_thresholds),
             ):
                 if list(thresholds) != [METRIC_RESOURCE]:
-                    raise ValueError(
-                        f'{field} are expected to specify a single instance of "{METRIC_RESOURCE}" resource, '
-                        f"got {sorted(thresholds)} instead"
+                    raise FieldValueError(
+                        field,
+                        f"must name only {METRIC_RESOURCE} with a Prometheus query, got "
+                        f"{', '.join(sorted(thresholds)) or 'none'}",
                     )
         return self
 

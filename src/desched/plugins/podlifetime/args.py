@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.api.types import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
 from desched.k8s.objects import PodCondition
 from desched.plugins._shared import Int32
 
@@ -49,7 +49,10 @@ class OwnerKinds(ArgsModel):
     @model_validator(mode="after")
     def _one_of(self) -> OwnerKinds:
         if self.include and self.exclude:
-            raise ValueError("only one of include and exclude may be set")
+            raise FieldValueError(
+                "exclude",
+                f"cannot be set with include (got include={self.include!r}, exclude={self.exclude!r})",
+            )
         return self
 
 
@@ -70,7 +73,8 @@ class PodConditionFilter(ArgsModel):
             and self.min_time_since_last_transition_seconds is None
         ):
             raise ValueError(
-                "at least one of type, status, reason or minTimeSinceLastTransitionSeconds must be set"
+                "at least one of type, status, reason or minTimeSinceLastTransitionSeconds must be set "
+                "(got an entry with none of them)"
             )
         return self
 
@@ -98,9 +102,11 @@ class PodLifeTimeArgs(ArgsModel):
     @field_validator("states")
     @classmethod
     def _known_states(cls, states: list[str] | None) -> list[str] | None:
-        for state in states or ():
+        for i, state in enumerate(states or ()):
             if state not in _ALLOWED_STATES:
-                raise ValueError(f"must be one of {', '.join(sorted(ALLOWED_STATES))}, got {state!r}")
+                raise FieldValueError(
+                    f"[{i}]", f"must be one of {', '.join(sorted(ALLOWED_STATES))}, got {state!r}"
+                )
         return states
 
     @model_validator(mode="after")
@@ -113,6 +119,6 @@ class PodLifeTimeArgs(ArgsModel):
         ):
             raise ValueError(
                 "at least one filtering criterion must be set "
-                "(maxPodLifeTimeSeconds, states, conditions or exitCodes)"
+                "(maxPodLifeTimeSeconds, states, conditions or exitCodes; got none of them)"
             )
         return self

@@ -7,7 +7,14 @@ from datetime import timedelta
 
 from pydantic import Field, field_validator
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces, Seconds, parse_go_duration
+from desched.api.types import (
+    ArgsModel,
+    FieldValueError,
+    LabelSelectorArg,
+    Namespaces,
+    Seconds,
+    parse_go_duration,
+)
 from desched.framework.nodeactions import METHOD_LABEL, METHOD_TAINT
 from desched.k8s import labels as k8s_labels
 
@@ -114,11 +121,13 @@ class RemoveAnomalyPodsArgs(ArgsModel):
     def _reasons(cls, v: list[str] | None) -> list[str] | None:
         for i, text in enumerate(v or ()):
             if not text:
-                raise ValueError(f"[{i}]: must not be empty")
+                raise FieldValueError(f"[{i}]", "must not be empty (got '')")
             try:
                 Pattern(text)
             except re.error as e:
-                raise ValueError(f"[{i}]: invalid regular expression {text!r}: {e}") from None
+                raise FieldValueError(
+                    f"[{i}]", f"not a valid regular expression ({e}), got {text!r}"
+                ) from None
         return v
 
     @field_validator("annotation_hints")
@@ -127,7 +136,7 @@ class RemoveAnomalyPodsArgs(ArgsModel):
         for i, key in enumerate(v or ()):
             why = k8s_labels.validate_label_key(key)
             if why:
-                raise ValueError(f"[{i}]: must be a valid annotation key ({why}), got {key!r}")
+                raise FieldValueError(f"[{i}]", f"must be a valid annotation key ({why}), got {key!r}")
         return v
 
 

@@ -187,7 +187,7 @@ class RemoveAnomalyPods:
         self.anomaly_stats = AnomalyStats()
 
     def live_inputs(self) -> LiveInputs:
-        """The plugin reads Warning Events about pods and their claims."""
+        """The plugin reads Warning Events about pods, their claims and the volumes bound to them."""
         return LiveInputs(warning_events=True)
 
     # ------------------------------------------------------------------ the cycle

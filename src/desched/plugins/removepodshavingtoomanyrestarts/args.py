@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.api.types import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
 
 #: What ``states`` may name: a pod phase and a container waiting reason.
 ALLOWED_STATES: tuple[str, ...] = ("Running", "CrashLoopBackOff")
@@ -20,7 +20,7 @@ class RemovePodsHavingTooManyRestartsArgs(ArgsModel):
     @field_validator("states")
     @classmethod
     def _known_states(cls, states: list[str] | None) -> list[str] | None:
-        for state in states or ():
+        for i, state in enumerate(states or ()):
             if state not in ALLOWED_STATES:
-                raise ValueError(f"must be one of {', '.join(ALLOWED_STATES)}, got {state!r}")
+                raise FieldValueError(f"[{i}]", f"must be one of {', '.join(ALLOWED_STATES)}, got {state!r}")
         return states

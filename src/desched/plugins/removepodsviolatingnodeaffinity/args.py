@@ -22,5 +22,5 @@ class RemovePodsViolatingNodeAffinityArgs(ArgsModel):
     @classmethod
     def _not_empty(cls, value: list[str]) -> list[str]:
         if not value:
-            raise ValueError(f"must not be empty: list {' and/or '.join(NODE_AFFINITY_TYPES)}")
+            raise ValueError(f"must not be empty: list {' and/or '.join(NODE_AFFINITY_TYPES)} (got [])")
         return value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.api.types import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
 
 
 class RemovePodsViolatingNodeTaintsArgs(ArgsModel):
@@ -17,5 +17,9 @@ class RemovePodsViolatingNodeTaintsArgs(ArgsModel):
     @model_validator(mode="after")
     def _one_of(self) -> RemovePodsViolatingNodeTaintsArgs:
         if self.excluded_taints and self.included_taints:
-            raise ValueError("only one of excludedTaints and includedTaints may be set")
+            raise FieldValueError(
+                "includedTaints",
+                f"cannot be set with excludedTaints (got excludedTaints={self.excluded_taints!r}, "
+                f"includedTaints={self.included_taints!r})",
+            )
         return self

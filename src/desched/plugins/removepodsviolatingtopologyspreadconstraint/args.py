@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.api.types import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
 from desched.k8s.topologyspread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 
 ALLOWED_CONSTRAINTS = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
@@ -29,11 +29,9 @@ class RemovePodsViolatingTopologySpreadConstraintArgs(ArgsModel):
     @field_validator("constraints")
     @classmethod
     def _known_constraints(cls, value: list[str]) -> list[str]:
-        for c in value:
+        for i, c in enumerate(value):
             if c not in ALLOWED_CONSTRAINTS:
-                raise ValueError(
-                    f"each constraint must be one of {', '.join(ALLOWED_CONSTRAINTS)}, got {c!r}"
-                )
+                raise FieldValueError(f"[{i}]", f"must be one of {', '.join(ALLOWED_CONSTRAINTS)}, got {c!r}")
         return value
 
     @field_validator("topology_balance_node_fit", mode="before")

@@ -97,23 +97,28 @@ def evictor(args: dict[str, Any] | None = None, snapshot: ClusterSnapshot | None
         ({"minPodAge": "ten minutes"}, f"{ARGS_PATH}.minPodAge: invalid duration 'ten minutes'"),
         ({"minReplicas": -1}, f"{ARGS_PATH}.minReplicas: input should be greater than or equal to 0"),
         ({"nodeSelector": "a in (b"}, f"{ARGS_PATH}.nodeSelector: "),
-        ({"priorityThreshold": {"value": 1, "name": "x"}}, f"{ARGS_PATH}.priorityThreshold: only one of"),
+        (
+            {"priorityThreshold": {"value": 1, "name": "x"}},
+            f"{ARGS_PATH}.priorityThreshold.name: cannot be set with value (got value=1, name='x')",
+        ),
         (
             {"podProtections": {"extraEnabled": ["PodsWithLocalStorage"]}},
-            f"{ARGS_PATH}.podProtections.extraEnabled: invalid pod protection 'PodsWithLocalStorage': "
-            "extraEnabled accepts PodsWithPVC, PodsWithoutPDB, PodsWithResourceClaims",
+            f"{ARGS_PATH}.podProtections.extraEnabled[0]: must be one of PodsWithPVC, PodsWithoutPDB, "
+            "PodsWithResourceClaims (the extraEnabled protections), got 'PodsWithLocalStorage'",
         ),
         (
             {"podProtections": {"defaultDisabled": ["PodsWithPVC"]}},
-            f"{ARGS_PATH}.podProtections.defaultDisabled: invalid pod protection 'PodsWithPVC'",
+            f"{ARGS_PATH}.podProtections.defaultDisabled[0]: must be one of ",
         ),
         (
             {"podProtections": {"defaultDisabled": ["DaemonSetPods", "DaemonSetPods"]}},
-            f"{ARGS_PATH}.podProtections.defaultDisabled: duplicate entry 'DaemonSetPods'",
+            f"{ARGS_PATH}.podProtections.defaultDisabled[1]: 'DaemonSetPods' is listed twice",
         ),
         (
             {"podProtections": {"extraEnabled": ["PodsWithPVC"]}, "ignorePodsWithoutPDB": True},
-            f"{ARGS_PATH}: deprecated ignorePodsWithoutPDB cannot be combined with podProtections",
+            f"{ARGS_PATH}.ignorePodsWithoutPDB: deprecated, cannot be combined with "
+            "podProtections.extraEnabled or podProtections.defaultDisabled (got ignorePodsWithoutPDB: true; "
+            "use instead:",
         ),
         (
             {"podProtections": {"config": {"PodsWithPVC": {"protectedStorageClasses": [{}]}}}},

@@ -157,23 +157,31 @@ LNU_ARGS: dict[str, Any] = {
         ),
         (
             {"thresholds": {"cpu": 10}, "targetThresholds": {"memory": 50}},
-            "thresholds and targetThresholds configured different resources",
+            "args.targetThresholds.cpu: missing: thresholds and targetThresholds must name the same "
+            "resources (got thresholds: cpu, targetThresholds: memory)",
         ),
         (
             {"thresholds": {"cpu": 10, "pods": 5}, "targetThresholds": {"cpu": 50}},
-            "thresholds and targetThresholds configured different resources",
+            "args.targetThresholds.pods: missing: thresholds and targetThresholds must name the same "
+            "resources (got thresholds: cpu, pods, targetThresholds: cpu)",
+        ),
+        (
+            {"thresholds": {"cpu": 10}, "targetThresholds": {"cpu": 50, "pods": 60}},
+            "args.thresholds.pods: missing: thresholds and targetThresholds must name the same "
+            "resources (got thresholds: cpu, targetThresholds: cpu, pods)",
         ),
         (
             {"thresholds": {"cpu": 60}, "targetThresholds": {"cpu": 50}},
-            "thresholds' cpu percentage is greater than targetThresholds'",
+            "args.thresholds.cpu: must not be above targetThresholds.cpu (got 60 > 50)",
         ),
         (
             {**LNU_ARGS, "evictableNamespaces": {"include": ["a"]}},
-            "only Exclude namespaces can be set, inclusion is not supported",
+            "args.evictableNamespaces.include: not supported, only exclude may be set (got include=['a'])",
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics", "metricsServer": True}},
-            'it is not allowed to set both "KubernetesMetrics" source and metricsServer',
+            "args.metricsUtilization.metricsServer: cannot be true with source: KubernetesMetrics "
+            "(got metricsServer: true, source: KubernetesMetrics)",
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics", "prometheus": {"query": "q"}}},
@@ -185,13 +193,28 @@ LNU_ARGS: dict[str, Any] = {
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "q"}}},
-            'thresholds are expected to specify a single instance of "MetricResource" resource',
+            "args.thresholds: must name only MetricResource with a Prometheus query, got cpu, pods",
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "Graphite"}},
-            "unrecognized metrics source 'Graphite'",
+            "args.metricsUtilization.source: must be KubernetesMetrics or Prometheus, got 'Graphite'",
         ),
-        ({**LNU_ARGS, "metricsUtilization": {}}, "metrics source is empty"),
+        (
+            {**LNU_ARGS, "metricsUtilization": {}},
+            "args.metricsUtilization.source: required: KubernetesMetrics or Prometheus (or the deprecated "
+            "metricsServer: true), got none",
+        ),
+        (
+            {
+                **LNU_ARGS,
+                "metricsUtilization": {
+                    "source": "Prometheus",
+                    "metricsServer": True,
+                    "prometheus": {"query": "q"},
+                },
+            },
+            "args.metricsUtilization.metricsServer: cannot be true with source: Prometheus",
+        ),
         ({**LNU_ARGS, "evictionLimits": {"node": -1}}, "evictionLimits.node"),
         ({**LNU_ARGS, "treshold": 1}, "unknown field"),
     ],
@@ -301,7 +324,7 @@ def test_upstream_test_construction_skips_policy_checks() -> None:
     raw = {**LNU_ARGS, "evictableNamespaces": {"include": ["default"]}}
     args = LowNodeUtilizationArgs.model_validate(raw, context={SKIP_POLICY_CHECKS: True})
     assert args.evictable_namespaces is not None and args.evictable_namespaces.include == ["default"]
-    with pytest.raises(ValueError, match="inclusion is not supported"):
+    with pytest.raises(ValueError, match="only exclude may be set"):
         LowNodeUtilizationArgs.model_validate(raw)
     # what upstream's constructor checks still applies
     prom = {**LNU_ARGS, "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "q"}}}
@@ -312,13 +335,16 @@ def test_upstream_test_construction_skips_policy_checks() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({}, "no resource threshold is configured"),
+        ({}, "args.thresholds: no resource threshold is configured (got {})"),
         ({"thresholds": {"cpu": 101}}, "args.thresholds.cpu: must be between 0 and 100, got 101"),
         (
             {"thresholds": {"cpu": 20}, "evictableNamespaces": {"include": ["a"]}},
-            "inclusion is not supported",
+            "args.evictableNamespaces.include: not supported, only exclude may be set (got include=['a'])",
         ),
-        ({"thresholds": {"cpu": 20}, "evictionModes": ["Everything"]}, "invalid eviction mode Everything"),
+        (
+            {"thresholds": {"cpu": 20}, "evictionModes": ["Everything"]},
+            "args.evictionModes[0]: must be one of OnlyThresholdingResources, got 'Everything'",
+        ),
         ({"thresholds": {"cpu": 20}, "targetThresholds": {"cpu": 50}}, "unknown field"),
     ],
 )
@@ -670,7 +696,9 @@ def test_lnu_only_thresholding_resources() -> None:
     assert evicted(run(LNU, args, nodes, pods)) == ["a-plain", "f0"]  # a-plain frees no foo
     args["evictionModes"] = ["OnlyThresholdingResources"]
     assert evicted(run(LNU, args, nodes, pods)) == ["f0"]
-    assert "invalid eviction mode X" in load_error(LNU, {**LNU_ARGS, "evictionModes": ["X"]})
+    assert "args.evictionModes[0]: must be one of OnlyThresholdingResources, got 'X'" in load_error(
+        LNU, {**LNU_ARGS, "evictionModes": ["X"]}
+    )
 
 
 def test_hnu_number_of_nodes_and_all_under() -> None:

@@ -207,7 +207,7 @@ def test_every_allowed_state_loads() -> None:
 @pytest.mark.parametrize(
     ("args", "path", "reason"),
     [
-        ({"states": ["Running", "Terminating"]}, "args.states", "got 'Terminating'"),
+        ({"states": ["Running", "Terminating"]}, "args.states[1]", "got 'Terminating'"),
         (
             {"conditions": [{"type": "Ready"}, {}]},
             "args.conditions[1]",
@@ -215,13 +215,13 @@ def test_every_allowed_state_loads() -> None:
         ),
         (
             {"states": ["Failed"], "ownerKinds": {"include": ["Job"], "exclude": ["DaemonSet"]}},
-            "args.ownerKinds",
-            "only one of include and exclude may be set",
+            "args.ownerKinds.exclude",
+            "cannot be set with include (got include=['Job'], exclude=['DaemonSet'])",
         ),
         (
             {"states": ["Failed"], "namespaces": {"include": ["a"], "exclude": ["b"]}},
-            "args.namespaces",
-            "only one of include and exclude may be set",
+            "args.namespaces.exclude",
+            "cannot be set with include (got include=['a'], exclude=['b'])",
         ),
         ({"maxPodLifeTimeSeconds": -1}, "args.maxPodLifeTimeSeconds", "greater than or equal to 0"),
         (

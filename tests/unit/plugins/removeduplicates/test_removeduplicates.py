@@ -97,7 +97,11 @@ def test_args() -> None:
     loaded = load_policy(policy_doc({"excludeOwnerKinds": ["Job"], "namespaces": {"exclude": ["x"]}}), REG)
     args = loaded.profiles[0].args[PLUGIN]
     assert isinstance(args, RemoveDuplicatesArgs) and args.exclude_owner_kinds == ["Job"]
-    with pytest.raises(PolicyError, match="only one of include and exclude"):
+    with pytest.raises(
+        PolicyError,
+        match=r"args\.namespaces\.exclude: cannot be set with include "
+        r"\(got include=\['a'\], exclude=\['b'\]\)",
+    ):
         load_policy(policy_doc({"namespaces": {"include": ["a"], "exclude": ["b"]}}), REG)
     with pytest.raises(PolicyError, match="unknown field"):
         load_policy(policy_doc({"excludeOwnerKind": ["Job"]}), REG)

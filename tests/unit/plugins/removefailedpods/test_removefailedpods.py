@@ -137,8 +137,8 @@ def test_all_args_load_with_their_wire_names() -> None:
     [
         (
             {"namespaces": {"include": ["a"], "exclude": ["b"]}},
-            "args.namespaces",
-            "only one of include and exclude may be set",
+            "args.namespaces.exclude",
+            "cannot be set with include (got include=['a'], exclude=['b'])",
         ),
         ({"minPodLifetimeSeconds": -1}, "args.minPodLifetimeSeconds", "greater than or equal to 0"),
         ({"exitCodes": [-(2**31) - 1]}, "args.exitCodes[0]", "greater than or equal to -2147483648"),

@@ -142,13 +142,13 @@ def test_all_args_load() -> None:
         ({"podRestartThreshold": 2**31}, "args.podRestartThreshold", "less than or equal to 2147483647"),
         (
             {"podRestartThreshold": 3, "states": ["Pending"]},
-            "args.states",
+            "args.states[0]",
             "must be one of Running, CrashLoopBackOff, got 'Pending'",
         ),
         (
             {"podRestartThreshold": 3, "namespaces": {"include": ["a"], "exclude": ["b"]}},
-            "args.namespaces",
-            "only one of include and exclude may be set",
+            "args.namespaces.exclude",
+            "cannot be set with include (got include=['a'], exclude=['b'])",
         ),
         (
             {"podRestartThreshold": 3, "includingEphemeralContainers": True},

@@ -117,7 +117,7 @@ def test_valid_args() -> None:
     [
         ({}, "required field is missing"),
         (None, "required field is missing"),
-        ({"nodeAffinityType": []}, f"must not be empty: list {REQUIRED} and/or {PREFERRED}"),
+        ({"nodeAffinityType": []}, f"must not be empty: list {REQUIRED} and/or {PREFERRED} (got [])"),
         ({"nodeAffinityType": None}, "input should be a valid list, got None"),
     ],
 )

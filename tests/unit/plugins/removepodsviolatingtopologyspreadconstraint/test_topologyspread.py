@@ -178,14 +178,18 @@ def test_wire_names() -> None:
 
 def test_unknown_constraint_kind() -> None:
     msg = load_error({"constraints": ["DoNotSchedule", "Sometimes"]})
-    assert "pluginConfig[0].args.constraints" in msg
+    assert "pluginConfig[0].args.constraints[1]: " in msg
     assert "must be one of DoNotSchedule, ScheduleAnyway, got 'Sometimes'" in msg
 
 
 @pytest.mark.parametrize(
     ("args", "field", "words"),
     [
-        ({"namespaces": {"include": ["a"], "exclude": ["b"]}}, "args.namespaces", "only one of"),
+        (
+            {"namespaces": {"include": ["a"], "exclude": ["b"]}},
+            "args.namespaces.exclude",
+            "cannot be set with include (got include=['a'], exclude=['b'])",
+        ),
         (
             {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Bad"}]}},
             "args.labelSelector",
