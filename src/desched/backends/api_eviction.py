@@ -277,8 +277,14 @@ async def reconcile(
     return done
 
 
+#: The reason of the Event on a pod whose eviction the evictionPolicy skipped (desched only).
+EVICTION_SKIPPED = "EvictionSkipped"
+
+
 class EventRecorder:
-    """events.k8s.io/v1 Events on evicted pods, as upstream: reason = plugin, action Descheduled."""
+    """events.k8s.io/v1 Events on evicted pods, as upstream: reason = plugin, action Descheduled;
+    ``EvictionFailed`` (with ``evictionFailureEventNotification``) and ``EvictionSkipped`` (an
+    evictionPolicy rule skipped it) for the evictions that did not happen."""
 
     def __init__(self, api: client.ApiClient, loop: asyncio.AbstractEventLoop, *, failures: bool) -> None:
         self.api = api
@@ -291,6 +297,14 @@ class EventRecorder:
         if record.result is EvictResult.EVICTED:
             self._emit(
                 record, "Normal", record.plugin, f"pod eviction from {record.node} node by {REQUESTED_BY}"
+            )
+        elif record.result is EvictResult.SKIPPED:  # desched's evictionPolicy: always told
+            self._emit(
+                record,
+                "Normal",
+                EVICTION_SKIPPED,
+                f"pod eviction from {record.node} node by {REQUESTED_BY} skipped ({record.skip_reason}): "
+                f"{record.error}",
             )
         elif self.failures and record.result not in (
             EvictResult.FILTERED,

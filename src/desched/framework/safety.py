@@ -1,0 +1,241 @@
+"""The ``evictionPolicy`` rules, applied at the one door every eviction passes.
+
+:class:`desched.framework.evictor.PodEvictor` asks :meth:`Safety.check` right before it hands a pod
+to the eviction backend (after the profile's filters and the policy's limits), whichever plugin
+asks and whether the cycle runs live (``desched run``) or simulated (``desched simulate``): both
+decide the same. A rule that refuses returns a :class:`Skip` (a reason from :class:`SkipReason`,
+the metric's label, and a sentence for people); the evictor records the pod as skipped and the
+plugin goes on with its next pod.
+
+The rules, in the order they are checked (the first that refuses names the skip):
+
+1. opt-outs: ``karpenter.sh/do-not-disrupt: "true"`` and
+   ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` (each switched on separately);
+2. disruption windows: evictions only inside an ``Allow`` window (when the profile has one), never
+   inside a ``Forbid`` window; judged once per cycle, at the cycle's clock;
+3. cooldown: a workload moved in an earlier cycle is not moved again for ``base``, doubled for each
+   earlier move within ``window``, at most ``max``;
+4. ``maxEvictionsPerWorkload``: evictions of one workload in one cycle (all profiles together);
+5. ``maxUnavailablePerWorkload``: the workload's pods that are not available (not Running and
+   Ready, or terminating) plus those evicted in this cycle may not exceed the budget after this
+   eviction; a pod that is already unavailable may always go (it adds nothing). A percentage is of
+   the workload's replicas, rounded down: with ``"50%"`` a single-replica workload is never
+   evicted (losing its one pod is 100% unavailable).
+
+A workload is a pod's controller (its ``ownerReferences`` entry with ``controller: true``, else
+its first owner): a ReplicaSet is one pod template, so a Deployment's rollout starts afresh. A pod
+without owners is its own workload. A workload's replicas are its pods in the cycle's cluster that
+have not succeeded, plus those evicted in this cycle (the snapshot holds no ReplicaSet objects, so
+``spec.replicas`` is not read: a replica not yet re-created is not counted).
+
+State across cycles (the moves the cooldown remembers) lives in this object, which the framework
+keeps for its lifetime: a restarted desched starts with an empty history (not persisted).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import cronsim
+
+from desched.api.evictionpolicy import (
+    DisruptionWindow,
+    EvictionPolicy,
+    WindowAction,
+    format_duration,
+    resolve_amount,
+)
+from desched.cluster.view import ClusterView
+from desched.k8s import pods as k8s_pods
+from desched.k8s.objects import Pod
+
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+CLUSTER_AUTOSCALER_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+#: (namespace, owner kind, owner name); a bare pod is ("ns", "Pod", its name).
+WorkloadKey = tuple[str, str, str]
+
+
+class SkipReason(enum.StrEnum):
+    """Why an eviction was skipped: the ``reason`` label of ``descheduler_evictions_skipped_total``."""
+
+    OPT_OUT = "opt_out"
+    DISRUPTION_WINDOW = "disruption_window"
+    COOLDOWN = "cooldown"
+    MAX_EVICTIONS_PER_WORKLOAD = "max_evictions_per_workload"
+    MAX_UNAVAILABLE_PER_WORKLOAD = "max_unavailable_per_workload"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    reason: SkipReason
+    detail: str
+
+
+def workload_of(pod: Pod) -> WorkloadKey:
+    ns = pod.metadata.namespace
+    ref = k8s_pods.controller_ref(pod)
+    if ref is None:
+        refs = k8s_pods.owner_refs(pod)
+        ref = refs[0] if refs else None
+    return (ns, ref.kind, ref.name) if ref is not None else (ns, "Pod", pod.metadata.name)
+
+
+def describe(key: WorkloadKey) -> str:
+    return f"{key[1]} {key[0]}/{key[2]}"
+
+
+def is_available(pod: Pod) -> bool:
+    """Running, Ready and not terminating: what a budget counts as available."""
+    return pod.status.phase == "Running" and k8s_pods.is_pod_ready(pod) and not k8s_pods.is_terminating(pod)
+
+
+def window_open(window: DisruptionWindow, now: datetime) -> bool:
+    """``now`` lies in ``[start, start + duration)`` of some start the window's schedule gives."""
+    local = now.astimezone(ZoneInfo(window.time_zone))
+    # the latest start at or before ``now`` (cron has minutes: from the next whole second back)
+    start_from = local.replace(microsecond=0) + timedelta(seconds=1)
+    latest = next(iter(cronsim.CronSim(window.schedule, start_from, reverse=True)), None)
+    return latest is not None and latest <= local < latest + window.duration
+
+
+class Safety:
+    """The rules of every profile that has some, and the memory they need across cycles."""
+
+    def __init__(self, policies: Mapping[str, EvictionPolicy]) -> None:
+        self._policies = {name: p for name, p in policies.items() if p.active}
+        #: (cycle number, cycle start) of every cycle that moved a workload, oldest first
+        self._moves: dict[WorkloadKey, list[tuple[int, datetime]]] = {}
+        self._cycle = 0
+        self._remember = any(p.cooldown is not None for p in self._policies.values())
+        self._keep = max(
+            (p.cooldown.window for p in self._policies.values() if p.cooldown is not None),
+            default=timedelta(0),
+        )
+        self._view: ClusterView | None = None
+        self._now = datetime.min
+        self._cycle_evictions: dict[WorkloadKey, int] = {}
+        self._closed: dict[str, Skip | None] = {}
+
+    @property
+    def active(self) -> bool:
+        return bool(self._policies)
+
+    def begin_cycle(self, view: ClusterView, now: datetime) -> None:
+        self._view = view
+        self._now = now
+        self._cycle += 1
+        self._cycle_evictions = {}
+        self._closed = {name: _window_skip(p, now) for name, p in self._policies.items()}
+        if self._remember:
+            for key in list(self._moves):
+                kept = [m for m in self._moves[key] if now - m[1] < self._keep]
+                if kept:
+                    self._moves[key] = kept
+                else:
+                    del self._moves[key]
+
+    def moves(self, key: WorkloadKey) -> list[datetime]:
+        """When the workload was moved (one entry per cycle that evicted some of its pods)."""
+        return [t for _, t in self._moves.get(key, ())]
+
+    def check(self, pod: Pod, profile: str) -> Skip | None:
+        policy = self._policies.get(profile)
+        if policy is None:
+            return None
+        annotations = pod.metadata.annotations or {}
+        if policy.karpenter_do_not_disrupt and annotations.get(KARPENTER_DO_NOT_DISRUPT) == "true":
+            return Skip(SkipReason.OPT_OUT, f'the pod has {KARPENTER_DO_NOT_DISRUPT}: "true"')
+        if (
+            policy.cluster_autoscaler_safe_to_evict
+            and annotations.get(CLUSTER_AUTOSCALER_SAFE_TO_EVICT) == "false"
+        ):
+            return Skip(SkipReason.OPT_OUT, f'the pod has {CLUSTER_AUTOSCALER_SAFE_TO_EVICT}: "false"')
+        closed = self._closed.get(profile)
+        if closed is not None:
+            return closed
+        key = workload_of(pod)
+        if policy.cooldown is not None:
+            skip = self._cooldown(key, policy)
+            if skip is not None:
+                return skip
+        done = self._cycle_evictions.get(key, 0)
+        limit = policy.max_evictions_per_workload
+        if limit is not None and done + 1 > limit:
+            return Skip(
+                SkipReason.MAX_EVICTIONS_PER_WORKLOAD,
+                f"{describe(key)} already had {done} eviction(s) in this cycle "
+                f"(maxEvictionsPerWorkload: {limit})",
+            )
+        budget = policy.max_unavailable_per_workload
+        # a pod that is not available already costs the workload nothing more when it goes
+        if budget is not None and self._view is not None and is_available(pod):
+            if key[1] == "Pod":
+                present = [p for p in (self._view.pod(key[0], key[2]),) if p is not None]
+            else:
+                present = [p for p in self._view.pods_of_owner(*key) if p.status.phase != "Succeeded"]
+            unavailable = sum(1 for p in present if not is_available(p)) + done
+            replicas = len(present) + done
+            allowed = resolve_amount(budget, replicas)
+            after = unavailable + 1
+            if after > allowed:
+                return Skip(
+                    SkipReason.MAX_UNAVAILABLE_PER_WORKLOAD,
+                    f"{describe(key)} has {unavailable} of {replicas} pod(s) unavailable; evicting this "
+                    f"one would make {after} (maxUnavailablePerWorkload: {budget} = {allowed})",
+                )
+        return None
+
+    def _cooldown(self, key: WorkloadKey, policy: EvictionPolicy) -> Skip | None:
+        cooldown = policy.cooldown
+        assert cooldown is not None
+        now = self._now
+        # moves in earlier cycles only: this cycle's own are maxEvictionsPerWorkload's business
+        earlier = [
+            t for cycle, t in self._moves.get(key, ()) if cycle != self._cycle and now - t < cooldown.window
+        ]
+        if not earlier:
+            return None
+        wait = cooldown.after_moves(len(earlier))
+        until = earlier[-1] + wait
+        if now < until:
+            return Skip(
+                SkipReason.COOLDOWN,
+                f"{describe(key)} was moved {len(earlier)} time(s) within "
+                f"{format_duration(cooldown.window)}, last at "
+                f"{_ts(earlier[-1])}: cooling down for {format_duration(wait)}, until {_ts(until)}",
+            )
+        return None
+
+    def charge(self, pod: Pod) -> None:
+        """A pod was evicted (or may have been): count it against its workload."""
+        if not self._policies:
+            return
+        key = workload_of(pod)
+        self._cycle_evictions[key] = self._cycle_evictions.get(key, 0) + 1
+        if self._remember:
+            moves = self._moves.setdefault(key, [])
+            if not moves or moves[-1][0] != self._cycle:
+                moves.append((self._cycle, self._now))
+
+
+def _window_skip(policy: EvictionPolicy, now: datetime) -> Skip | None:
+    windows = policy.disruption_windows
+    if not windows:
+        return None
+    for w in windows:
+        if w.action is WindowAction.FORBID and window_open(w, now):
+            return Skip(SkipReason.DISRUPTION_WINDOW, f"inside the {w.describe()} at {_ts(now)}")
+    allows = [w for w in windows if w.action is WindowAction.ALLOW]
+    if allows and not any(window_open(w, now) for w in allows):
+        names = "; ".join(w.describe() for w in allows)
+        return Skip(SkipReason.DISRUPTION_WINDOW, f"outside every allow window at {_ts(now)} ({names})")
+    return None
+
+
+def _ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t.utcoffset() == timedelta(0) else t.isoformat()
