@@ -181,6 +181,7 @@ class Descheduler:
                 server.port,
             )
         elector: LeaderElector | None = None
+        events: EventRecorder | None = None
         tasks: list[asyncio.Task[None]] = []
         usage: UsageMetrics | None = None
         try:
@@ -230,6 +231,8 @@ class Descheduler:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if events is not None:
+                await events.flush()
             if elector is not None:
                 await elector.release()
             if usage is not None:

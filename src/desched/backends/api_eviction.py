@@ -361,6 +361,13 @@ class EventRecorder:
         self._tasks.add(future)
         future.add_done_callback(self._tasks.discard)
 
+    async def flush(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout`` seconds) for the Events still being posted: a one-shot run
+        must not close its client under them."""
+        pending = [asyncio.wrap_future(f) for f in self._tasks if not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
     async def _post(self, namespace: str, body: dict[str, Any]) -> None:
         try:
             await kube.request(
