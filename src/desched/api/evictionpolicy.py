@@ -154,6 +154,19 @@ class DisruptionWindowWire(_Wire):
         return value
 
 
+class RateWire(_Wire):
+    evictions_per_minute: float = Field(gt=0, le=1_000_000, alias="evictionsPerMinute")
+    burst: int = Field(default=1, ge=1, le=1_000_000)
+
+
+class RateLimitsWire(_Wire):
+    """Token buckets: per workload, per namespace and cluster-wide."""
+
+    workload: RateWire | None = None
+    namespace: RateWire | None = None
+    cluster: RateWire | None = None
+
+
 class EvictionPolicyWire(_Wire):
     """The block as written (top level or in a profile)."""
 
@@ -162,6 +175,7 @@ class EvictionPolicyWire(_Wire):
     max_evictions_per_workload: int | None = Field(default=None, ge=0, alias="maxEvictionsPerWorkload")
     cooldown: CooldownWire | None = None
     disruption_windows: list[DisruptionWindowWire] | None = Field(default=None, alias="disruptionWindows")
+    rate_limits: RateLimitsWire | None = Field(default=None, alias="rateLimits")
 
     @field_validator("max_unavailable_per_workload")
     @classmethod
@@ -208,6 +222,20 @@ class DisruptionWindow:
 
 
 @dataclass(frozen=True, slots=True)
+class Rate:
+    """A token bucket's shape: ``burst`` tokens at most, refilled at ``per_minute`` a minute."""
+
+    per_minute: float
+    burst: int
+
+
+class RateScope(enum.StrEnum):
+    WORKLOAD = "workload"
+    NAMESPACE = "namespace"
+    CLUSTER = "cluster"
+
+
+@dataclass(frozen=True, slots=True)
 class EvictionPolicy:
     """The rules of one profile (its own block merged over the top-level one). All off: inactive."""
 
@@ -217,6 +245,8 @@ class EvictionPolicy:
     max_evictions_per_workload: int | None = None
     cooldown: Cooldown | None = None
     disruption_windows: tuple[DisruptionWindow, ...] = field(default=())
+    #: token buckets by scope (only the scopes the policy sets)
+    rate_limits: tuple[tuple[RateScope, Rate], ...] = field(default=())
 
     @property
     def active(self) -> bool:
@@ -257,6 +287,16 @@ def resolve(wire: EvictionPolicyWire) -> EvictionPolicy:
         for w in wire.disruption_windows or ()
     )
     budget = wire.max_unavailable_per_workload
+    rates = wire.rate_limits or RateLimitsWire()
+    rate_limits = tuple(
+        (scope, Rate(r.evictions_per_minute, r.burst))
+        for scope, r in (
+            (RateScope.WORKLOAD, rates.workload),
+            (RateScope.NAMESPACE, rates.namespace),
+            (RateScope.CLUSTER, rates.cluster),
+        )
+        if r is not None
+    )
     return EvictionPolicy(
         karpenter_do_not_disrupt=opt.karpenter_do_not_disrupt,
         cluster_autoscaler_safe_to_evict=opt.cluster_autoscaler_safe_to_evict,
@@ -264,6 +304,7 @@ def resolve(wire: EvictionPolicyWire) -> EvictionPolicy:
         max_evictions_per_workload=wire.max_evictions_per_workload,
         cooldown=cooldown,
         disruption_windows=windows,
+        rate_limits=rate_limits,
     )
 
 
@@ -296,4 +337,9 @@ def to_wire(policy: EvictionPolicy) -> dict[str, Any]:
             }
             for w in policy.disruption_windows
         ]
+    if policy.rate_limits:
+        out["rateLimits"] = {
+            scope.value: {"evictionsPerMinute": rate.per_minute, "burst": rate.burst}
+            for scope, rate in policy.rate_limits
+        }
     return out

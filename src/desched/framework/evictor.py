@@ -231,7 +231,7 @@ class PodEvictor:
             if result is not EvictResult.FAILED:
                 self._charge(pod)
                 if self.safety is not None:
-                    self.safety.charge(pod)
+                    self.safety.charge(pod, profile)
         record = EvictionRecord(
             pod.metadata.namespace,
             pod.metadata.name,

@@ -16,7 +16,11 @@ The rules, in the order they are checked (the first that refuses names the skip)
 3. cooldown: a workload moved in an earlier cycle is not moved again for ``base``, doubled for each
    earlier move within ``window``, at most ``max``;
 4. ``maxEvictionsPerWorkload``: evictions of one workload in one cycle (all profiles together);
-5. ``maxUnavailablePerWorkload``: the workload's pods that are not available (not Running and
+5. ``rateLimits``: a token bucket per workload, per namespace and for the cluster (each scope
+   switched on separately) holds at most ``burst`` evictions and refills at
+   ``evictionsPerMinute``, on the cycle's clock (so one cycle takes at most ``burst``); the
+   buckets are shared by the profiles, each refilling them at its own rate;
+6. ``maxUnavailablePerWorkload``: the workload's pods that are not available (not Running and
    Ready, or terminating) plus those evicted in this cycle may not exceed the budget after this
    eviction; a pod that is already unavailable may always go (it adds nothing). A percentage is of
    the workload's replicas, rounded down: with ``"50%"`` a single-replica workload is never
@@ -28,8 +32,9 @@ without owners is its own workload. A workload's replicas are its pods in the cy
 have not succeeded, plus those evicted in this cycle (the snapshot holds no ReplicaSet objects, so
 ``spec.replicas`` is not read: a replica not yet re-created is not counted).
 
-State across cycles (the moves the cooldown remembers) lives in this object, which the framework
-keeps for its lifetime: a restarted desched starts with an empty history (not persisted).
+State across cycles (the moves the cooldown remembers, the token buckets) lives in this object,
+which the framework keeps for its lifetime: a restarted desched starts with an empty history and
+full buckets (nothing is persisted yet).
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ import cronsim
 from desched.api.evictionpolicy import (
     DisruptionWindow,
     EvictionPolicy,
+    Rate,
+    RateScope,
     WindowAction,
     format_duration,
     resolve_amount,
@@ -68,12 +75,48 @@ class SkipReason(enum.StrEnum):
     COOLDOWN = "cooldown"
     MAX_EVICTIONS_PER_WORKLOAD = "max_evictions_per_workload"
     MAX_UNAVAILABLE_PER_WORKLOAD = "max_unavailable_per_workload"
+    RATE_LIMIT = "rate_limit"
 
 
 @dataclass(frozen=True, slots=True)
 class Skip:
     reason: SkipReason
     detail: str
+
+
+class TokenBucket:
+    """``burst`` tokens at most, refilled continuously at ``rate.per_minute`` a minute; starts full.
+
+    Hand-written: a bucket is a few lines, and the clock must be the cycle's (injected), which the
+    rate-limit libraries found (their own monotonic clocks, async waits) do not take.
+    """
+
+    __slots__ = ("rate", "tokens", "updated")
+
+    def __init__(self, rate: Rate, now: datetime) -> None:
+        self.tokens = float(rate.burst)
+        self.updated = now
+        #: the rate of the last take (a bucket refilled to it is as good as none: it is dropped)
+        self.rate = rate
+
+    def refill(self, rate: Rate, now: datetime) -> None:
+        elapsed = (now - self.updated).total_seconds()
+        if elapsed > 0:
+            self.tokens = min(float(rate.burst), self.tokens + elapsed * rate.per_minute / 60.0)
+            self.updated = now
+
+    def available(self, rate: Rate, now: datetime) -> bool:
+        self.refill(rate, now)
+        return self.tokens >= 1.0 - 1e-9
+
+    def take(self, rate: Rate, now: datetime) -> None:
+        self.refill(rate, now)
+        self.tokens -= 1.0
+        self.rate = rate
+
+    def full(self, now: datetime) -> bool:
+        self.refill(self.rate, now)
+        return self.tokens >= self.rate.burst
 
 
 def workload_of(pod: Pod) -> WorkloadKey:
@@ -120,6 +163,7 @@ class Safety:
         self._now = datetime.min
         self._cycle_evictions: dict[WorkloadKey, int] = {}
         self._closed: dict[str, Skip | None] = {}
+        self._buckets: dict[tuple[RateScope, str], TokenBucket] = {}
 
     @property
     def active(self) -> bool:
@@ -131,6 +175,8 @@ class Safety:
         self._cycle += 1
         self._cycle_evictions = {}
         self._closed = {name: _window_skip(p, now) for name, p in self._policies.items()}
+        for bucket_key in [k for k, b in self._buckets.items() if b.full(now)]:
+            del self._buckets[bucket_key]
         if self._remember:
             for key in list(self._moves):
                 kept = [m for m in self._moves[key] if now - m[1] < self._keep]
@@ -171,6 +217,19 @@ class Safety:
                 f"{describe(key)} already had {done} eviction(s) in this cycle "
                 f"(maxEvictionsPerWorkload: {limit})",
             )
+        for scope, rate in policy.rate_limits:
+            bucket = self._buckets.get(_bucket_key(scope, key))
+            if bucket is not None and not bucket.available(rate, self._now):
+                what = {
+                    RateScope.WORKLOAD: describe(key),
+                    RateScope.NAMESPACE: f"namespace {key[0]}",
+                    RateScope.CLUSTER: "the cluster",
+                }[scope]
+                return Skip(
+                    SkipReason.RATE_LIMIT,
+                    f"{what} has no eviction left in its {scope.value} rate limit "
+                    f"({rate.per_minute:g}/min, burst {rate.burst})",
+                )
         budget = policy.max_unavailable_per_workload
         # a pod that is not available already costs the workload nothing more when it goes
         if budget is not None and self._view is not None and is_available(pod):
@@ -211,16 +270,29 @@ class Safety:
             )
         return None
 
-    def charge(self, pod: Pod) -> None:
-        """A pod was evicted (or may have been): count it against its workload."""
+    def charge(self, pod: Pod, profile: str) -> None:
+        """A pod was evicted (or may have been): count it against its workload and the buckets."""
         if not self._policies:
             return
         key = workload_of(pod)
         self._cycle_evictions[key] = self._cycle_evictions.get(key, 0) + 1
+        policy = self._policies.get(profile)
+        for scope, rate in policy.rate_limits if policy is not None else ():
+            bucket_key = _bucket_key(scope, key)
+            bucket = self._buckets.get(bucket_key)
+            if bucket is None:
+                bucket = self._buckets[bucket_key] = TokenBucket(rate, self._now)
+            bucket.take(rate, self._now)
         if self._remember:
             moves = self._moves.setdefault(key, [])
             if not moves or moves[-1][0] != self._cycle:
                 moves.append((self._cycle, self._now))
+
+
+def _bucket_key(scope: RateScope, key: WorkloadKey) -> tuple[RateScope, str]:
+    if scope is RateScope.WORKLOAD:
+        return scope, "/".join(key)
+    return scope, key[0] if scope is RateScope.NAMESPACE else ""
 
 
 def _window_skip(policy: EvictionPolicy, now: datetime) -> Skip | None:

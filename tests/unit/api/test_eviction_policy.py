@@ -48,6 +48,10 @@ def test_full_block_resolves_with_defaults() -> None:
                 "disruptionWindows": [
                     {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Europe/Berlin"}
                 ],
+                "rateLimits": {
+                    "cluster": {"evictionsPerMinute": 0.5},
+                    "workload": {"evictionsPerMinute": 2, "burst": 3},
+                },
             }
         ),
         default_registry(),
@@ -66,6 +70,10 @@ def test_full_block_resolves_with_defaults() -> None:
         "disruptionWindows": [
             {"schedule": "0 22 * * *", "duration": "4h", "timeZone": "Europe/Berlin", "action": "Allow"}
         ],
+        "rateLimits": {
+            "workload": {"evictionsPerMinute": 2.0, "burst": 3},
+            "cluster": {"evictionsPerMinute": 0.5, "burst": 1},
+        },
     }
 
 
@@ -135,6 +143,21 @@ def test_profile_block_overrides_top_level_key_by_key() -> None:
             "required",
         ),
         ({"maxEvictionPerWorkload": 1}, "evictionPolicy.maxEvictionPerWorkload", "unknown field"),
+        (
+            {"rateLimits": {"cluster": {"evictionsPerMinute": 0}}},
+            "evictionPolicy.rateLimits.cluster.evictionsPerMinute",
+            "greater than 0",
+        ),
+        (
+            {"rateLimits": {"workload": {"burst": 2}}},
+            "evictionPolicy.rateLimits.workload.evictionsPerMinute",
+            "required",
+        ),
+        (
+            {"rateLimits": {"namespace": {"evictionsPerMinute": 1, "burst": 0}}},
+            "evictionPolicy.rateLimits.namespace.burst",
+            "greater than or equal to 1",
+        ),
     ],
 )
 def test_invalid_block_names_the_field(block: dict[str, Any], path: str, message: str) -> None:

@@ -338,3 +338,59 @@ def test_a_workload_never_has_more_than_its_budget_unavailable(pods: list[Pod], 
         available_evicted = [p for p in members if is_available(p) and p.metadata.name in evicted]
         if available_evicted:
             assert after <= allowed
+
+
+# ------------------------------------------------------------------------------------- rate limits
+
+
+def test_rate_limits_per_workload_namespace_and_cluster() -> None:
+    clock = [NOW]
+    fw = framework(
+        clock,
+        evictionPolicy={
+            "rateLimits": {
+                "workload": {"evictionsPerMinute": 1, "burst": 2},
+                "cluster": {"evictionsPerMinute": 6, "burst": 3},
+            }
+        },
+    )
+    pods = [pod("a"), pod("b"), pod("c"), pod("x", owner=("ReplicaSet", "other")), pod("y", owner=None)]
+    result = cycle(fw, pods)
+    # web: burst 2 (a, b); c skipped by its workload bucket; x takes the cluster's last token
+    assert names(result.evictions) == ["a", "b", "x"]
+    assert [(r.name, r.skip_reason) for r in result.skips] == [("c", "rate_limit"), ("y", "rate_limit")]
+    assert "ReplicaSet default/web has no eviction left in its workload rate limit (1/min, burst 2)" in (
+        result.skips[0].error
+    )
+    assert result.skips[1].error.startswith("the cluster has no eviction left in its cluster rate limit")
+    clock[0] = NOW + timedelta(seconds=30)  # the cluster bucket refilled 3 tokens, web's half a token
+    assert names(cycle(fw, pods).evictions) == ["x", "y"]
+    clock[0] = NOW + timedelta(seconds=60)  # web: 1 token, other: 1, the cluster: 3 again
+    assert names(cycle(fw, pods).evictions) == ["a", "x", "y"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(0.1, 120),
+    st.integers(1, 10),
+    st.lists(st.integers(0, 3600), min_size=1, max_size=40).map(sorted),
+)
+def test_token_bucket_never_exceeds_its_rate_over_any_window(
+    per_minute: float, burst: int, seconds: list[int]
+) -> None:
+    from desched.api.evictionpolicy import Rate
+    from desched.framework.safety import TokenBucket
+
+    rate = Rate(per_minute, burst)
+    bucket = TokenBucket(rate, NOW)
+    taken: list[float] = []
+    for s in seconds:  # at each instant, take all the bucket allows
+        now = NOW + timedelta(seconds=s)
+        while bucket.available(rate, now):
+            bucket.take(rate, now)
+            taken.append(s)
+    for i, start in enumerate(taken):
+        for j in range(i, len(taken)):
+            window = taken[j] - start
+            # over any window of w seconds: at most burst + rate * w evictions
+            assert j - i + 1 <= burst + per_minute * window / 60.0 + 1e-6
