@@ -167,6 +167,16 @@ class RateLimitsWire(_Wire):
     cluster: RateWire | None = None
 
 
+class WaitForReplacementWire(_Wire):
+    timeout: str = "10m"
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str) -> str:
+        _duration(value)
+        return value
+
+
 class EvictionPolicyWire(_Wire):
     """The block as written (top level or in a profile)."""
 
@@ -176,6 +186,7 @@ class EvictionPolicyWire(_Wire):
     cooldown: CooldownWire | None = None
     disruption_windows: list[DisruptionWindowWire] | None = Field(default=None, alias="disruptionWindows")
     rate_limits: RateLimitsWire | None = Field(default=None, alias="rateLimits")
+    wait_for_replacement: WaitForReplacementWire | None = Field(default=None, alias="waitForReplacement")
 
     @field_validator("max_unavailable_per_workload")
     @classmethod
@@ -247,6 +258,8 @@ class EvictionPolicy:
     disruption_windows: tuple[DisruptionWindow, ...] = field(default=())
     #: token buckets by scope (only the scopes the policy sets)
     rate_limits: tuple[tuple[RateScope, Rate], ...] = field(default=())
+    #: after an eviction, the workload's next one waits for the replacement (at most this long)
+    wait_for_replacement: timedelta | None = None
 
     @property
     def active(self) -> bool:
@@ -305,6 +318,9 @@ def resolve(wire: EvictionPolicyWire) -> EvictionPolicy:
         cooldown=cooldown,
         disruption_windows=windows,
         rate_limits=rate_limits,
+        wait_for_replacement=_duration(wire.wait_for_replacement.timeout)
+        if wire.wait_for_replacement is not None
+        else None,
     )
 
 
@@ -337,6 +353,8 @@ def to_wire(policy: EvictionPolicy) -> dict[str, Any]:
             }
             for w in policy.disruption_windows
         ]
+    if policy.wait_for_replacement is not None:
+        out["waitForReplacement"] = {"timeout": format_duration(policy.wait_for_replacement)}
     if policy.rate_limits:
         out["rateLimits"] = {
             scope.value: {"evictionsPerMinute": rate.per_minute, "burst": rate.burst}

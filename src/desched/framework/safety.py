@@ -15,12 +15,15 @@ The rules, in the order they are checked (the first that refuses names the skip)
    inside a ``Forbid`` window; judged once per cycle, at the cycle's clock;
 3. cooldown: a workload moved in an earlier cycle is not moved again for ``base``, doubled for each
    earlier move within ``window``, at most ``max``;
-4. ``maxEvictionsPerWorkload``: evictions of one workload in one cycle (all profiles together);
-5. ``rateLimits``: a token bucket per workload, per namespace and for the cluster (each scope
+4. ``waitForReplacement``: after a workload's pod is evicted, its next one waits until the
+   workload has as many available pods as it had before that eviction (the replacement is
+   Ready), or until ``timeout`` has passed since the eviction; across cycles;
+5. ``maxEvictionsPerWorkload``: evictions of one workload in one cycle (all profiles together);
+6. ``rateLimits``: a token bucket per workload, per namespace and for the cluster (each scope
    switched on separately) holds at most ``burst`` evictions and refills at
    ``evictionsPerMinute``, on the cycle's clock (so one cycle takes at most ``burst``); the
    buckets are shared by the profiles, each refilling them at its own rate;
-6. ``maxUnavailablePerWorkload``: the workload's pods that are not available (not Running and
+7. ``maxUnavailablePerWorkload``: the workload's pods that are not available (not Running and
    Ready, or terminating) plus those evicted in this cycle may not exceed the budget after this
    eviction; a pod that is already unavailable may always go (it adds nothing). A percentage is of
    the workload's replicas, rounded down: with ``"50%"`` a single-replica workload is never
@@ -76,6 +79,7 @@ class SkipReason(enum.StrEnum):
     MAX_EVICTIONS_PER_WORKLOAD = "max_evictions_per_workload"
     MAX_UNAVAILABLE_PER_WORKLOAD = "max_unavailable_per_workload"
     RATE_LIMIT = "rate_limit"
+    WAIT_FOR_REPLACEMENT = "wait_for_replacement"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +168,9 @@ class Safety:
         self._cycle_evictions: dict[WorkloadKey, int] = {}
         self._closed: dict[str, Skip | None] = {}
         self._buckets: dict[tuple[RateScope, str], TokenBucket] = {}
+        #: workloads waiting for a replacement: (when, evicted pod, available pods before it)
+        self._waiting: dict[WorkloadKey, tuple[datetime, str, int]] = {}
+        self._wait = any(p.wait_for_replacement is not None for p in self._policies.values())
 
     @property
     def active(self) -> bool:
@@ -209,6 +216,10 @@ class Safety:
             skip = self._cooldown(key, policy)
             if skip is not None:
                 return skip
+        if policy.wait_for_replacement is not None:
+            skip = self._wait_skip(key, policy.wait_for_replacement)
+            if skip is not None:
+                return skip
         done = self._cycle_evictions.get(key, 0)
         limit = policy.max_evictions_per_workload
         if limit is not None and done + 1 > limit:
@@ -249,6 +260,31 @@ class Safety:
                 )
         return None
 
+    def _available(self, key: WorkloadKey, but: str = "") -> int:
+        """The workload's available pods in the cycle's cluster (but not the pod keyed ``but``)."""
+        if self._view is None:
+            return 0
+        if key[1] == "Pod":
+            pods = [p for p in (self._view.pod(key[0], key[2]),) if p is not None]
+        else:
+            pods = self._view.pods_of_owner(*key)
+        return sum(1 for p in pods if p.key != but and is_available(p))
+
+    def _wait_skip(self, key: WorkloadKey, timeout: timedelta) -> Skip | None:
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            return None
+        since, evicted, before = waiting
+        now_available = self._available(key)
+        if now_available >= before or self._now >= since + timeout:
+            del self._waiting[key]
+            return None
+        return Skip(
+            SkipReason.WAIT_FOR_REPLACEMENT,
+            f"{describe(key)} waits for the replacement of {evicted} (evicted at {_ts(since)}): "
+            f"{now_available} of {before} pod(s) available; at most until {_ts(since + timeout)}",
+        )
+
     def _cooldown(self, key: WorkloadKey, policy: EvictionPolicy) -> Skip | None:
         cooldown = policy.cooldown
         assert cooldown is not None
@@ -276,6 +312,10 @@ class Safety:
             return
         key = workload_of(pod)
         self._cycle_evictions[key] = self._cycle_evictions.get(key, 0) + 1
+        if self._wait and key not in self._waiting:
+            # (whether the evicted pod has left the cycle's snapshot yet or not)
+            before = self._available(key, but=pod.key) + (1 if is_available(pod) else 0)
+            self._waiting[key] = (self._now, pod.key, before)
         policy = self._policies.get(profile)
         for scope, rate in policy.rate_limits if policy is not None else ():
             bucket_key = _bucket_key(scope, key)

@@ -77,6 +77,12 @@ def test_full_block_resolves_with_defaults() -> None:
     }
 
 
+def test_wait_for_replacement_defaults_to_ten_minutes() -> None:
+    policy = load_policy(doc(evictionPolicy={"waitForReplacement": {}}), default_registry())
+    assert policy.profiles[0].eviction_policy.wait_for_replacement == timedelta(minutes=10)
+    assert policy.normalised()["evictionPolicy"] == {"waitForReplacement": {"timeout": "10m"}}
+
+
 def test_profile_block_overrides_top_level_key_by_key() -> None:
     profiles = [
         {"name": "a", "plugins": {"deschedule": {"enabled": ["RemoveFailedPods"]}}},
@@ -143,6 +149,12 @@ def test_profile_block_overrides_top_level_key_by_key() -> None:
             "required",
         ),
         ({"maxEvictionPerWorkload": 1}, "evictionPolicy.maxEvictionPerWorkload", "unknown field"),
+        (
+            {"waitForReplacement": {"timeout": "later"}},
+            "evictionPolicy.waitForReplacement.timeout",
+            "duration",
+        ),
+        ({"waitForReplacement": True}, "evictionPolicy.waitForReplacement", "valid dictionary"),
         (
             {"rateLimits": {"cluster": {"evictionsPerMinute": 0}}},
             "evictionPolicy.rateLimits.cluster.evictionsPerMinute",

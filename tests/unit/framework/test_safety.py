@@ -394,3 +394,39 @@ def test_token_bucket_never_exceeds_its_rate_over_any_window(
             window = taken[j] - start
             # over any window of w seconds: at most burst + rate * w evictions
             assert j - i + 1 <= burst + per_minute * window / 60.0 + 1e-6
+
+
+# ------------------------------------------------------------------------------- waitForReplacement
+
+
+def test_wait_for_replacement_one_pod_at_a_time_across_cycles() -> None:
+    clock = [NOW]
+    fw = framework(clock, evictionPolicy={"waitForReplacement": {"timeout": "10m"}})
+    web = [pod("web-a"), pod("web-b"), pod("web-c")]
+    result = cycle(fw, web)
+    assert names(result.evictions) == ["web-a"]
+    assert [r.skip_reason for r in result.skips] == ["wait_for_replacement"] * 2
+    assert result.skips[0].error == (
+        "ReplicaSet default/web waits for the replacement of default/web-a (evicted at "
+        "2026-11-24T12:00:00Z): 2 of 3 pod(s) available; at most until 2026-11-24T12:10:00Z"
+    )
+    # a minute later the replacement exists but is not Ready: still waiting
+    clock[0] = NOW + timedelta(minutes=1)
+    pending = [pod("web-b"), pod("web-c"), pod("web-r1", ready=False)]
+    assert names(cycle(fw, pending).evictions) == []
+    # once it is Ready, the next pod goes (and the workload waits again)
+    clock[0] = NOW + timedelta(minutes=2)
+    ready = [pod("web-b"), pod("web-c"), pod("web-r1")]
+    assert names(cycle(fw, ready).evictions) == ["web-b"]
+    # a replacement that never becomes Ready stops the sequence until the timeout
+    stuck = [pod("web-c"), pod("web-r1"), pod("web-r2", phase="Pending", ready=False)]
+    clock[0] = NOW + timedelta(minutes=11)
+    assert names(cycle(fw, stuck).evictions) == []
+    clock[0] = NOW + timedelta(minutes=12)
+    assert names(cycle(fw, stuck).evictions) == ["web-c"]
+
+
+def test_wait_for_replacement_is_per_workload() -> None:
+    fw = framework(evictionPolicy={"waitForReplacement": {}})
+    pods = [pod("a"), pod("b"), pod("x", owner=("ReplicaSet", "other")), pod("y", owner=None)]
+    assert names(cycle(fw, pods).evictions) == ["a", "x", "y"]
