@@ -187,6 +187,7 @@ class EvictionPolicyWire(_Wire):
     disruption_windows: list[DisruptionWindowWire] | None = Field(default=None, alias="disruptionWindows")
     rate_limits: RateLimitsWire | None = Field(default=None, alias="rateLimits")
     wait_for_replacement: WaitForReplacementWire | None = Field(default=None, alias="waitForReplacement")
+    predictive: bool | None = None
 
     @field_validator("max_unavailable_per_workload")
     @classmethod
@@ -260,6 +261,8 @@ class EvictionPolicy:
     rate_limits: tuple[tuple[RateScope, Rate], ...] = field(default=())
     #: after an eviction, the workload's next one waits for the replacement (at most this long)
     wait_for_replacement: timedelta | None = None
+    #: skip an eviction whose replacement the placement model puts back on its node or nowhere
+    predictive: bool = False
 
     @property
     def active(self) -> bool:
@@ -321,6 +324,7 @@ def resolve(wire: EvictionPolicyWire) -> EvictionPolicy:
         wait_for_replacement=_duration(wire.wait_for_replacement.timeout)
         if wire.wait_for_replacement is not None
         else None,
+        predictive=bool(wire.predictive),
     )
 
 
@@ -353,6 +357,8 @@ def to_wire(policy: EvictionPolicy) -> dict[str, Any]:
             }
             for w in policy.disruption_windows
         ]
+    if policy.predictive:
+        out["predictive"] = True
     if policy.wait_for_replacement is not None:
         out["waitForReplacement"] = {"timeout": format_duration(policy.wait_for_replacement)}
     if policy.rate_limits:

@@ -232,6 +232,8 @@ class PodEvictor:
                 self._charge(pod)
                 if self.safety is not None:
                     self.safety.charge(pod, profile)
+            elif self.safety is not None:
+                self.safety.refused(pod)
         record = EvictionRecord(
             pod.metadata.namespace,
             pod.metadata.name,

@@ -28,6 +28,15 @@ The rules, in the order they are checked (the first that refuses names the skip)
    eviction; a pod that is already unavailable may always go (it adds nothing). A percentage is of
    the workload's replicas, rounded down: with ``"50%"`` a single-replica workload is never
    evicted (losing its one pod is 100% unavailable).
+8. ``predictive``: the placement model ``desched simulate`` uses (kube-scheduler 1.36's default
+   profile, :mod:`desched.scheduling.placement`), kept in step with the cycle's evictions, is asked
+   where the pod's replacement would land, with the pod still terminating on its node and the
+   replacements of the cycle's earlier evictions bound where it put them: the eviction is skipped
+   when the replacement would stay Pending or land back on the pod's node. A pod nothing re-creates
+   (bare) is judged the same way: it must fit some other node. Finished pods are not judged. A
+   StatefulSet's pod is re-created under its name once it is gone (simulate places it after the
+   cycle's other replacements): it is judged with the pod gone, against the cluster as the cycle
+   has it at that moment, an approximation of what simulate then does.
 
 A workload is a pod's controller (its ``ownerReferences`` entry with ``controller: true``, else
 its first owner): a ReplicaSet is one pod template, so a Deployment's rollout starts afresh. A pod
@@ -59,9 +68,12 @@ from desched.api.evictionpolicy import (
     format_duration,
     resolve_amount,
 )
+from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Pod
+from desched.k8s.replacements import bound_replacement, make_replacement, terminating_pod
+from desched.scheduling.placement import PlacementSimulator
 
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 CLUSTER_AUTOSCALER_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -80,6 +92,8 @@ class SkipReason(enum.StrEnum):
     MAX_UNAVAILABLE_PER_WORKLOAD = "max_unavailable_per_workload"
     RATE_LIMIT = "rate_limit"
     WAIT_FOR_REPLACEMENT = "wait_for_replacement"
+    PREDICTED_PENDING = "predicted_pending"
+    PREDICTED_SAME_NODE = "predicted_same_node"
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +185,23 @@ class Safety:
         #: workloads waiting for a replacement: (when, evicted pod, available pods before it)
         self._waiting: dict[WorkloadKey, tuple[datetime, str, int]] = {}
         self._wait = any(p.wait_for_replacement is not None for p in self._policies.values())
+        self._predict = any(p.predictive for p in self._policies.values())
+        #: the placement model of the cycle (predictive only)
+        self._model: PlacementSimulator | None = None
+        #: pods the model shows terminating while their eviction is under way: (pod, terminating)
+        self._probed: dict[str, tuple[Pod, Pod]] = {}
 
     @property
     def active(self) -> bool:
         return bool(self._policies)
 
-    def begin_cycle(self, view: ClusterView, now: datetime) -> None:
+    def begin_cycle(self, view: ClusterSnapshot, now: datetime) -> None:
         self._view = view
         self._now = now
         self._cycle += 1
+        self._probed = {}
+        # the model changes its own copy: the cycle's snapshot is the plugins' to see
+        self._model = PlacementSimulator(view.copy()) if self._predict else None
         self._cycle_evictions = {}
         self._closed = {name: _window_skip(p, now) for name, p in self._policies.items()}
         for bucket_key in [k for k, b in self._buckets.items() if b.full(now)]:
@@ -258,7 +280,61 @@ class Safety:
                     f"{describe(key)} has {unavailable} of {replicas} pod(s) unavailable; evicting this "
                     f"one would make {after} (maxUnavailablePerWorkload: {budget} = {allowed})",
                 )
+        if (
+            policy.predictive
+            and self._model is not None
+            and k8s_pods.occupies_node(pod)
+            and pod.spec.node_name
+        ):
+            return self._predict_skip(self._model, pod)
         return None
+
+    def _predict_skip(self, model: PlacementSimulator, pod: Pod) -> Skip | None:
+        node = pod.spec.node_name
+        if _keeps_its_name(pod):
+            # a StatefulSet re-creates the pod once the old one is gone (simulate places it after
+            # the cycle): judged with the pod gone, against the cycle's cluster as it is now
+            model.unbind(pod)
+            decision = model.decide(self._replacement(pod), probe=True)
+            model.bind(pod)
+            ok = bool(decision.node) and decision.node != node
+        else:
+            gone = terminating_pod(pod, self._now)
+            model.terminate(pod, gone)
+            decision = model.decide(self._replacement(pod), probe=True)
+            ok = bool(decision.node) and decision.node != node
+            if ok:
+                self._probed[pod.key] = (pod, gone)
+            else:
+                model.unterminate(gone, pod)
+        if ok:
+            return None
+        if not decision.node:
+            return Skip(
+                SkipReason.PREDICTED_PENDING, f"its replacement would stay Pending: {decision.reason}"
+            )
+        return Skip(SkipReason.PREDICTED_SAME_NODE, f"its replacement would land back on {node}")
+
+    def _replacement(self, pod: Pod) -> Pod:
+        return make_replacement(pod, f"{pod.metadata.name}-predicted", self._now, self._cycle)
+
+    def refused(self, pod: Pod) -> None:
+        """The eviction of a pod that passed the checks did not happen: the model forgets it."""
+        probed = self._probed.pop(pod.key, None)
+        if probed is not None and self._model is not None:
+            self._model.unterminate(probed[1], probed[0])
+
+    def _model_evicted(self, model: PlacementSimulator, pod: Pod) -> None:
+        """The model follows an eviction as ``desched simulate`` places it: the pod terminating on
+        its node, its replacement (if a controller makes one) bound where kube-scheduler puts it."""
+        if self._probed.pop(pod.key, None) is None:
+            model.terminate(pod, terminating_pod(pod, self._now))
+        if k8s_pods.is_bare_pod(pod) or not k8s_pods.occupies_node(pod) or _keeps_its_name(pod):
+            return
+        replacement = self._replacement(pod)
+        decision = model.decide(replacement)
+        if decision.node:
+            model.bind(bound_replacement(replacement, decision.node, self._now))
 
     def _available(self, key: WorkloadKey, but: str = "") -> int:
         """The workload's available pods in the cycle's cluster (but not the pod keyed ``but``)."""
@@ -312,6 +388,8 @@ class Safety:
             return
         key = workload_of(pod)
         self._cycle_evictions[key] = self._cycle_evictions.get(key, 0) + 1
+        if self._model is not None:
+            self._model_evicted(self._model, pod)
         if self._wait and key not in self._waiting:
             # (whether the evicted pod has left the cycle's snapshot yet or not)
             before = self._available(key, but=pod.key) + (1 if is_available(pod) else 0)
@@ -327,6 +405,12 @@ class Safety:
             moves = self._moves.setdefault(key, [])
             if not moves or moves[-1][0] != self._cycle:
                 moves.append((self._cycle, self._now))
+
+
+def _keeps_its_name(pod: Pod) -> bool:
+    """A StatefulSet's pod: its replacement has its name, so it comes once the pod is gone."""
+    ref = k8s_pods.controller_ref(pod)
+    return ref is not None and ref.kind == "StatefulSet"
 
 
 def _bucket_key(scope: RateScope, key: WorkloadKey) -> tuple[RateScope, str]:

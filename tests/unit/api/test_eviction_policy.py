@@ -77,6 +77,18 @@ def test_full_block_resolves_with_defaults() -> None:
     }
 
 
+def test_predictive_is_off_unless_true() -> None:
+    on = load_policy(doc(evictionPolicy={"predictive": True}), default_registry())
+    off = load_policy(doc(evictionPolicy={"predictive": False}), default_registry())
+    assert on.profiles[0].eviction_policy.predictive and on.normalised()["evictionPolicy"] == {
+        "predictive": True
+    }
+    assert not off.safety_active
+    with pytest.raises(PolicyError) as err:
+        load_policy(doc(evictionPolicy={"predictive": "yes"}), default_registry())
+    assert err.value.path == "evictionPolicy.predictive"
+
+
 def test_wait_for_replacement_defaults_to_ten_minutes() -> None:
     policy = load_policy(doc(evictionPolicy={"waitForReplacement": {}}), default_registry())
     assert policy.profiles[0].eviction_policy.wait_for_replacement == timedelta(minutes=10)

@@ -430,3 +430,105 @@ def test_wait_for_replacement_is_per_workload() -> None:
     fw = framework(evictionPolicy={"waitForReplacement": {}})
     pods = [pod("a"), pod("b"), pod("x", owner=("ReplicaSet", "other")), pod("y", owner=None)]
     assert names(cycle(fw, pods).evictions) == ["a", "x", "y"]
+
+
+# -------------------------------------------------------------------------------------- predictive
+
+
+def test_predictive_skips_same_node_and_pending_replacements() -> None:
+    from desched.app.simulate import simulate_cycles
+
+    nodes = [
+        builders.node("n1", cpu="8"),
+        builders.node("n2", cpu="4", taints=[builders.taint("dedicated", "gpu")]),
+        builders.node("n3", cpu="1500m"),
+    ]
+    pods = [
+        # fits only n1 (n2 tainted, n3 too small): its replacement would come back to n1
+        pod("big", node="n1", cpu="2", owner=("ReplicaSet", "big")),
+        # fits n3 as well: evicted
+        pod("small", node="n1", cpu="500m", owner=("ReplicaSet", "small")),
+        # its node selector matches no node any more: Pending
+        pod("lost", node="n1", cpu="100m", owner=("ReplicaSet", "lost"), node_selector={"pool": "gone"}),
+        # a bare pod that fits elsewhere: evicted (nothing re-creates it)
+        pod("bare", node="n1", cpu="100m", owner=None),
+    ]
+    snap = builders.snapshot(nodes=nodes, pods=pods)
+    upstream = cycle(framework(), pods)
+    assert names(upstream.evictions) == ["bare", "big", "lost", "small"]
+    fw = framework(evictionPolicy={"predictive": True})
+    sim, _, _ = simulate_cycles(fw, snap, NOW)
+    result = sim.cycles[0].result
+    assert names(result.evictions) == ["bare", "small"]
+    assert [(r.name, r.skip_reason) for r in result.skips] == [
+        ("big", "predicted_same_node"),
+        ("lost", "predicted_pending"),
+    ]
+    assert result.skips[0].error == "its replacement would land back on n1"
+    assert result.skips[1].error.startswith("its replacement would stay Pending: 0/3 nodes are available")
+    # and simulate's own placement agrees: small's replacement lands elsewhere
+    placed = {p.name: p for p in sim.cycles[0].placements}
+    assert placed["small"].outcome == "placed" and not placed["small"].same_node
+
+
+@st.composite
+def placement_clusters(draw: st.DrawFn) -> tuple[list[Node], list[Pod]]:
+    n = draw(st.integers(2, 5))
+    nodes = []
+    for i in range(n):
+        taints = [builders.taint("dedicated", "x")] if draw(st.booleans()) and i else None
+        nodes.append(builders.node(f"n{i}", cpu=str(draw(st.integers(1, 4))), taints=taints))
+    pods = []
+    for j in range(draw(st.integers(1, 12))):
+        node = f"n{draw(st.integers(0, n - 1))}"
+        owner = draw(st.sampled_from([("ReplicaSet", "a"), ("ReplicaSet", "b"), ("ReplicaSet", "c"), None]))
+        pods.append(pod(f"p{j:02d}", node=node, cpu=f"{draw(st.integers(1, 20)) * 100}m", owner=owner))
+    return nodes, pods
+
+
+@settings(max_examples=80, deadline=None)
+@given(placement_clusters())
+def test_with_predictive_no_eviction_has_a_pending_or_same_node_replacement(
+    cluster_: tuple[list[Node], list[Pod]],
+) -> None:
+    from desched.app.simulate import simulate_cycles
+
+    nodes, pods = cluster_
+    snap = builders.snapshot(nodes=nodes, pods=pods)
+    sim, _, _ = simulate_cycles(framework(evictionPolicy={"predictive": True}), snap, NOW)
+    for placement in sim.cycles[0].placements:
+        assert placement.outcome != "pending", placement
+        assert not placement.same_node, placement
+
+
+def test_the_model_forgets_a_refused_eviction() -> None:
+    """terminate then unterminate leaves the placement model as it was (spread counts included)."""
+    from desched.k8s.replacements import make_replacement, terminating_pod
+    from desched.scheduling.placement import PlacementSimulator
+
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+    }
+    nodes = [builders.node(f"n{i}", cpu="8") for i in range(3)]
+    # n0: 2 pods, n1 and n2: 1; maxSkew 1 keeps a new one off n0 while w0 counts there
+    where = {"w0": "n0", "w1": "n1", "w2": "n0", "w3": "n2"}
+    pods = [
+        pod(name, node=node, cpu="100m", labels={"app": "web"}, spec=spread) for name, node in where.items()
+    ]
+    snap = builders.snapshot(nodes=nodes, pods=pods)
+    probe = make_replacement(pods[0], "probe", NOW, 1)
+    fresh = PlacementSimulator(snap.copy()).decide(probe)
+    sim = PlacementSimulator(snap.copy())
+    gone = terminating_pod(pods[0], NOW)
+    sim.terminate(pods[0], gone)
+    assert (fresh.feasible, sim.decide(probe, probe=True).feasible) == (2, 3)  # w0 no longer counts
+    sim.unterminate(gone, pods[0])
+    assert sim.decide(probe) == fresh
+    assert sim.snapshot.pod("default", "w0") == pods[0]
