@@ -214,6 +214,11 @@ class Safety:
                 else:
                     del self._moves[key]
 
+    def awaits(self, pod: Pod) -> bool:
+        """The pod's workload waits for a replacement (``waitForReplacement``) and the pod is
+        available: what it waited for may have come (event-driven runs start a cycle then)."""
+        return bool(self._waiting) and is_available(pod) and workload_of(pod) in self._waiting
+
     def moves(self, key: WorkloadKey) -> list[datetime]:
         """When the workload was moved (one entry per cycle that evicted some of its pods)."""
         return [t for _, t in self._moves.get(key, ())]
