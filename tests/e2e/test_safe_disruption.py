@@ -8,12 +8,16 @@ and ClusterRole only, so the Events prove the manifests allow them).
 
 from __future__ import annotations
 
+import itertools
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.e2e import test_live_run
-from tests.e2e.support import wait_for
+from tests.e2e.support import DeschedProcess, wait_for
 from tests.e2e.test_live_run import (
     Cluster,
     gone_or_terminating,
@@ -73,3 +77,107 @@ def test_run_without_the_block_evicts_both_duplicates(cluster: Cluster, tmp_path
     evicted = gone_or_terminating(cp, ns)
     assert len([n for n in evicted if n.startswith("dup-")]) == 2, (evicted, proc.stderr)
     assert not [e for e in desched_events(cluster, ns) if e["reason"] == "EvictionSkipped"]
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"e2e/live": "true"},
+                    "tolerations": [
+                        {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+                    ],
+                    "automountServiceAccountToken": False,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def available(cp: Any, ns: str) -> int:
+    pods = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+    return sum(
+        1
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        and p.get("status", {}).get("phase") == "Running"
+        and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+    )
+
+
+def test_wait_for_replacement_evicts_a_deployment_one_pod_at_a_time(cluster: Cluster, tmp_path: Path) -> None:
+    """kube-controller-manager re-creates each evicted pod, kube-scheduler binds it, kwok makes it
+    Ready; desched (every 2 s, PodLifeTime evicting every pod older than 1 s) evicts the next pod
+    of the Deployment only once the last one's replacement is Ready: never two in one cycle, never
+    fewer than 2 of 3 pods available, and the sequence goes on."""
+    cp = cluster.cp
+    cp.start_scheduler()
+    cp.start_controller_manager()
+    ns = new_namespace(cp, "waitrepl")
+    cp.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", deployment("web", 3))
+    wait_for(lambda: available(cp, ns) == 3, "3 Ready pods of the Deployment", timeout=90)
+    path = tmp_path / "wait.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "nodeSelector": "e2e/live=true",
+                "evictionPolicy": {"waitForReplacement": {"timeout": "5m"}},
+                "profiles": [
+                    {
+                        "name": "e2e",
+                        "pluginConfig": [
+                            {
+                                "name": "PodLifeTime",
+                                "args": {"maxPodLifeTimeSeconds": 1, "namespaces": {"include": [ns]}},
+                            }
+                        ],
+                        "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
+                    }
+                ],
+            }
+        )
+    )
+    d = DeschedProcess(cluster.kubeconfig, tmp_path, path, "--descheduling-interval", "2s")
+    lowest = 3
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            lowest = min(lowest, available(cp, ns))
+            evictions = [e for e in desched_events(cluster, ns) if e["reason"] == "PodLifeTime"]
+            if len(evictions) >= 4:
+                break
+            time.sleep(0.2)
+        skipped = d.sample(
+            "descheduler_evictions_skipped_total",
+            f'{{namespace="{ns}",profile="e2e",reason="wait_for_replacement",strategy="PodLifeTime"}}',
+        )
+    finally:
+        assert d.stop() == 0, d.text()
+    evictions = [e for e in desched_events(cluster, ns) if e["reason"] == "PodLifeTime"]
+    assert len(evictions) >= 4, (evictions, d.text()[-3000:])
+    assert lowest >= 2, d.text()[-3000:]
+    # one eviction per cycle at most: the cycles are 2 s apart, a cycle's evictions milliseconds
+    times = sorted(datetime.fromisoformat(e["eventTime"].replace("Z", "+00:00")) for e in evictions)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
+    assert min(gaps) > 1.0, gaps
+    assert skipped is not None and skipped >= 2, d.text()[-3000:]
+    skips = [e for e in desched_events(cluster, ns) if e["reason"] == "EvictionSkipped"]
+    assert skips
+    assert all("(wait_for_replacement): ReplicaSet " in e["note"] for e in skips), skips[0]["note"]
