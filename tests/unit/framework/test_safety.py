@@ -532,3 +532,15 @@ def test_the_model_forgets_a_refused_eviction() -> None:
     sim.unterminate(gone, pods[0])
     assert sim.decide(probe) == fresh
     assert sim.snapshot.pod("default", "w0") == pods[0]
+
+
+def test_the_html_report_lists_the_skips(tmp_path: Any) -> None:
+    from desched.app.simulate import simulate_cycles
+    from desched.report.html import write_report
+
+    pods = [pod("a", cpu="100m"), pod("b", cpu="100m")]
+    snap = builders.snapshot(nodes=[builders.node("n1"), builders.node("n2")], pods=pods)
+    sim, _, _ = simulate_cycles(framework(evictionPolicy={"maxEvictionsPerWorkload": 1}), snap, NOW)
+    page = write_report(sim, tmp_path, now="t").read_text()
+    assert "Skipped by evictionPolicy: 1" in page
+    assert "max_evictions_per_workload" in page and "default/b" in page
