@@ -181,3 +181,77 @@ def test_wait_for_replacement_evicts_a_deployment_one_pod_at_a_time(cluster: Clu
     skips = [e for e in desched_events(cluster, ns) if e["reason"] == "EvictionSkipped"]
     assert skips
     assert all("(wait_for_replacement): ReplicaSet " in e["note"] for e in skips), skips[0]["note"]
+
+
+def lifetime_policy(tmp: Path, ns: str, **top: Any) -> Path:
+    path = tmp / f"lifetime-{ns}-{len(top)}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "nodeSelector": "e2e/live=true",
+                **top,
+                "profiles": [
+                    {
+                        "name": "e2e",
+                        "pluginConfig": [
+                            {
+                                "name": "PodLifeTime",
+                                "args": {"maxPodLifeTimeSeconds": 1, "namespaces": {"include": [ns]}},
+                            }
+                        ],
+                        "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
+                    }
+                ],
+            }
+        )
+    )
+    return path
+
+
+def test_predictive_skips_a_pod_kube_scheduler_would_put_back_on_its_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A Deployment's pod that only e2e-n2 accepts (nodeSelector e2e/tier=gold): upstream-compatible
+    mode evicts it and kube-scheduler binds the replacement to e2e-n2 again; predictive mode skips
+    it, saying why."""
+    cp = cluster.cp
+    cp.start_scheduler()
+    cp.start_controller_manager()
+    ns = new_namespace(cp, "predict")
+    gold = deployment("gold", 1)
+    gold["spec"]["template"]["spec"]["nodeSelector"] = {"e2e/live": "true", "e2e/tier": "gold"}
+    cp.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", gold)
+    wait_for(lambda: available(cp, ns) == 1, "the gold pod Ready", timeout=90)
+
+    def pods() -> list[dict[str, Any]]:
+        items = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    (first,) = pods()
+    assert first["spec"]["nodeName"] == "e2e-n2"
+    time.sleep(1.5)  # older than maxPodLifeTimeSeconds
+
+    proc = run_once(cluster, lifetime_policy(tmp_path, ns, evictionPolicy={"predictive": True}), "--v=4")
+    evs = wait_for(
+        lambda: [e for e in desched_events(cluster, ns) if e["reason"] == "EvictionSkipped"],
+        "an EvictionSkipped event",
+        timeout=30,
+    )
+    assert evs[0]["regarding"]["name"] == first["metadata"]["name"]
+    assert evs[0]["note"].endswith("skipped (predicted_same_node): its replacement would land back on e2e-n2")
+    assert [p["metadata"]["uid"] for p in pods()] == [first["metadata"]["uid"]], proc.stderr
+
+    # upstream-compatible: evicted, and kube-scheduler puts the replacement back on e2e-n2
+    run_once(cluster, lifetime_policy(tmp_path, ns))
+    replacement = wait_for(
+        lambda: [
+            p
+            for p in pods()
+            if p["metadata"]["uid"] != first["metadata"]["uid"] and p["spec"].get("nodeName")
+        ],
+        "the replacement bound",
+        timeout=60,
+    )
+    assert replacement[0]["spec"]["nodeName"] == "e2e-n2"
