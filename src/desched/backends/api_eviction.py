@@ -279,6 +279,9 @@ async def reconcile(
 
 #: The reason of the Event on a pod whose eviction the evictionPolicy skipped (desched only).
 EVICTION_SKIPPED = "EvictionSkipped"
+#: A pod skipped for the same reason cycle after cycle gets one EvictionSkipped Event per this
+#: many seconds, not one per cycle (a cooldown over many pods would flood the apiserver).
+SKIP_EVENT_EVERY_SECONDS = 1800.0
 
 
 class EventRecorder:
@@ -292,13 +295,24 @@ class EventRecorder:
         self.failures = failures
         self.instance = socket.gethostname()
         self._tasks: set[concurrent.futures.Future[None]] = set()
+        #: (pod uid or key, skip reason) -> when its last EvictionSkipped Event was sent (monotonic)
+        self._skip_told: dict[tuple[str, str], float] = {}
 
     def observe(self, record: EvictionRecord) -> None:
         if record.result is EvictResult.EVICTED:
             self._emit(
                 record, "Normal", record.plugin, f"pod eviction from {record.node} node by {REQUESTED_BY}"
             )
-        elif record.result is EvictResult.SKIPPED:  # desched's evictionPolicy: always told
+        elif record.result is EvictResult.SKIPPED:  # desched's evictionPolicy: told, not every cycle
+            now = time.monotonic()
+            key = (record.uid or f"{record.namespace}/{record.name}", record.skip_reason)
+            told = self._skip_told.get(key)
+            if told is not None and now - told < SKIP_EVENT_EVERY_SECONDS:
+                return
+            if len(self._skip_told) > 100_000:  # (forget the oldest half: a bound, not a cache)
+                for k in sorted(self._skip_told, key=self._skip_told.__getitem__)[:50_000]:
+                    del self._skip_told[k]
+            self._skip_told[key] = now
             self._emit(
                 record,
                 "Normal",
