@@ -8,6 +8,7 @@ plugin and not on the framework. Any problem is one :class:`PolicyError` naming 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import re
@@ -18,9 +19,10 @@ from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from desched.api import documents
+from desched.api import evictionpolicy as ep
 from desched.api.types import (
     INT64_MAX,
     FieldValueError,
@@ -125,6 +127,8 @@ class ProfileWire(_Wire):
     #: desched only: let ``disabled: [DefaultEvictor]`` (or ``"*"``) remove DefaultEvictor from
     #: filter / preEvictionFilter. Without it DefaultEvictor is always enabled, as upstream does.
     allow_disabling_default_evictor: bool = Field(default=False, alias="allowDisablingDefaultEvictor")
+    #: desched only: this profile's safety rules over the top-level ``evictionPolicy``, key by key
+    eviction_policy: ep.EvictionPolicyWire | None = Field(default=None, alias="evictionPolicy")
 
 
 class SecretReference(_Wire):
@@ -301,15 +305,28 @@ class PolicyWire(_Wire):
     kind: str
     profiles: list[ProfileWire] = Field(default_factory=list)
     node_selector: str | None = Field(default=None, alias="nodeSelector")
-    max_pods_per_node: int | None = Field(default=None, ge=0, alias="maxNoOfPodsToEvictPerNode")
-    max_pods_per_namespace: int | None = Field(default=None, ge=0, alias="maxNoOfPodsToEvictPerNamespace")
-    max_pods_total: int | None = Field(default=None, ge=0, alias="maxNoOfPodsToEvictTotal")
+    # an integer as upstream, or (desched only, upstream #1778) a percentage such as "10%"
+    max_pods_per_node: int | str | None = Field(default=None, alias="maxNoOfPodsToEvictPerNode")
+    max_pods_per_namespace: int | str | None = Field(default=None, alias="maxNoOfPodsToEvictPerNamespace")
+    max_pods_total: int | str | None = Field(default=None, alias="maxNoOfPodsToEvictTotal")
     eviction_failure_event_notification: bool | None = Field(
         default=None, alias="evictionFailureEventNotification"
     )
     grace_period_seconds: int | None = Field(default=None, ge=0, le=INT64_MAX, alias="gracePeriodSeconds")
     metrics_providers: list[MetricsProvider] = Field(default_factory=list, alias="metricsProviders")
     metrics_collector: MetricsCollector | None = Field(default=None, alias="metricsCollector")
+    #: desched only: the safety rules every eviction passes (:mod:`desched.api.evictionpolicy`)
+    eviction_policy: ep.EvictionPolicyWire | None = Field(default=None, alias="evictionPolicy")
+
+    @field_validator("max_pods_per_node", "max_pods_per_namespace", "max_pods_total", mode="before")
+    @classmethod
+    def _limit(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        if type(value) is int and value < 0:
+            raise ValueError(f"input should be greater than or equal to 0, got {value}")
+        ep.parse_int_or_percent(value)
+        return value
 
     @model_validator(mode="after")
     def _unique(self) -> PolicyWire:
@@ -344,6 +361,11 @@ class ProfileConfig:
     args: Mapping[str, BaseModel | None]
     #: The profile opted in to running without DefaultEvictor (``allowDisablingDefaultEvictor``).
     allow_disabling_default_evictor: bool = False
+    #: The safety rules of this profile: its ``evictionPolicy`` over the top-level one (all off
+    #: unless a block sets them).
+    eviction_policy: ep.EvictionPolicy = field(default_factory=ep.EvictionPolicy)
+    #: The profile's own ``evictionPolicy`` block was set (``desched validate`` prints it).
+    overrides_eviction_policy: bool = False
 
     def enabled(self, point: ExtensionPoint) -> tuple[str, ...]:
         return self.plugins.get(point, ())
@@ -351,9 +373,16 @@ class ProfileConfig:
 
 @dataclass(frozen=True)
 class EvictionLimits:
-    per_node: int | None = None
-    per_namespace: int | None = None
-    total: int | None = None
+    """``maxNoOfPodsToEvict*``: a count, or a percentage of the pods on the node, in the namespace
+    or in the cluster at the cycle's start (:class:`desched.api.evictionpolicy.Percent`)."""
+
+    per_node: ep.IntOrPercent | None = None
+    per_namespace: ep.IntOrPercent | None = None
+    total: ep.IntOrPercent | None = None
+
+    @property
+    def has_percent(self) -> bool:
+        return any(isinstance(v, ep.Percent) for v in (self.per_node, self.per_namespace, self.total))
 
 
 @dataclass(frozen=True)
@@ -366,6 +395,13 @@ class Policy:
     metrics_providers: tuple[MetricsProvider, ...] = ()
     wire: PolicyWire | None = None
     warnings: tuple[str, ...] = ()
+    #: The top-level ``evictionPolicy`` (each profile's own is in its ProfileConfig).
+    eviction_policy: ep.EvictionPolicy = field(default_factory=ep.EvictionPolicy)
+
+    @property
+    def safety_active(self) -> bool:
+        """Some profile has an ``evictionPolicy`` rule switched on."""
+        return any(p.eviction_policy.active for p in self.profiles)
 
     def normalised(self) -> dict[str, Any]:
         """The policy as v1alpha2 with every default filled in (what ``desched validate`` prints)."""
@@ -395,6 +431,8 @@ class Policy:
             entry: dict[str, Any] = {"name": prof.name, "pluginConfig": cfgs, "plugins": plugins}
             if prof.allow_disabling_default_evictor:
                 entry["allowDisablingDefaultEvictor"] = True
+            if prof.overrides_eviction_policy:
+                entry["evictionPolicy"] = ep.to_wire(prof.eviction_policy)
             out["profiles"].append(entry)
         if self.node_selector is not None:
             out["nodeSelector"] = self.node_selector
@@ -405,12 +443,14 @@ class Policy:
             ("gracePeriodSeconds", self.grace_period_seconds),
         ):
             if value is not None:
-                out[key] = value
+                out[key] = ep.amount_to_wire(value)
         out["evictionFailureEventNotification"] = self.eviction_failure_event_notification
         if self.metrics_providers:
             out["metricsProviders"] = [
                 p.model_dump(mode="json", by_alias=True, exclude_none=True) for p in self.metrics_providers
             ]
+        if self.eviction_policy.active:
+            out["evictionPolicy"] = ep.to_wire(self.eviction_policy)
         return out
 
 
@@ -513,19 +553,32 @@ def _load_v1alpha2(doc: Mapping[str, Any], registry: PluginCatalog, warnings: tu
         if prof.name in seen:
             raise PolicyError(f"profiles[{i}].name", f"duplicate profile name {prof.name!r}")
         seen.add(prof.name)
-        profiles.append(_resolve_profile(i, prof, registry))
+        profile = _resolve_profile(i, prof, registry)
+        merged = ep.resolve(ep.merge_wire(wire.eviction_policy, prof.eviction_policy))
+        profiles.append(
+            dataclasses.replace(
+                profile, eviction_policy=merged, overrides_eviction_policy=prof.eviction_policy is not None
+            )
+        )
     _check_metrics_sources(wire, profiles)
     warnings = warnings + _default_evictor_warnings(wire) + _presort_warnings(profiles, registry)
     return Policy(
         profiles=tuple(profiles),
         node_selector=wire.node_selector or None,
-        limits=EvictionLimits(wire.max_pods_per_node, wire.max_pods_per_namespace, wire.max_pods_total),
+        limits=EvictionLimits(
+            _limit(wire.max_pods_per_node), _limit(wire.max_pods_per_namespace), _limit(wire.max_pods_total)
+        ),
         eviction_failure_event_notification=bool(wire.eviction_failure_event_notification),
         grace_period_seconds=wire.grace_period_seconds,
         metrics_providers=tuple(wire.metrics_providers),
         wire=wire,
         warnings=warnings,
+        eviction_policy=ep.resolve(wire.eviction_policy or ep.EvictionPolicyWire()),
     )
+
+
+def _limit(value: int | str | None) -> ep.IntOrPercent | None:
+    return None if value is None else ep.parse_int_or_percent(value)
 
 
 def _default_evictor_warnings(wire: PolicyWire) -> tuple[str, ...]:

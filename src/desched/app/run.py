@@ -14,7 +14,8 @@ while the event loop keeps the watches, the lease and the evictions going.
 (:mod:`desched.runtime.schedule`), the first one at the schedule's first time. With
 ``--event-driven`` a relevant change in the cluster (a node added or removed, relabelled, tainted or
 cordoned; a pod failing or crash-looping; with a plugin that reads them, a new Warning Event about a pod
-or its claim) also starts a cycle, after a debounce window so a burst
+or its claim; a pod becoming Ready whose workload waits for a replacement, with the
+evictionPolicy's waitForReplacement) also starts a cycle, after a debounce window so a burst
 of changes runs one cycle. SIGTERM stops new evictions at once, lets an in-flight one finish,
 releases the lease and exits. With ``metricsProviders`` in the policy, actual usage for
 the plugins (``handle.metrics``) is polled (metrics.k8s.io) or queried (Prometheus) on the event loop
@@ -49,6 +50,7 @@ from desched.cluster.live_source import DEFAULT_KINDS, LiveCache
 from desched.errors import UserError
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
+from desched.framework.safety import is_available
 from desched.k8s.objects import Event, Node, Pod
 from desched.kube.client import RateLimiter, api_client, rate_limiter
 from desched.kube.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
@@ -156,10 +158,23 @@ class Descheduler:
         self.plugin_crashes = 0
         #: outcome-unknown evictions reconciliation could not tell yet, retried after each cycle
         self.unresolved: list[tuple[EvictionRecord, float]] = []
+        #: the profiles and their state across cycles, once run() has built them
+        self.framework: Framework | None = None
 
     def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
-        if self.ready and self.options.event_driven and relevant_change(kind, event, old, new):
+        if not (self.ready and self.options.event_driven):
+            return
+        if relevant_change(kind, event, old, new) or self._replacement_ready(kind, old, new):
             self.trigger.set()
+
+    def _replacement_ready(self, kind: str, old: Any, new: Any) -> bool:
+        """A pod became available whose workload waits for a replacement (waitForReplacement):
+        the next pod of that workload may go now."""
+        safety = self.framework.safety if self.framework is not None else None
+        if safety is None or kind != "Pod" or not isinstance(new, Pod):
+            return False
+        was_available = isinstance(old, Pod) and is_available(old)
+        return not was_available and safety.awaits(new)
 
     async def run(self) -> int:
         opts = self.options
@@ -173,7 +188,7 @@ class Descheduler:
         monitor = ConnectionMonitor(source, bound=opts.connect_timeout)
         api = api_client(cfg)
         limiter = rate_limiter(opts.qps, opts.burst)
-        framework = Framework(self.policy, self.registry)
+        framework = self.framework = Framework(self.policy, self.registry)
         # what the plugins declare they read beyond the default kinds (e.g. Warning Events)
         kinds = DEFAULT_KINDS + (("Event",) if framework.live_inputs().warning_events else ())
         cache = LiveCache(api, kinds, limiter=limiter, on_change=self._on_change, monitor=monitor)
@@ -195,6 +210,7 @@ class Descheduler:
                 server.port,
             )
         elector: LeaderElector | None = None
+        events: EventRecorder | None = None
         tasks: list[asyncio.Task[None]] = []
         usage: UsageMetrics | None = None
         try:
@@ -246,6 +262,8 @@ class Descheduler:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if events is not None:
+                await events.flush()
             if elector is not None:
                 await elector.release()
             if usage is not None:

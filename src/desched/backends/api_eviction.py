@@ -277,8 +277,17 @@ async def reconcile(
     return done
 
 
+#: The reason of the Event on a pod whose eviction the evictionPolicy skipped (desched only).
+EVICTION_SKIPPED = "EvictionSkipped"
+#: A pod skipped for the same reason cycle after cycle gets one EvictionSkipped Event per this
+#: many seconds, not one per cycle (a cooldown over many pods would flood the apiserver).
+SKIP_EVENT_EVERY_SECONDS = 1800.0
+
+
 class EventRecorder:
-    """events.k8s.io/v1 Events on evicted pods, as upstream: reason = plugin, action Descheduled."""
+    """events.k8s.io/v1 Events on evicted pods, as upstream: reason = plugin, action Descheduled;
+    ``EvictionFailed`` (with ``evictionFailureEventNotification``) and ``EvictionSkipped`` (an
+    evictionPolicy rule skipped it) for the evictions that did not happen."""
 
     def __init__(self, api: client.ApiClient, loop: asyncio.AbstractEventLoop, *, failures: bool) -> None:
         self.api = api
@@ -286,11 +295,30 @@ class EventRecorder:
         self.failures = failures
         self.instance = socket.gethostname()
         self._tasks: set[concurrent.futures.Future[None]] = set()
+        #: (pod uid or key, skip reason) -> when its last EvictionSkipped Event was sent (monotonic)
+        self._skip_told: dict[tuple[str, str], float] = {}
 
     def observe(self, record: EvictionRecord) -> None:
         if record.result is EvictResult.EVICTED:
             self._emit(
                 record, "Normal", record.plugin, f"pod eviction from {record.node} node by {REQUESTED_BY}"
+            )
+        elif record.result is EvictResult.SKIPPED:  # desched's evictionPolicy: told, not every cycle
+            now = time.monotonic()
+            key = (record.uid or f"{record.namespace}/{record.name}", record.skip_reason)
+            told = self._skip_told.get(key)
+            if told is not None and now - told < SKIP_EVENT_EVERY_SECONDS:
+                return
+            if len(self._skip_told) > 100_000:  # (forget the oldest half: a bound, not a cache)
+                for k in sorted(self._skip_told, key=self._skip_told.__getitem__)[:50_000]:
+                    del self._skip_told[k]
+            self._skip_told[key] = now
+            self._emit(
+                record,
+                "Normal",
+                EVICTION_SKIPPED,
+                f"pod eviction from {record.node} node by {REQUESTED_BY} skipped ({record.skip_reason}): "
+                f"{record.error}",
             )
         elif self.failures and record.result not in (
             EvictResult.FILTERED,
@@ -346,6 +374,13 @@ class EventRecorder:
         future = asyncio.run_coroutine_threadsafe(self._post(record.namespace, body), self.loop)
         self._tasks.add(future)
         future.add_done_callback(self._tasks.discard)
+
+    async def flush(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout`` seconds) for the Events still being posted: a one-shot run
+        must not close its client under them."""
+        pending = [asyncio.wrap_future(f) for f in self._tasks if not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
 
     async def _post(self, namespace: str, body: dict[str, Any]) -> None:
         try:

@@ -11,6 +11,12 @@ as by a filter, even with the evict annotation), not if it was evicted, or its e
 is unknown, earlier in this cycle (by uid, so a new object for the same pod after a relist is the
 same pod), and not if the backend remembers sending one in an earlier cycle
 (:class:`RemembersEvictions`).
+
+A limit written as a percentage (``"10%"``) is resolved once per cycle against the pods that occupy
+a node (not finished) at the cycle's start: on the pod's node, in its namespace, in the cluster.
+After the limits, the profile's ``evictionPolicy`` rules (:mod:`desched.framework.safety`) may
+skip the eviction: it is then recorded as :attr:`EvictResult.SKIPPED` with the reason, and not
+charged against any limit.
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from desched.api.evictionpolicy import IntOrPercent, resolve_amount
 from desched.api.policy import EvictionLimits
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.cluster.view import ClusterView
 from desched.framework.findings import PluginFindings, Verdict
+from desched.framework.safety import Safety
 from desched.framework.types import (
     EvictResult,
     ExplainsFilter,
@@ -30,6 +39,7 @@ from desched.framework.types import (
     FilterPlugin,
     PreEvictionFilterPlugin,
 )
+from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Pod
 
 log = logging.getLogger(__name__)
@@ -56,6 +66,8 @@ class EvictionRecord:
     result: EvictResult
     error: str = ""
     uid: str = ""
+    #: why the evictionPolicy skipped it (a :class:`desched.framework.safety.SkipReason` value)
+    skip_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +116,25 @@ class PodEvictor:
         *,
         grace_period_seconds: int | None = None,
         observers: Sequence[EvictionObserver] = (),
+        population: ClusterView | None = None,
+        safety: Safety | None = None,
     ) -> None:
         self.backend = backend
         self.limits = limits or EvictionLimits()
+        self.safety = safety
+        # the pods percentages are of, counted once at the cycle's start (see the module docstring)
+        self._pods_by_node: dict[str, int] = {}
+        self._pods_by_namespace: dict[str, int] = {}
+        self._pods_total = 0
+        if population is not None and self.limits.has_percent:
+            for p in population.iter_pods():
+                if k8s_pods.occupies_node(p):
+                    self._pods_total += 1
+                    ns = p.metadata.namespace
+                    self._pods_by_namespace[ns] = self._pods_by_namespace.get(ns, 0) + 1
+                    if p.spec.node_name:
+                        node = p.spec.node_name
+                        self._pods_by_node[node] = self._pods_by_node.get(node, 0) + 1
         self.grace_period_seconds = grace_period_seconds
         self.observers = list(observers)
         self.records: list[EvictionRecord] = []
@@ -140,22 +168,25 @@ class PodEvictor:
         return self._remembers is not None and self._remembers.already_evicted(pod)
 
     def total_limit_reached(self) -> bool:
-        lim = self.limits.total
+        lim = _resolved(self.limits.total, self._pods_total)
         return lim is not None and self._total >= lim
 
     def node_limit_reached(self, node: str) -> bool:
-        lim = self.limits.per_node
+        lim = _resolved(self.limits.per_node, self._pods_by_node.get(node, 0))
         return lim is not None and self._by_node.get(node, 0) >= lim
 
     def _limit_check(self, pod: Pod) -> EvictResult | None:
         lim = self.limits
-        if lim.total is not None and self._total + 1 > lim.total:
+        total = _resolved(lim.total, self._pods_total)
+        if total is not None and self._total + 1 > total:
             return EvictResult.TOTAL_LIMIT
         node = pod.spec.node_name
-        if node and lim.per_node is not None and self._by_node.get(node, 0) + 1 > lim.per_node:
+        per_node = _resolved(lim.per_node, self._pods_by_node.get(node, 0))
+        if node and per_node is not None and self._by_node.get(node, 0) + 1 > per_node:
             return EvictResult.NODE_LIMIT
         ns = pod.metadata.namespace
-        if lim.per_namespace is not None and self._by_namespace.get(ns, 0) + 1 > lim.per_namespace:
+        per_ns = _resolved(lim.per_namespace, self._pods_by_namespace.get(ns, 0))
+        if per_ns is not None and self._by_namespace.get(ns, 0) + 1 > per_ns:
             return EvictResult.NAMESPACE_LIMIT
         return None
 
@@ -169,6 +200,13 @@ class PodEvictor:
             return EvictResult.FILTERED
         result = self._limit_check(pod)
         error = ""
+        skip_reason = ""
+        if result is None and self.safety is not None:
+            skip = self.safety.check(pod, profile)
+            if skip is not None:
+                result = EvictResult.SKIPPED
+                error, skip_reason = skip.detail, skip.reason.value
+                log.debug("eviction of pod %s skipped (%s/%s): %s", key, profile, plugin, skip.detail)
         if result is None:
             request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds)
             answer = self.backend.evict(pod, request)
@@ -192,6 +230,10 @@ class PodEvictor:
                 log.debug("eviction of pod %s failed (%s/%s): %s", key, profile, plugin, answer)
             if result is not EvictResult.FAILED:
                 self._charge(pod)
+                if self.safety is not None:
+                    self.safety.charge(pod, profile)
+            elif self.safety is not None:
+                self.safety.refused(pod)
         record = EvictionRecord(
             pod.metadata.namespace,
             pod.metadata.name,
@@ -202,6 +244,7 @@ class PodEvictor:
             result,
             error,
             pod.metadata.uid,
+            skip_reason,
         )
         self.records.append(record)
         for observe in self.observers:
@@ -217,6 +260,10 @@ class PodEvictor:
         ns = pod.metadata.namespace
         self._by_namespace[ns] = self._by_namespace.get(ns, 0) + 1
         self._evicted.add(_identity(pod))
+
+
+def _resolved(limit: IntOrPercent | None, population: int) -> int | None:
+    return None if limit is None else resolve_amount(limit, population)
 
 
 def _identity(pod: Pod) -> str:
@@ -290,7 +337,11 @@ class ProfileEvictor:
                 findings.report(pod, Verdict.EVICTED, reason)
             else:
                 records = self._evictor.records
-                error = records[-1].error if result is EvictResult.FAILED and records else ""
+                error = (
+                    records[-1].error
+                    if result in (EvictResult.FAILED, EvictResult.SKIPPED) and records
+                    else ""
+                )
                 findings.report(pod, Verdict.NOT_EVICTED, error or result.value)
         return result
 

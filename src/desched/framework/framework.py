@@ -40,6 +40,7 @@ from desched.framework.nodeactions import (
     PluginNodeActions,
 )
 from desched.framework.registry import Registry
+from desched.framework.safety import Safety
 from desched.framework.types import (
     EXTENSION_PROTOCOLS,
     BalancePlugin,
@@ -355,8 +356,14 @@ class CycleResult:
 
     @property
     def failures(self) -> list[EvictionRecord]:
-        """Not evicted: refused, over a limit, or failed (not the outcome-unknown ones)."""
-        return [r for r in self.records if not r.result.ok]
+        """Not evicted: refused, over a limit, or failed (not the outcome-unknown ones, nor the
+        ones the evictionPolicy skipped: :attr:`skips`)."""
+        return [r for r in self.records if not r.result.ok and r.result is not EvictResult.SKIPPED]
+
+    @property
+    def skips(self) -> list[EvictionRecord]:
+        """Skipped by the profile's ``evictionPolicy`` (the record's ``error`` says why)."""
+        return [r for r in self.records if r.result is EvictResult.SKIPPED]
 
     @property
     def unknown(self) -> list[EvictionRecord]:
@@ -377,6 +384,12 @@ class Framework:
         self.ctx = CycleContext(clock)
         self.profiles = [Profile(cfg, registry, self.ctx) for cfg in policy.profiles]
         self.findings = self.ctx.findings
+        #: the profiles' evictionPolicy rules and their memory across cycles (None: no rule is on)
+        self.safety = (
+            Safety({cfg.name: cfg.eviction_policy for cfg in policy.profiles})
+            if policy.safety_active
+            else None
+        )
         #: set while a traced cycle runs: opens a span around each plugin run (profile, plugin, point)
         self.plugin_span: Callable[[str, str, str], contextlib.AbstractContextManager[None]] | None = None
         from desched.logs import v_enabled
@@ -414,11 +427,15 @@ class Framework:
         ctx.snapshot = snapshot
         ctx.reports = []
         ctx.node_actions = node_actions if node_actions is not None else NoNodeActions()
+        if self.safety is not None:
+            self.safety.begin_cycle(snapshot, ctx.clock())
         ctx.evictor = PodEvictor(
             _CycleBackend(backend, snapshot),
             self.policy.limits,
             grace_period_seconds=self.policy.grace_period_seconds,
             observers=observers,
+            population=snapshot,
+            safety=self.safety,
         )
         for profile in self.profiles:
             for hook in profile.cycle_hooks:

@@ -209,6 +209,8 @@ class EvictResult(enum.Enum):
     UNKNOWN = "outcome unknown"
     #: Already evicted in this cycle (by this or another plugin).
     ALREADY_EVICTED = "already evicted"
+    #: The profile's ``evictionPolicy`` skipped it (the record's ``error`` says why): try the next pod.
+    SKIPPED = "skipped"
 
     @property
     def ok(self) -> bool:

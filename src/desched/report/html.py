@@ -212,6 +212,24 @@ def _cycles_section(sim: Simulation) -> str:
         if result.skipped:
             parts.append(f"<p>Skipped: {_e(result.skipped)}</p>")
             continue
+        if result.skips:
+            skips = result.skips[:MAX_POD_ROWS]
+            parts.append(f"<p>Skipped by evictionPolicy: {len(result.skips)}</p>")
+            parts.append(
+                _table(
+                    ("pod", "node", "asked by", "reason", "why"),
+                    [
+                        (
+                            _e(f"{r.namespace}/{r.name}"),
+                            _e(r.node),
+                            _e(f"{r.profile}/{r.plugin}"),
+                            _e(r.skip_reason),
+                            _e(r.error),
+                        )
+                        for r in skips
+                    ],
+                )
+            )
         if not result.evictions:
             parts.append("<p>Nothing evicted.</p>")
             continue

@@ -43,7 +43,7 @@ def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
         for r in result.failures
     ]
     per_plugin = Counter(f"{r.profile}/{r.plugin}" for r in result.evictions)
-    return {
+    doc: dict[str, Any] = {
         "now": now,
         "nodes": result.nodes,
         "skipped": result.skipped,
@@ -66,6 +66,22 @@ def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
             ],
         },
     }
+    skips = result.skips
+    if skips:  # (only then: a policy without evictionPolicy prints exactly what it printed before)
+        doc["evictionsSkipped"] = [
+            {
+                "namespace": r.namespace,
+                "name": r.name,
+                "node": r.node,
+                "profile": r.profile,
+                "plugin": r.plugin,
+                "reason": r.skip_reason,
+                "detail": r.error,
+            }
+            for r in skips
+        ]
+        doc["summary"]["skipped"] = dict(Counter(r.skip_reason for r in skips))
+    return doc
 
 
 @gc_paused()
@@ -205,10 +221,13 @@ def write_table(
         )
     _write_node_actions(lines, result)
     _write_refusals(lines, result)
+    _write_skips(lines, result)
     refused = Counter(r.result.value for r in result.failures)
+    skipped = Counter(r.skip_reason for r in result.skips)
     lines.line(
         f"Total: {len(result.evictions)} pod(s) evicted of {pods_total}"
         + (f"; refused: {dict(refused)}" if refused else "")
+        + (f"; skipped by evictionPolicy: {dict(skipped)}" if skipped else "")
     )
 
 
@@ -223,6 +242,17 @@ def _write_refusals(lines: _Lines, result: CycleResult) -> None:
         for r in failures
     ]
     lines.table(f"Refused: {len(rows)}", ("pod", "node", "asked by", "why"), rows)
+
+
+def _write_skips(lines: _Lines, result: CycleResult) -> None:
+    """Evictions the profile's evictionPolicy skipped, in the order they were asked for."""
+    skips = result.skips
+    if not skips:
+        return
+    rows = [
+        (f"{r.namespace}/{r.name}", r.node, f"{r.profile}/{r.plugin}", r.skip_reason, r.error) for r in skips
+    ]
+    lines.table(f"Skipped by evictionPolicy: {len(rows)}", ("pod", "node", "asked by", "reason", "why"), rows)
 
 
 def _write_node_actions(lines: _Lines, result: CycleResult) -> None:

@@ -138,6 +138,14 @@ class Metrics:
             f"python{platform.python_version()}", app_version, f"v{__version__}", branch, sha
         ).set(1)
 
+        # desched's own: evictions the evictionPolicy skipped, by reason (desched.framework.safety)
+        self.evictions_skipped = Counter(
+            "descheduler_evictions_skipped",
+            "Evictions the evictionPolicy skipped, by reason (opt_out, disruption_window, cooldown, "
+            "max_evictions_per_workload, max_unavailable_per_workload), strategy, profile and namespace",
+            ["reason", "strategy", "profile", "namespace"],
+            registry=self.registry,
+        )
         # desched's own: a plugin that raised (its cycle went on without it)
         self.plugin_failures = Counter(
             "descheduler_plugin_failures",
@@ -173,6 +181,10 @@ class Metrics:
 
     def observe_eviction(self, record: EvictionRecord, *, dry_run: bool = False) -> None:
         # an outcome-unknown eviction is counted once reconciled (observe_reconciled)
+        if record.result is EvictResult.SKIPPED:
+            labels = (record.skip_reason, record.plugin, record.profile, record.namespace)
+            self.evictions_skipped.labels(*labels).inc()
+            return
         if record.result in (EvictResult.FILTERED, EvictResult.ALREADY_EVICTED, EvictResult.UNKNOWN):
             return
         result = record.result.value

@@ -17,6 +17,12 @@ from desched.gcpause import gc_paused
 from desched.k8s import pods as k8s_pods
 from desched.k8s import priority as k8s_priority
 from desched.k8s.objects import Pod
+from desched.k8s.replacements import (
+    bound_replacement,
+    make_replacement,
+    pending_replacement,
+    terminating_pod,
+)
 from desched.scheduling.placement import (
     ORDER_AFTER_CYCLE,
     ORDER_INTERLEAVED,
@@ -26,14 +32,7 @@ from desched.scheduling.placement import (
     queue_order,
 )
 from desched.simulation.picture import cluster_picture
-from desched.simulation.replacements import (
-    bound_replacement,
-    make_replacement,
-    nodes_after_actions,
-    pending_replacement,
-    replacement_name,
-    terminating_pod,
-)
+from desched.simulation.replacements import nodes_after_actions, replacement_name
 from desched.simulation.results import (
     GONE,
     PENDING,

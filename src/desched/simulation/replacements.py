@@ -1,12 +1,10 @@
-"""The pods a cycle's evictions leave behind as kube-scheduler sees them: the replacement a
-controller creates (name, uid, Pending), bound and started, or Pending with its reason; the
-evicted pod while it terminates; the nodes as the cycle's node actions leave them."""
+"""The names of the replacements a cycle's evictions leave behind, and the nodes as the cycle's
+node actions leave them (the replacement pods themselves: :mod:`desched.k8s.replacements`)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Final
 
 import msgspec
@@ -15,13 +13,8 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.nodeactions import NodeActionRecord
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import (
-    ContainerState,
-    ContainerStateRunning,
-    ContainerStatus,
     Node,
     Pod,
-    PodCondition,
-    PodStatus,
     Taint,
 )
 
@@ -44,51 +37,6 @@ def replacement_name(snapshot: ClusterSnapshot, pod: Pod, cycle: int) -> str:
         if snapshot.pod(pod.metadata.namespace, name) is None:
             return name
     return f"{base}-{_suffix(pod.key)}-{cycle}"  # pragma: no cover - 1000 collisions
-
-
-def make_replacement(pod: Pod, name: str, now: datetime, cycle: int) -> Pod:
-    """The pod as its controller would create it again: new name and uid, unbound, Pending."""
-    uid_hex = hashlib.sha1(f"{pod.key}/{name}/{cycle}".encode()).hexdigest()
-    uid = f"{uid_hex[:8]}-{uid_hex[8:12]}-{uid_hex[12:16]}-{uid_hex[16:20]}-{uid_hex[20:32]}"
-    meta = msgspec.structs.replace(
-        pod.metadata,
-        name=name,
-        uid=uid,
-        resource_version="",
-        creation_timestamp=now,
-        deletion_timestamp=None,
-    )
-    spec = msgspec.structs.replace(pod.spec, node_name="")
-    return Pod(metadata=meta, spec=spec, status=PodStatus(phase="Pending", qos_class=pod.status.qos_class))
-
-
-def bound_replacement(pod: Pod, node: str, now: datetime) -> Pod:
-    """The replacement once bound to ``node`` and started."""
-    running = ContainerState(running=ContainerStateRunning(started_at=now))
-    statuses = [ContainerStatus(name=c.name, ready=True, state=running) for c in pod.spec.containers]
-    conditions = [
-        PodCondition(type=t, status="True", last_transition_time=now)
-        for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-    ]
-    return Pod(
-        metadata=pod.metadata,
-        spec=msgspec.structs.replace(pod.spec, node_name=node),
-        status=PodStatus(
-            phase="Running",
-            start_time=now,
-            qos_class=pod.status.qos_class,
-            conditions=conditions,
-            container_statuses=statuses,
-        ),
-    )
-
-
-def pending_replacement(pod: Pod, message: str, now: datetime) -> Pod:
-    condition = PodCondition(
-        type="PodScheduled", status="False", reason="Unschedulable", message=message, last_transition_time=now
-    )
-    status = msgspec.structs.replace(pod.status, phase="Pending", conditions=[condition])
-    return msgspec.structs.replace(pod, status=status)
 
 
 def nodes_after_actions(snapshot: ClusterSnapshot, actions: Sequence[NodeActionRecord]) -> list[Node] | None:
@@ -119,9 +67,3 @@ def nodes_after_actions(snapshot: ClusterSnapshot, actions: Sequence[NodeActionR
             spec=msgspec.structs.replace(node.spec, taints=taints),
         )
     return list(by_name.values())
-
-
-def terminating_pod(pod: Pod, now: datetime) -> Pod:
-    """The evicted pod while it terminates: still bound, with a deletionTimestamp."""
-    meta = msgspec.structs.replace(pod.metadata, deletion_timestamp=now)
-    return msgspec.structs.replace(pod, metadata=meta)

@@ -418,6 +418,16 @@ class PlacementSimulator:
         c.forget_pods()
         c.pod_terminating(pod, i)
 
+    def unterminate(self, terminating: Pod, pod: Pod) -> None:
+        """Undo :meth:`terminate`: ``terminating`` is ``pod`` again (its eviction did not happen)."""
+        i = self.cluster.index.get(pod.spec.node_name)
+        self.snapshot.add_pod(pod)  # replaces ``terminating``
+        if i is None:
+            return
+        c = self.cluster
+        c.forget_pods()
+        c.pod_unterminated(pod, i)
+
     def unbind(self, pod: Pod) -> None:
         """``pod`` (bound, as the snapshot has it) is gone: the snapshot and every index follow.
         The request classes' fit lists are made again on demand (a node with more room may fit
@@ -459,8 +469,18 @@ class PlacementSimulator:
             cls = self._classes[key] = PodClass(self.cluster, pod)
         return cls
 
-    def decide(self, pod: Pod) -> Decision:
-        """Run kube-scheduler's filters and scores for ``pod`` (not bound yet)."""
+    def decide(self, pod: Pod, *, probe: bool = False) -> Decision:
+        """Run kube-scheduler's filters and scores for ``pod`` (not bound yet). A ``probe`` leaves
+        the next search's start where it was (kube-scheduler never saw that pod)."""
+        if not probe:
+            return self._decide(pod)
+        start, search_start = self._start, self._search_start
+        try:
+            return self._decide(pod)
+        finally:
+            self._start, self._search_start = start, search_start
+
+    def _decide(self, pod: Pod) -> Decision:
         c = self.cluster
         n = c.n
         if n == 0:

@@ -772,6 +772,21 @@ class ClusterState:
                     if value is not None:
                         counter.decrement(value)
 
+    def pod_unterminated(self, pod: Pod, i: int) -> None:
+        """Undo :meth:`pod_terminating` for ``pod`` (the pod as it was before, no
+        deletionTimestamp): spread constraints count it again. Drop the caches first."""
+        if not k8s_pods.occupies_node(pod) or pod.metadata.deletion_timestamp is not None:
+            return
+        ns = pod.metadata.namespace
+        owners = {("owner", ns, r.kind, r.name) for r in pod.metadata.owner_references or ()}
+        value_of = self.labels[i].get
+        for bucket in chain(self._buckets(ns, pod.metadata.labels or {}), owners):
+            for counter in self._counter_buckets.get(bucket, ()):
+                if counter.eligible[i] and counter.match(pod):
+                    value = value_of(counter.key)
+                    if value is not None:
+                        counter.increment(value)
+
     def forget_pods(self) -> None:
         """Drop the pods by namespace and label (made again from the snapshot on demand)."""
         self._ns_pods = {}

@@ -1,0 +1,442 @@
+"""The ``evictionPolicy`` rules, applied at the one door every eviction passes.
+
+:class:`desched.framework.evictor.PodEvictor` asks :meth:`Safety.check` right before it hands a pod
+to the eviction backend (after the profile's filters and the policy's limits), whichever plugin
+asks and whether the cycle runs live (``desched run``) or simulated (``desched simulate``): both
+decide the same. A rule that refuses returns a :class:`Skip` (a reason from :class:`SkipReason`,
+the metric's label, and a sentence for people); the evictor records the pod as skipped and the
+plugin goes on with its next pod.
+
+The rules, in the order they are checked (the first that refuses names the skip):
+
+1. opt-outs: ``karpenter.sh/do-not-disrupt: "true"`` and
+   ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` (each switched on separately);
+2. disruption windows: evictions only inside an ``Allow`` window (when the profile has one), never
+   inside a ``Forbid`` window; judged once per cycle, at the cycle's clock;
+3. cooldown: a workload moved in an earlier cycle is not moved again for ``base``, doubled for each
+   earlier move within ``window``, at most ``max``;
+4. ``waitForReplacement``: after a workload's pod is evicted, its next one waits until the
+   workload has as many available pods as it had before that eviction (the replacement is
+   Ready), or until ``timeout`` has passed since the eviction; across cycles;
+5. ``maxEvictionsPerWorkload``: evictions of one workload in one cycle (all profiles together);
+6. ``rateLimits``: a token bucket per workload, per namespace and for the cluster (each scope
+   switched on separately) holds at most ``burst`` evictions and refills at
+   ``evictionsPerMinute``, on the cycle's clock (so one cycle takes at most ``burst``); the
+   buckets are shared by the profiles, each refilling them at its own rate;
+7. ``maxUnavailablePerWorkload``: the workload's pods that are not available (not Running and
+   Ready, or terminating) plus those evicted in this cycle may not exceed the budget after this
+   eviction; a pod that is already unavailable may always go (it adds nothing). A percentage is of
+   the workload's replicas, rounded down: with ``"50%"`` a single-replica workload is never
+   evicted (losing its one pod is 100% unavailable).
+8. ``predictive``: the placement model ``desched simulate`` uses (kube-scheduler 1.36's default
+   profile, :mod:`desched.scheduling.placement`), kept in step with the cycle's evictions, is asked
+   where the pod's replacement would land, with the pod still terminating on its node and the
+   replacements of the cycle's earlier evictions bound where it put them: the eviction is skipped
+   when the replacement would stay Pending or land back on the pod's node. A pod nothing re-creates
+   (bare) is judged the same way: it must fit some other node. Finished pods are not judged. A
+   StatefulSet's pod is re-created under its name once it is gone (simulate places it after the
+   cycle's other replacements): it is judged with the pod gone, against the cluster as the cycle
+   has it at that moment, an approximation of what simulate then does.
+
+A workload is a pod's controller (its ``ownerReferences`` entry with ``controller: true``, else
+its first owner): a ReplicaSet is one pod template, so a Deployment's rollout starts afresh. A pod
+without owners is its own workload. A workload's replicas are its pods in the cycle's cluster that
+have not succeeded, plus those evicted in this cycle (the snapshot holds no ReplicaSet objects, so
+``spec.replicas`` is not read: a replica not yet re-created is not counted).
+
+State across cycles (the moves the cooldown remembers, the token buckets) lives in this object,
+which the framework keeps for its lifetime: a restarted desched starts with an empty history and
+full buckets (nothing is persisted yet).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import cronsim
+
+from desched.api.evictionpolicy import (
+    DisruptionWindow,
+    EvictionPolicy,
+    Rate,
+    RateScope,
+    WindowAction,
+    format_duration,
+    resolve_amount,
+)
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.cluster.view import ClusterView
+from desched.k8s import pods as k8s_pods
+from desched.k8s.objects import Pod
+from desched.k8s.replacements import bound_replacement, make_replacement, terminating_pod
+from desched.scheduling.placement import PlacementSimulator
+
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+CLUSTER_AUTOSCALER_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+#: (namespace, owner kind, owner name); a bare pod is ("ns", "Pod", its name).
+WorkloadKey = tuple[str, str, str]
+
+
+class SkipReason(enum.StrEnum):
+    """Why an eviction was skipped: the ``reason`` label of ``descheduler_evictions_skipped_total``."""
+
+    OPT_OUT = "opt_out"
+    DISRUPTION_WINDOW = "disruption_window"
+    COOLDOWN = "cooldown"
+    MAX_EVICTIONS_PER_WORKLOAD = "max_evictions_per_workload"
+    MAX_UNAVAILABLE_PER_WORKLOAD = "max_unavailable_per_workload"
+    RATE_LIMIT = "rate_limit"
+    WAIT_FOR_REPLACEMENT = "wait_for_replacement"
+    PREDICTED_PENDING = "predicted_pending"
+    PREDICTED_SAME_NODE = "predicted_same_node"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    reason: SkipReason
+    detail: str
+
+
+class TokenBucket:
+    """``burst`` tokens at most, refilled continuously at ``rate.per_minute`` a minute; starts full.
+
+    Hand-written: a bucket is a few lines, and the clock must be the cycle's (injected), which the
+    rate-limit libraries found (their own monotonic clocks, async waits) do not take.
+    """
+
+    __slots__ = ("rate", "tokens", "updated")
+
+    def __init__(self, rate: Rate, now: datetime) -> None:
+        self.tokens = float(rate.burst)
+        self.updated = now
+        #: the rate of the last take (a bucket refilled to it is as good as none: it is dropped)
+        self.rate = rate
+
+    def refill(self, rate: Rate, now: datetime) -> None:
+        elapsed = (now - self.updated).total_seconds()
+        if elapsed > 0:
+            self.tokens = min(float(rate.burst), self.tokens + elapsed * rate.per_minute / 60.0)
+            self.updated = now
+
+    def available(self, rate: Rate, now: datetime) -> bool:
+        self.refill(rate, now)
+        return self.tokens >= 1.0 - 1e-9
+
+    def take(self, rate: Rate, now: datetime) -> None:
+        self.refill(rate, now)
+        self.tokens -= 1.0
+        self.rate = rate
+
+    def full(self, now: datetime) -> bool:
+        self.refill(self.rate, now)
+        return self.tokens >= self.rate.burst
+
+
+def workload_of(pod: Pod) -> WorkloadKey:
+    ns = pod.metadata.namespace
+    ref = k8s_pods.controller_ref(pod)
+    if ref is None:
+        refs = k8s_pods.owner_refs(pod)
+        ref = refs[0] if refs else None
+    return (ns, ref.kind, ref.name) if ref is not None else (ns, "Pod", pod.metadata.name)
+
+
+def describe(key: WorkloadKey) -> str:
+    return f"{key[1]} {key[0]}/{key[2]}"
+
+
+def is_available(pod: Pod) -> bool:
+    """Running, Ready and not terminating: what a budget counts as available."""
+    return pod.status.phase == "Running" and k8s_pods.is_pod_ready(pod) and not k8s_pods.is_terminating(pod)
+
+
+def window_open(window: DisruptionWindow, now: datetime) -> bool:
+    """``now`` lies in ``[start, start + duration)`` of some start the window's schedule gives."""
+    local = now.astimezone(ZoneInfo(window.time_zone))
+    # the latest start at or before ``now`` (cron has minutes: from the next whole second back)
+    start_from = local.replace(microsecond=0) + timedelta(seconds=1)
+    latest = next(iter(cronsim.CronSim(window.schedule, start_from, reverse=True)), None)
+    return latest is not None and latest <= local < latest + window.duration
+
+
+class Safety:
+    """The rules of every profile that has some, and the memory they need across cycles."""
+
+    def __init__(self, policies: Mapping[str, EvictionPolicy]) -> None:
+        self._policies = {name: p for name, p in policies.items() if p.active}
+        #: (cycle number, cycle start) of every cycle that moved a workload, oldest first
+        self._moves: dict[WorkloadKey, list[tuple[int, datetime]]] = {}
+        self._cycle = 0
+        self._remember = any(p.cooldown is not None for p in self._policies.values())
+        self._keep = max(
+            (p.cooldown.window for p in self._policies.values() if p.cooldown is not None),
+            default=timedelta(0),
+        )
+        self._view: ClusterView | None = None
+        self._now = datetime.min
+        self._cycle_evictions: dict[WorkloadKey, int] = {}
+        self._closed: dict[str, Skip | None] = {}
+        self._buckets: dict[tuple[RateScope, str], TokenBucket] = {}
+        #: workloads waiting for a replacement: (when, evicted pod, available pods before it)
+        self._waiting: dict[WorkloadKey, tuple[datetime, str, int]] = {}
+        self._wait = any(p.wait_for_replacement is not None for p in self._policies.values())
+        self._predict = any(p.predictive for p in self._policies.values())
+        #: the placement model of the cycle (predictive only)
+        self._model: PlacementSimulator | None = None
+        #: pods the model shows terminating while their eviction is under way: (pod, terminating)
+        self._probed: dict[str, tuple[Pod, Pod]] = {}
+
+    @property
+    def active(self) -> bool:
+        return bool(self._policies)
+
+    def begin_cycle(self, view: ClusterSnapshot, now: datetime) -> None:
+        self._view = view
+        self._now = now
+        self._cycle += 1
+        self._probed = {}
+        # the model changes its own copy: the cycle's snapshot is the plugins' to see
+        self._model = PlacementSimulator(view.copy()) if self._predict else None
+        self._cycle_evictions = {}
+        self._closed = {name: _window_skip(p, now) for name, p in self._policies.items()}
+        for bucket_key in [k for k, b in self._buckets.items() if b.full(now)]:
+            del self._buckets[bucket_key]
+        if self._remember:
+            for key in list(self._moves):
+                kept = [m for m in self._moves[key] if now - m[1] < self._keep]
+                if kept:
+                    self._moves[key] = kept
+                else:
+                    del self._moves[key]
+
+    def awaits(self, pod: Pod) -> bool:
+        """The pod's workload waits for a replacement (``waitForReplacement``) and the pod is
+        available: what it waited for may have come (event-driven runs start a cycle then)."""
+        return bool(self._waiting) and is_available(pod) and workload_of(pod) in self._waiting
+
+    def moves(self, key: WorkloadKey) -> list[datetime]:
+        """When the workload was moved (one entry per cycle that evicted some of its pods)."""
+        return [t for _, t in self._moves.get(key, ())]
+
+    def check(self, pod: Pod, profile: str) -> Skip | None:
+        policy = self._policies.get(profile)
+        if policy is None:
+            return None
+        annotations = pod.metadata.annotations or {}
+        if policy.karpenter_do_not_disrupt and annotations.get(KARPENTER_DO_NOT_DISRUPT) == "true":
+            return Skip(SkipReason.OPT_OUT, f'the pod has {KARPENTER_DO_NOT_DISRUPT}: "true"')
+        if (
+            policy.cluster_autoscaler_safe_to_evict
+            and annotations.get(CLUSTER_AUTOSCALER_SAFE_TO_EVICT) == "false"
+        ):
+            return Skip(SkipReason.OPT_OUT, f'the pod has {CLUSTER_AUTOSCALER_SAFE_TO_EVICT}: "false"')
+        closed = self._closed.get(profile)
+        if closed is not None:
+            return closed
+        key = workload_of(pod)
+        if policy.cooldown is not None:
+            skip = self._cooldown(key, policy)
+            if skip is not None:
+                return skip
+        if policy.wait_for_replacement is not None:
+            skip = self._wait_skip(key, policy.wait_for_replacement)
+            if skip is not None:
+                return skip
+        done = self._cycle_evictions.get(key, 0)
+        limit = policy.max_evictions_per_workload
+        if limit is not None and done + 1 > limit:
+            return Skip(
+                SkipReason.MAX_EVICTIONS_PER_WORKLOAD,
+                f"{describe(key)} already had {done} eviction(s) in this cycle "
+                f"(maxEvictionsPerWorkload: {limit})",
+            )
+        for scope, rate in policy.rate_limits:
+            bucket = self._buckets.get(_bucket_key(scope, key))
+            if bucket is not None and not bucket.available(rate, self._now):
+                what = {
+                    RateScope.WORKLOAD: describe(key),
+                    RateScope.NAMESPACE: f"namespace {key[0]}",
+                    RateScope.CLUSTER: "the cluster",
+                }[scope]
+                return Skip(
+                    SkipReason.RATE_LIMIT,
+                    f"{what} has no eviction left in its {scope.value} rate limit "
+                    f"({rate.per_minute:g}/min, burst {rate.burst})",
+                )
+        budget = policy.max_unavailable_per_workload
+        # a pod that is not available already costs the workload nothing more when it goes
+        if budget is not None and self._view is not None and is_available(pod):
+            if key[1] == "Pod":
+                present = [p for p in (self._view.pod(key[0], key[2]),) if p is not None]
+            else:
+                present = [p for p in self._view.pods_of_owner(*key) if p.status.phase != "Succeeded"]
+            unavailable = sum(1 for p in present if not is_available(p)) + done
+            replicas = len(present) + done
+            allowed = resolve_amount(budget, replicas)
+            after = unavailable + 1
+            if after > allowed:
+                return Skip(
+                    SkipReason.MAX_UNAVAILABLE_PER_WORKLOAD,
+                    f"{describe(key)} has {unavailable} of {replicas} pod(s) unavailable; evicting this "
+                    f"one would make {after} (maxUnavailablePerWorkload: {budget} = {allowed})",
+                )
+        if (
+            policy.predictive
+            and self._model is not None
+            and k8s_pods.occupies_node(pod)
+            and pod.spec.node_name
+        ):
+            return self._predict_skip(self._model, pod)
+        return None
+
+    def _predict_skip(self, model: PlacementSimulator, pod: Pod) -> Skip | None:
+        node = pod.spec.node_name
+        if _keeps_its_name(pod):
+            # a StatefulSet re-creates the pod once the old one is gone (simulate places it after
+            # the cycle): judged with the pod gone, against the cycle's cluster as it is now
+            model.unbind(pod)
+            decision = model.decide(self._replacement(pod), probe=True)
+            model.bind(pod)
+            ok = bool(decision.node) and decision.node != node
+        else:
+            gone = terminating_pod(pod, self._now)
+            model.terminate(pod, gone)
+            decision = model.decide(self._replacement(pod), probe=True)
+            ok = bool(decision.node) and decision.node != node
+            if ok:
+                self._probed[pod.key] = (pod, gone)
+            else:
+                model.unterminate(gone, pod)
+        if ok:
+            return None
+        if not decision.node:
+            return Skip(
+                SkipReason.PREDICTED_PENDING, f"its replacement would stay Pending: {decision.reason}"
+            )
+        return Skip(SkipReason.PREDICTED_SAME_NODE, f"its replacement would land back on {node}")
+
+    def _replacement(self, pod: Pod) -> Pod:
+        return make_replacement(pod, f"{pod.metadata.name}-predicted", self._now, self._cycle)
+
+    def refused(self, pod: Pod) -> None:
+        """The eviction of a pod that passed the checks did not happen: the model forgets it."""
+        probed = self._probed.pop(pod.key, None)
+        if probed is not None and self._model is not None:
+            self._model.unterminate(probed[1], probed[0])
+
+    def _model_evicted(self, model: PlacementSimulator, pod: Pod) -> None:
+        """The model follows an eviction as ``desched simulate`` places it: the pod terminating on
+        its node, its replacement (if a controller makes one) bound where kube-scheduler puts it."""
+        if self._probed.pop(pod.key, None) is None:
+            model.terminate(pod, terminating_pod(pod, self._now))
+        if k8s_pods.is_bare_pod(pod) or not k8s_pods.occupies_node(pod) or _keeps_its_name(pod):
+            return
+        replacement = self._replacement(pod)
+        decision = model.decide(replacement)
+        if decision.node:
+            model.bind(bound_replacement(replacement, decision.node, self._now))
+
+    def _available(self, key: WorkloadKey, but: str = "") -> int:
+        """The workload's available pods in the cycle's cluster (but not the pod keyed ``but``)."""
+        if self._view is None:
+            return 0
+        if key[1] == "Pod":
+            pods = [p for p in (self._view.pod(key[0], key[2]),) if p is not None]
+        else:
+            pods = self._view.pods_of_owner(*key)
+        return sum(1 for p in pods if p.key != but and is_available(p))
+
+    def _wait_skip(self, key: WorkloadKey, timeout: timedelta) -> Skip | None:
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            return None
+        since, evicted, before = waiting
+        now_available = self._available(key)
+        if now_available >= before or self._now >= since + timeout:
+            del self._waiting[key]
+            return None
+        return Skip(
+            SkipReason.WAIT_FOR_REPLACEMENT,
+            f"{describe(key)} waits for the replacement of {evicted} (evicted at {_ts(since)}): "
+            f"{now_available} of {before} pod(s) available; at most until {_ts(since + timeout)}",
+        )
+
+    def _cooldown(self, key: WorkloadKey, policy: EvictionPolicy) -> Skip | None:
+        cooldown = policy.cooldown
+        assert cooldown is not None
+        now = self._now
+        # moves in earlier cycles only: this cycle's own are maxEvictionsPerWorkload's business
+        earlier = [
+            t for cycle, t in self._moves.get(key, ()) if cycle != self._cycle and now - t < cooldown.window
+        ]
+        if not earlier:
+            return None
+        wait = cooldown.after_moves(len(earlier))
+        until = earlier[-1] + wait
+        if now < until:
+            return Skip(
+                SkipReason.COOLDOWN,
+                f"{describe(key)} was moved {len(earlier)} time(s) within "
+                f"{format_duration(cooldown.window)}, last at "
+                f"{_ts(earlier[-1])}: cooling down for {format_duration(wait)}, until {_ts(until)}",
+            )
+        return None
+
+    def charge(self, pod: Pod, profile: str) -> None:
+        """A pod was evicted (or may have been): count it against its workload and the buckets."""
+        if not self._policies:
+            return
+        key = workload_of(pod)
+        self._cycle_evictions[key] = self._cycle_evictions.get(key, 0) + 1
+        if self._model is not None:
+            self._model_evicted(self._model, pod)
+        if self._wait and key not in self._waiting:
+            # (whether the evicted pod has left the cycle's snapshot yet or not)
+            before = self._available(key, but=pod.key) + (1 if is_available(pod) else 0)
+            self._waiting[key] = (self._now, pod.key, before)
+        policy = self._policies.get(profile)
+        for scope, rate in policy.rate_limits if policy is not None else ():
+            bucket_key = _bucket_key(scope, key)
+            bucket = self._buckets.get(bucket_key)
+            if bucket is None:
+                bucket = self._buckets[bucket_key] = TokenBucket(rate, self._now)
+            bucket.take(rate, self._now)
+        if self._remember:
+            moves = self._moves.setdefault(key, [])
+            if not moves or moves[-1][0] != self._cycle:
+                moves.append((self._cycle, self._now))
+
+
+def _keeps_its_name(pod: Pod) -> bool:
+    """A StatefulSet's pod: its replacement has its name, so it comes once the pod is gone."""
+    ref = k8s_pods.controller_ref(pod)
+    return ref is not None and ref.kind == "StatefulSet"
+
+
+def _bucket_key(scope: RateScope, key: WorkloadKey) -> tuple[RateScope, str]:
+    if scope is RateScope.WORKLOAD:
+        return scope, "/".join(key)
+    return scope, key[0] if scope is RateScope.NAMESPACE else ""
+
+
+def _window_skip(policy: EvictionPolicy, now: datetime) -> Skip | None:
+    windows = policy.disruption_windows
+    if not windows:
+        return None
+    for w in windows:
+        if w.action is WindowAction.FORBID and window_open(w, now):
+            return Skip(SkipReason.DISRUPTION_WINDOW, f"inside the {w.describe()} at {_ts(now)}")
+    allows = [w for w in windows if w.action is WindowAction.ALLOW]
+    if allows and not any(window_open(w, now) for w in allows):
+        names = "; ".join(w.describe() for w in allows)
+        return Skip(SkipReason.DISRUPTION_WINDOW, f"outside every allow window at {_ts(now)} ({names})")
+    return None
+
+
+def _ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t.utcoffset() == timedelta(0) else t.isoformat()

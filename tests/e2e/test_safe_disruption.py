@@ -1,0 +1,257 @@
+"""The evictionPolicy against a real kube-apiserver: ``desched run`` skips the eviction a
+per-workload budget forbids, says why on the pod (an ``EvictionSkipped`` Event) and in its log
+(``--v=4``), and evicts what the budget allows; the same policy without the block evicts both.
+
+Reuses tests/e2e/test_live_run.py's cluster (kwok nodes, desched under the deploy/ ServiceAccount
+and ClusterRole only, so the Events prove the manifests allow them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.e2e import test_live_run
+from tests.e2e.support import DeschedProcess, wait_for
+from tests.e2e.test_live_run import (
+    Cluster,
+    gone_or_terminating,
+    new_namespace,
+    policy,
+    run_once,
+    scenario,
+)
+
+#: the live-run module's cluster fixture (kwok nodes e2e-n1..3, desched's ServiceAccount kubeconfig)
+cluster = test_live_run.cluster
+
+
+def desched_events(cluster: Cluster, ns: str) -> list[dict[str, Any]]:
+    items = cluster.cp.request("GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
+    return [e for e in items if e.get("reportingController") == "sigs.k8s.io.descheduler"]
+
+
+def test_run_skips_what_the_workload_budget_forbids_and_says_why(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "budget")
+    # four pods of one owner on e2e-n1: RemoveDuplicates wants two of them gone
+    scenario(cp, ns)
+    proc = run_once(cluster, policy(tmp_path, ns, evictionPolicy={"maxUnavailablePerWorkload": 1}), "--v=4")
+    time.sleep(2)
+    evicted = gone_or_terminating(cp, ns)
+    dups = sorted(n for n in evicted if n.startswith("dup-"))
+    assert len(dups) == 1, (evicted, proc.stderr)
+    # the other workloads (one pod each, budget 1) are evicted as without the block
+    assert {"anti-0", "gold-0"} <= evicted or {"anti-1", "gold-0"} <= evicted, evicted
+
+    evs = wait_for(
+        lambda: [e for e in desched_events(cluster, ns) if e["reason"] == "EvictionSkipped"],
+        "an EvictionSkipped event",
+        timeout=30,
+    )
+    assert len(evs) == 1, evs
+    skipped = evs[0]
+    assert skipped["type"] == "Normal" and skipped["action"] == "Descheduled"
+    assert skipped["regarding"]["kind"] == "Pod"
+    name = skipped["regarding"]["name"]
+    assert name.startswith("dup-") and name not in evicted
+    assert skipped["note"] == (
+        f"pod eviction from e2e-n1 node by sigs.k8s.io/descheduler skipped (max_unavailable_per_workload): "
+        f"ConfigMap {ns}/dup has 1 of 4 pod(s) unavailable; evicting this one would make 2 "
+        "(maxUnavailablePerWorkload: 1 = 1)"
+    )
+    assert f"eviction of pod {ns}/{name} skipped (e2e/RemoveDuplicates)" in proc.stderr, proc.stderr
+
+
+def test_run_without_the_block_evicts_both_duplicates(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "nobudget")
+    scenario(cp, ns)
+    proc = run_once(cluster, policy(tmp_path, ns))
+    time.sleep(2)
+    evicted = gone_or_terminating(cp, ns)
+    assert len([n for n in evicted if n.startswith("dup-")]) == 2, (evicted, proc.stderr)
+    assert not [e for e in desched_events(cluster, ns) if e["reason"] == "EvictionSkipped"]
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"e2e/live": "true"},
+                    "tolerations": [
+                        {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+                    ],
+                    "automountServiceAccountToken": False,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def available(cp: Any, ns: str) -> int:
+    pods = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+    return sum(
+        1
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        and p.get("status", {}).get("phase") == "Running"
+        and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+    )
+
+
+def test_wait_for_replacement_evicts_a_deployment_one_pod_at_a_time(cluster: Cluster, tmp_path: Path) -> None:
+    """kube-controller-manager re-creates each evicted pod, kube-scheduler binds it, kwok makes it
+    Ready; desched (every 2 s, PodLifeTime evicting every pod older than 1 s) evicts the next pod
+    of the Deployment only once the last one's replacement is Ready: never two in one cycle, never
+    fewer than 2 of 3 pods available, and the sequence goes on."""
+    cp = cluster.cp
+    cp.start_scheduler()
+    cp.start_controller_manager()
+    ns = new_namespace(cp, "waitrepl")
+    cp.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", deployment("web", 3))
+    wait_for(lambda: available(cp, ns) == 3, "3 Ready pods of the Deployment", timeout=90)
+    path = tmp_path / "wait.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "nodeSelector": "e2e/live=true",
+                "evictionPolicy": {"waitForReplacement": {"timeout": "5m"}},
+                "profiles": [
+                    {
+                        "name": "e2e",
+                        "pluginConfig": [
+                            {
+                                "name": "PodLifeTime",
+                                "args": {"maxPodLifeTimeSeconds": 1, "namespaces": {"include": [ns]}},
+                            }
+                        ],
+                        "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
+                    }
+                ],
+            }
+        )
+    )
+    d = DeschedProcess(cluster.kubeconfig, tmp_path, path, "--descheduling-interval", "2s")
+    lowest = 3
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            lowest = min(lowest, available(cp, ns))
+            evictions = [e for e in desched_events(cluster, ns) if e["reason"] == "PodLifeTime"]
+            if len(evictions) >= 4:
+                break
+            time.sleep(0.2)
+        skipped = d.sample(
+            "descheduler_evictions_skipped_total",
+            f'{{namespace="{ns}",profile="e2e",reason="wait_for_replacement",strategy="PodLifeTime"}}',
+        )
+    finally:
+        assert d.stop() == 0, d.text()
+    evictions = [e for e in desched_events(cluster, ns) if e["reason"] == "PodLifeTime"]
+    assert len(evictions) >= 4, (evictions, d.text()[-3000:])
+    assert lowest >= 2, d.text()[-3000:]
+    # one eviction per cycle at most: the cycles are 2 s apart, a cycle's evictions milliseconds
+    times = sorted(datetime.fromisoformat(e["eventTime"].replace("Z", "+00:00")) for e in evictions)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
+    assert min(gaps) > 1.0, gaps
+    assert skipped is not None and skipped >= 2, d.text()[-3000:]
+    skips = [e for e in desched_events(cluster, ns) if e["reason"] == "EvictionSkipped"]
+    assert skips
+    assert all("(wait_for_replacement): ReplicaSet " in e["note"] for e in skips), skips[0]["note"]
+
+
+def lifetime_policy(tmp: Path, ns: str, **top: Any) -> Path:
+    path = tmp / f"lifetime-{ns}-{len(top)}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "nodeSelector": "e2e/live=true",
+                **top,
+                "profiles": [
+                    {
+                        "name": "e2e",
+                        "pluginConfig": [
+                            {
+                                "name": "PodLifeTime",
+                                "args": {"maxPodLifeTimeSeconds": 1, "namespaces": {"include": [ns]}},
+                            }
+                        ],
+                        "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
+                    }
+                ],
+            }
+        )
+    )
+    return path
+
+
+def test_predictive_skips_a_pod_kube_scheduler_would_put_back_on_its_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A Deployment's pod that only e2e-n2 accepts (nodeSelector e2e/tier=gold): upstream-compatible
+    mode evicts it and kube-scheduler binds the replacement to e2e-n2 again; predictive mode skips
+    it, saying why."""
+    cp = cluster.cp
+    cp.start_scheduler()
+    cp.start_controller_manager()
+    ns = new_namespace(cp, "predict")
+    gold = deployment("gold", 1)
+    gold["spec"]["template"]["spec"]["nodeSelector"] = {"e2e/live": "true", "e2e/tier": "gold"}
+    cp.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", gold)
+    wait_for(lambda: available(cp, ns) == 1, "the gold pod Ready", timeout=90)
+
+    def pods() -> list[dict[str, Any]]:
+        items = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    (first,) = pods()
+    assert first["spec"]["nodeName"] == "e2e-n2"
+    time.sleep(1.5)  # older than maxPodLifeTimeSeconds
+
+    proc = run_once(cluster, lifetime_policy(tmp_path, ns, evictionPolicy={"predictive": True}), "--v=4")
+    evs = wait_for(
+        lambda: [e for e in desched_events(cluster, ns) if e["reason"] == "EvictionSkipped"],
+        "an EvictionSkipped event",
+        timeout=30,
+    )
+    assert evs[0]["regarding"]["name"] == first["metadata"]["name"]
+    assert evs[0]["note"].endswith("skipped (predicted_same_node): its replacement would land back on e2e-n2")
+    assert [p["metadata"]["uid"] for p in pods()] == [first["metadata"]["uid"]], proc.stderr
+
+    # upstream-compatible: evicted, and kube-scheduler puts the replacement back on e2e-n2
+    run_once(cluster, lifetime_policy(tmp_path, ns))
+    replacement = wait_for(
+        lambda: [
+            p
+            for p in pods()
+            if p["metadata"]["uid"] != first["metadata"]["uid"] and p["spec"].get("nodeName")
+        ],
+        "the replacement bound",
+        timeout=60,
+    )
+    assert replacement[0]["spec"]["nodeName"] == "e2e-n2"
