@@ -42,7 +42,7 @@ from desched.backends.api_eviction import (
 )
 from desched.backends.api_nodeactions import NodeDowngrades
 from desched.backends.usage_metrics import UsageMetrics
-from desched.cluster.live_source import DEFAULT_KINDS, LiveCache
+from desched.cluster.live_source import DEFAULT_KINDS, WORKLOAD_KINDS, LiveCache
 from desched.errors import UserError
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
@@ -161,7 +161,9 @@ class Descheduler:
         limiter = rate_limiter(opts.qps, opts.burst)
         framework = Framework(self.policy, self.registry)
         # what the plugins declare they read beyond the default kinds (e.g. Warning Events)
-        kinds = DEFAULT_KINDS + (("Event",) if framework.live_inputs().warning_events else ())
+        inputs = framework.live_inputs()
+        kinds = DEFAULT_KINDS + (("Event",) if inputs.warning_events else ())
+        kinds += WORKLOAD_KINDS if inputs.workloads else ()
         cache = LiveCache(api, kinds, limiter=limiter, on_change=self._on_change, monitor=monitor)
         server = None
         if not opts.disable_serving:

@@ -174,11 +174,15 @@ class LiveInputs:
     warning_events: bool = False
     #: The Prometheus queries the plugin runs (a run checks them when it connects).
     prometheus_queries: tuple[str, ...] = ()
+    #: Services, ReplicaSets, StatefulSets and ReplicationControllers (the default spread
+    #: selector of kube-scheduler's cluster-level default constraints is made of them).
+    workloads: bool = False
 
     def __or__(self, other: LiveInputs) -> LiveInputs:
         return LiveInputs(
             self.warning_events or other.warning_events,
             tuple(dict.fromkeys((*self.prometheus_queries, *other.prometheus_queries))),
+            self.workloads or other.workloads,
         )
 
 
