@@ -685,12 +685,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from desched.runtime.tls import server_context, serving_certificate
 
     gates = args.feature_gates
-    if gates.get("EvictionsInBackground", gates.get("AllAlpha", False)):
-        raise UserError(
-            "--feature-gates",
-            "EvictionsInBackground=true is not implemented in desched yet; remove it "
-            "(or set EvictionsInBackground=false)",
-        )
+    in_background = bool(gates.get("EvictionsInBackground", gates.get("AllAlpha", False)))
     tracing = None
     if args.otel_collector_endpoint:
         from desched.runtime.tracing import TracingOptions, setup
@@ -742,6 +737,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         debounce=args.event_debounce,
         tracing=tracing,
         connect_timeout=args.client_connection_timeout,
+        evictions_in_background=in_background,
     )
     try:
         return run(options)

@@ -41,11 +41,13 @@ from desched.backends.api_eviction import (
     reconcile,
 )
 from desched.backends.api_nodeactions import NodeDowngrades
+from desched.backends.background_evictions import BackgroundEvictions
 from desched.backends.usage_metrics import UsageMetrics
 from desched.cluster.live_source import DEFAULT_KINDS, WORKLOAD_KINDS, LiveCache
 from desched.errors import UserError
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
+from desched.framework.types import EvictResult
 from desched.k8s.objects import Event, Node, Pod
 from desched.kube.client import RateLimiter, api_client, rate_limiter
 from desched.kube.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
@@ -85,6 +87,8 @@ class RunOptions:
     max_cycles: int = 0
     #: a desched.runtime.tracing.Tracing when --otel-collector-endpoint is set: cycles are traced
     tracing: Any = None
+    #: --feature-gates EvictionsInBackground=true (upstream's alpha gate, for KubeVirt)
+    evictions_in_background: bool = False
 
 
 def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
@@ -138,6 +142,8 @@ class Descheduler:
         self.signals: list[str] = []
         #: pods this process evicted or may have evicted, by uid, across cycles
         self.ledger = EvictionLedger()
+        #: evictions going on in background (EvictionsInBackground), across cycles
+        self.background = BackgroundEvictions() if options.evictions_in_background else None
         #: Plugin runs that raised, over all cycles (a one-shot run then exits non-zero).
         self.plugin_crashes = 0
         #: outcome-unknown evictions reconciliation could not tell yet, retried after each cycle
@@ -310,6 +316,8 @@ class Descheduler:
             node_actions = downgrades.cycle_actions()
             node_actions.add_records(await downgrades.reconcile(_cached_nodes(cache)))
         snapshot = cache.snapshot()
+        if self.background is not None:
+            self.background.sync(snapshot.pods)
         if usage is not None:
             await usage.begin_cycle()
 
@@ -324,6 +332,7 @@ class Descheduler:
             limiter=limiter,
             lease_time_left=elector.time_left if elector is not None else lambda: None,
             ledger=self.ledger,
+            background=self.background,
         )
         observers: list[Callable[[EvictionRecord], None]] = []
         if self.metrics is not None:
@@ -348,6 +357,9 @@ class Descheduler:
                 self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
         for r in result.evictions:
             log.log(V0, "would evict" if opts.dry_run else "evicted", extra=eviction_fields(r))
+        for r in result.records:
+            if r.result is EvictResult.BACKGROUND:
+                log.log(V0, "eviction goes on in background", extra=eviction_fields(r))
         for run in result.plugin_runs:
             if run.error is not None and not run.crashed:  # a crash is logged where it happens
                 log.error("plugin %s of profile %s: %s", run.plugin, run.profile, run.error)

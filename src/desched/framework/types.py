@@ -213,11 +213,16 @@ class EvictResult(enum.Enum):
     UNKNOWN = "outcome unknown"
     #: Already evicted in this cycle (by this or another plugin).
     ALREADY_EVICTED = "already evicted"
+    #: The eviction was answered "Eviction triggered evacuation" for a pod that asks for eviction
+    #: in background (``EvictionsInBackground``: a KubeVirt VM live-migrating away): the pod
+    #: leaves later. Counts against every limit, as an eviction, until the pod has left.
+    BACKGROUND = "background"
 
     @property
     def ok(self) -> bool:
-        """Evicted, or possibly evicted (outcome unknown): the pod counts as gone for the plugin."""
-        return self is EvictResult.EVICTED or self is EvictResult.UNKNOWN
+        """Evicted, possibly evicted (outcome unknown) or leaving in background: the pod counts as
+        gone for the plugin."""
+        return self is EvictResult.EVICTED or self is EvictResult.UNKNOWN or self is EvictResult.BACKGROUND
 
     @property
     def limit(self) -> bool:
