@@ -28,6 +28,11 @@ from desched.k8s.objects import (
     Pod,
     PodDisruptionBudget,
     PriorityClass,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
+    Workload,
 )
 
 __all__ = [
@@ -47,7 +52,13 @@ __all__ = [
     "pod_doc",
     "priority_class",
     "priority_class_doc",
+    "replica_set",
+    "replica_set_doc",
+    "replication_controller",
+    "service",
+    "service_doc",
     "snapshot",
+    "stateful_set",
     "taint",
     "toleration",
 ]
@@ -395,6 +406,63 @@ def event(name: str = "event", **kw: Any) -> Event:
     return msgspec.convert(event_doc(name, **kw), Event, strict=False)
 
 
+# ---------------------------------------------------------------------------------- workloads
+
+
+def service_doc(name: str, selector: Mapping[str, str] | None, *, namespace: str = "default") -> Doc:
+    """A Service; ``selector`` None leaves it out (a Service without a selector)."""
+    spec: Doc = {"ports": [{"port": 80}]}
+    if selector is not None:
+        spec["selector"] = dict(selector)
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, namespace), "spec": spec}
+
+
+def service(name: str, selector: Mapping[str, str] | None, **kw: Any) -> Service:
+    return msgspec.convert(service_doc(name, selector, **kw), Service, strict=False)
+
+
+def _controller_doc(
+    api_version: str, kind: str, name: str, selector: Doc | None, namespace: str, replicas: int
+) -> Doc:
+    spec: Doc = {"replicas": replicas}
+    if selector is not None:
+        spec["selector"] = selector
+    return {"apiVersion": api_version, "kind": kind, "metadata": _meta(name, namespace), "spec": spec}
+
+
+def replica_set_doc(
+    name: str,
+    match_labels: Mapping[str, str] | None = None,
+    *,
+    match_expressions: list[Doc] | None = None,
+    namespace: str = "default",
+    replicas: int = 1,
+) -> Doc:
+    """A ReplicaSet selecting ``match_labels`` (and ``match_expressions``)."""
+    sel: Doc = {}
+    if match_labels is not None:
+        sel["matchLabels"] = dict(match_labels)
+    if match_expressions is not None:
+        sel["matchExpressions"] = match_expressions
+    return _controller_doc("apps/v1", "ReplicaSet", name, sel, namespace, replicas)
+
+
+def replica_set(name: str, match_labels: Mapping[str, str] | None = None, **kw: Any) -> ReplicaSet:
+    return msgspec.convert(replica_set_doc(name, match_labels, **kw), ReplicaSet, strict=False)
+
+
+def stateful_set(name: str, match_labels: Mapping[str, str], *, namespace: str = "default") -> StatefulSet:
+    doc = _controller_doc("apps/v1", "StatefulSet", name, {"matchLabels": dict(match_labels)}, namespace, 1)
+    return msgspec.convert(doc, StatefulSet, strict=False)
+
+
+def replication_controller(
+    name: str, selector: Mapping[str, str], *, namespace: str = "default"
+) -> ReplicationController:
+    doc = _controller_doc("v1", "ReplicationController", name, dict(selector), namespace, 1)
+    return msgspec.convert(doc, ReplicationController, strict=False)
+
+
 # ---------------------------------------------------------------------------------- snapshots
 
 
@@ -406,6 +474,7 @@ def snapshot(
     pdbs: Iterable[PodDisruptionBudget] = (),
     priority_classes: Iterable[PriorityClass] = (),
     events: Iterable[Event] = (),
+    workloads: Iterable[Workload] = (),
 ) -> ClusterSnapshot:
     """A snapshot of these records (what a source builds after decoding)."""
     return ClusterSnapshot(
@@ -415,6 +484,7 @@ def snapshot(
         pdbs=pdbs,
         priority_classes=priority_classes,
         events=events,
+        workloads=workloads,
     )
 
 

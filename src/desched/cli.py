@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--kubeconfig", "--client-connection-kubeconfig", dest="kubeconfig")
     snap.add_argument("--context")
     snap.add_argument("--events", action="store_true", help="include core/v1 Events")
+    snap.add_argument(
+        "--workloads",
+        action="store_true",
+        help="include Services, ReplicaSets, StatefulSets and ReplicationControllers (the selectors "
+        "of kube-scheduler's default spread constraints)",
+    )
     for subparser in sub.choices.values():
         # upstream's users write the logging flags after the command too (--v=3 after run)
         _add_logging_options(subparser, top=False)
@@ -643,6 +649,13 @@ def _add_placement_arguments(sim: argparse.ArgumentParser) -> None:
         "(a kubelet's graceful termination), or is gone at once (kwok) (default: hold)",
     )
     sim.add_argument(
+        "--kube-scheduler-config",
+        metavar="FILE",
+        help="the cluster's KubeSchedulerConfiguration: replacements are placed with the default "
+        "spread constraints its default-scheduler profile sets for PodTopologySpread (default: "
+        "kube-scheduler's built-in system defaults)",
+    )
+    sim.add_argument(
         "--cycles",
         type=int,
         default=1,
@@ -671,6 +684,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         scorer_config=args.scorer_config,
         placement_order=args.placement_order,
         terminating_pods=args.terminating_pods,
+        kube_scheduler_config=args.kube_scheduler_config,
         explain=tuple(args.explain),
         explain_all=args.explain_all,
         report=args.report,
@@ -684,12 +698,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from desched.runtime.tls import server_context, serving_certificate
 
     gates = args.feature_gates
-    if gates.get("EvictionsInBackground", gates.get("AllAlpha", False)):
-        raise UserError(
-            "--feature-gates",
-            "EvictionsInBackground=true is not implemented in desched yet; remove it "
-            "(or set EvictionsInBackground=false)",
-        )
+    in_background = bool(gates.get("EvictionsInBackground", gates.get("AllAlpha", False)))
     tracing = None
     if args.otel_collector_endpoint:
         from desched.runtime.tracing import TracingOptions, setup
@@ -761,6 +770,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         debounce=args.event_debounce,
         tracing=tracing,
         connect_timeout=args.client_connection_timeout,
+        evictions_in_background=in_background,
     )
     try:
         return run(options)
@@ -782,6 +792,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             args.kubeconfig,
             args.context,
             events=args.events,
+            workloads=args.workloads,
             connect_timeout=args.client_connection_timeout,
         )
     )

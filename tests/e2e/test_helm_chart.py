@@ -351,6 +351,21 @@ def test_rbac_and_service_account_switches(helm: str) -> None:
     assert docs["ClusterRoleBinding"]["subjects"][0]["name"] == "mine"
 
 
+def test_default_spread_constraints_may_read_services_and_controllers(helm: str) -> None:
+    def rules(*args: str) -> list[str]:
+        role = docs_of(helm, *args)["ClusterRole"]
+        return [res for rule in role["rules"] for res in rule["resources"]]
+
+    assert "replicasets" not in rules() and "services" not in rules()
+    spread = (
+        'deschedulerPolicy.profiles=[{"name":"s","pluginConfig":[{"name":'
+        '"RemovePodsViolatingTopologySpreadConstraint","args":{"defaultConstraints":{}}}],'
+        '"plugins":{"balance":{"enabled":["RemovePodsViolatingTopologySpreadConstraint"]}}}]'
+    )
+    got = rules("--set-json", spread)
+    assert {"services", "replicationcontrollers", "replicasets", "statefulsets"} <= set(got)
+
+
 def test_null_cmd_options_render_bare_flags(helm: str) -> None:
     docs = docs_of(helm, "--set", "cmdOptions.dry-run=null", "--set", "cmdOptions.v=2")
     args = pod_spec(docs["CronJob"])["containers"][0]["args"]

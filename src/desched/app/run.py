@@ -45,12 +45,14 @@ from desched.backends.api_eviction import (
     reconcile,
 )
 from desched.backends.api_nodeactions import NodeDowngrades
+from desched.backends.background_evictions import BackgroundEvictions
 from desched.backends.usage_metrics import UsageMetrics
-from desched.cluster.live_source import DEFAULT_KINDS, LiveCache
+from desched.cluster.live_source import DEFAULT_KINDS, WORKLOAD_KINDS, LiveCache
 from desched.errors import UserError
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
 from desched.framework.safety import is_available
+from desched.framework.types import EvictResult
 from desched.k8s.objects import Event, Node, Pod
 from desched.kube.client import RateLimiter, api_client, rate_limiter
 from desched.kube.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
@@ -100,6 +102,8 @@ class RunOptions:
     def one_shot(self) -> bool:
         """One cycle, then exit: no interval and no cron schedule."""
         return self.interval <= 0 and self.schedule is None
+    #: --feature-gates EvictionsInBackground=true (upstream's alpha gate, for KubeVirt)
+    evictions_in_background: bool = False
 
 
 def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
@@ -154,6 +158,8 @@ class Descheduler:
         self.signals: list[str] = []
         #: pods this process evicted or may have evicted, by uid, across cycles
         self.ledger = EvictionLedger()
+        #: evictions going on in background (EvictionsInBackground), across cycles
+        self.background = BackgroundEvictions() if options.evictions_in_background else None
         #: Plugin runs that raised, over all cycles (a one-shot run then exits non-zero).
         self.plugin_crashes = 0
         #: outcome-unknown evictions reconciliation could not tell yet, retried after each cycle
@@ -190,7 +196,9 @@ class Descheduler:
         limiter = rate_limiter(opts.qps, opts.burst)
         framework = self.framework = Framework(self.policy, self.registry)
         # what the plugins declare they read beyond the default kinds (e.g. Warning Events)
-        kinds = DEFAULT_KINDS + (("Event",) if framework.live_inputs().warning_events else ())
+        inputs = framework.live_inputs()
+        kinds = DEFAULT_KINDS + (("Event",) if inputs.warning_events else ())
+        kinds += WORKLOAD_KINDS if inputs.workloads else ()
         cache = LiveCache(api, kinds, limiter=limiter, on_change=self._on_change, monitor=monitor)
         server = None
         if not opts.disable_serving:
@@ -357,6 +365,8 @@ class Descheduler:
             node_actions = downgrades.cycle_actions()
             node_actions.add_records(await downgrades.reconcile(_cached_nodes(cache)))
         snapshot = cache.snapshot()
+        if self.background is not None:
+            self.background.sync(snapshot.pods)
         if usage is not None:
             await usage.begin_cycle()
 
@@ -371,6 +381,7 @@ class Descheduler:
             limiter=limiter,
             lease_time_left=elector.time_left if elector is not None else lambda: None,
             ledger=self.ledger,
+            background=self.background,
         )
         observers: list[Callable[[EvictionRecord], None]] = []
         if self.metrics is not None:
@@ -395,6 +406,9 @@ class Descheduler:
                 self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
         for r in result.evictions:
             log.log(V0, "would evict" if opts.dry_run else "evicted", extra=eviction_fields(r))
+        for r in result.records:
+            if r.result is EvictResult.BACKGROUND:
+                log.log(V0, "eviction goes on in background", extra=eviction_fields(r))
         for run in result.plugin_runs:
             if run.error is not None and not run.crashed:  # a crash is logged where it happens
                 log.error("plugin %s of profile %s: %s", run.plugin, run.profile, run.error)

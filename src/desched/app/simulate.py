@@ -18,14 +18,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from desched.api.schedulerconfig import load_default_constraints
 from desched.backends.simulated_eviction import SimulatedEvictionApi
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import UserError
+from desched.errors import PolicyError, UserError
 from desched.framework.evictor import EvictionBackend
 from desched.framework.findings import PluginReport
 from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
 from desched.framework.registry import Registry
+from desched.k8s.topologyspread import SYSTEM_DEFAULTS
 from desched.plugins import default_registry
 from desched.scheduling.placement import SCORE_DEFAULT, SCORE_GENERIC, PlacementOptions
 from desched.simulation import ProgressFn, Simulation, simulate
@@ -71,6 +73,8 @@ class SimulateRequest:
     scorer_config: str | None = None
     placement_order: str = "interleaved"
     terminating_pods: str = "hold"
+    #: ``--kube-scheduler-config``: the default spread constraints placement applies.
+    kube_scheduler_config: str | None = None
     explain: tuple[str, ...] = ()
     explain_all: bool = False
     #: The HTML report's directory.
@@ -130,8 +134,18 @@ def placement_options(request: SimulateRequest) -> PlacementOptions:
     if score == SCORE_GENERIC and not request.scorer_config:
         raise UserError("--score", "generic needs --scorer-config FILE (the generic scorer's args)")
     generic = load_scorer_args(request.scorer_config) if request.scorer_config else None
+    defaults = SYSTEM_DEFAULTS
+    if request.kube_scheduler_config is not None:
+        try:
+            defaults = load_default_constraints(request.kube_scheduler_config)
+        except PolicyError as e:
+            raise UserError("--kube-scheduler-config", str(e)) from None
     return PlacementOptions(
-        score=score, generic=generic, order=request.placement_order, terminating=request.terminating_pods
+        score=score,
+        generic=generic,
+        order=request.placement_order,
+        terminating=request.terminating_pods,
+        default_constraints=defaults,
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from desched.cluster.live_source import DEFAULT_KINDS, RESOURCES, Informer
+from desched.cluster.live_source import DEFAULT_KINDS, RESOURCES, WORKLOAD_KINDS, Informer
 from desched.errors import UserError
 from desched.kube.client import api_client
 from desched.kube.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
@@ -25,6 +25,7 @@ async def save_snapshot(
     context: str | None,
     *,
     events: bool = False,
+    workloads: bool = False,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
 ) -> int:
     """List every kind desched uses once and write them as one JSON v1 List (slim records)."""
@@ -36,7 +37,7 @@ async def save_snapshot(
 
     async def list_all() -> None:
         await discover(api, monitor, need_eviction=False)
-        for kind in DEFAULT_KINDS + (("Event",) if events else ()):
+        for kind in DEFAULT_KINDS + (("Event",) if events else ()) + (WORKLOAD_KINDS if workloads else ()):
             informer = Informer(api, RESOURCES[kind], monitor=monitor, list_timeout=connect_timeout)
 
             async def list_kind(timeout: float, informer: Informer = informer) -> None:

@@ -34,9 +34,21 @@ from typing import Any, Literal
 import aiohttp
 from kubernetes_asyncio import client
 
-from desched.framework.evictor import EvictionRecord, EvictionRequest, OutcomeUnknown
+from desched.backends.background_evictions import (
+    BackgroundEvictions,
+    answered_in_background,
+    requests_evict_only,
+)
+from desched.framework.evictor import (
+    BackgroundCounts,
+    EvictionRecord,
+    EvictionRequest,
+    InBackground,
+    OutcomeUnknown,
+)
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Pod
+from desched.k8s.pods import FINISHED_PHASES
 from desched.kube import client as kube
 from desched.kube.client import ApiError, RateLimiter
 
@@ -97,8 +109,11 @@ class ApiEvictionBackend:
         lease_time_left: Callable[[], float | None] = lambda: None,
         ledger: EvictionLedger | None = None,
         clock: Callable[[], float] = time.monotonic,
+        background: BackgroundEvictions | None = None,
     ) -> None:
         self.api = api
+        #: ``--feature-gates EvictionsInBackground=true``: the evictions going on in background
+        self.background = background
         self.loop = loop
         self.dry_run = dry_run
         self.may_evict = may_evict
@@ -108,7 +123,13 @@ class ApiEvictionBackend:
         self.clock = clock
 
     def already_evicted(self, pod: Pod) -> bool:
+        """Evicted (or possibly) by this process, or its eviction goes on in background."""
+        if self.background is not None and self.background.tracks(pod):
+            return True
         return self.ledger.knows(pod.metadata.uid)
+
+    def background_counts(self) -> BackgroundCounts:
+        return self.background.counts() if self.background is not None else BackgroundCounts()
 
     def deadline(self) -> float:
         """When (on ``clock``) a request sent now must be over: the timeout, or the lease's end."""
@@ -118,7 +139,7 @@ class ApiEvictionBackend:
             budget = min(budget, left)
         return self.clock() + budget
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None:
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
         if not self.may_evict():
             return "not evicting: this replica is not the leader or is shutting down"
         if self.dry_run:
@@ -137,11 +158,13 @@ class ApiEvictionBackend:
             answer = OutcomeUnknown(f"request failed: {type(e).__name__}: {e}")
         if answer is None or isinstance(answer, OutcomeUnknown):
             self.ledger.remember(pod.metadata.uid)
+        elif isinstance(answer, InBackground) and self.background is not None:
+            self.background.assume(pod)
         return answer
 
     async def evict_async(
         self, pod: Pod, request: EvictionRequest, deadline: float | None = None
-    ) -> str | OutcomeUnknown | None:
+    ) -> str | OutcomeUnknown | InBackground | None:
         ns, name = pod.metadata.namespace, pod.metadata.name
         body: dict[str, Any] = {
             "apiVersion": "policy/v1",
@@ -178,6 +201,15 @@ class ApiEvictionBackend:
         except ApiError as e:
             if e.status >= 500:  # the apiserver (or a proxy) may have acted before failing
                 return OutcomeUnknown(str(e))
+            if (
+                self.background is not None
+                and requests_evict_only(pod)
+                and answered_in_background(e.status, e.message)
+            ):
+                if pod.status.phase in FINISHED_PHASES:
+                    # (upstream ignores it: a finished pod would count as in progress for ever)
+                    return f"not tracked as an eviction in background: the pod has finished ({e})"
+                return InBackground(e.message)
             return str(e)
         except aiohttp.ClientConnectorError as e:  # no connection was made: nothing was sent
             return f"not sent: {e}"
@@ -324,6 +356,7 @@ class EventRecorder:
             EvictResult.FILTERED,
             EvictResult.ALREADY_EVICTED,
             EvictResult.UNKNOWN,  # its event waits for reconciliation (observe_reconciled)
+            EvictResult.BACKGROUND,  # not a failure; upstream records no event for it
         ):
             why = record.error or record.result.value
             self._emit(

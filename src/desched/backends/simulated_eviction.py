@@ -17,7 +17,7 @@ takes the evicted pod out of the cycle's working snapshot, whatever the backend.
 from __future__ import annotations
 
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionBackend, EvictionRequest, OutcomeUnknown
+from desched.framework.evictor import EvictionBackend, EvictionRequest, InBackground, OutcomeUnknown
 from desched.k8s import disruption
 from desched.k8s import labels as k8s_labels
 from desched.k8s.objects import Pod, PodDisruptionBudget
@@ -48,7 +48,7 @@ class SimulatedEvictionApi:
             found = self._budgets[key] = disruption.compute_budget(pdb, pods)
         return found
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None:
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
         answer = disruption.answer_eviction(pod, self.snapshot.pdbs_for_pod(pod), self.budget)
         if not answer.evicted:
             self.refusals.append((pod.metadata.namespace, pod.metadata.name, answer.code))

@@ -37,6 +37,10 @@ from desched.k8s.objects import (
     PodDisruptionBudget,
     PodSpec,
     PriorityClass,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
     Toleration,
     Volume,
 )
@@ -245,7 +249,17 @@ _NAMESPACE = [f.name for f in msgspec.structs.fields(ObjectMeta)].index("namespa
 if [f.name for f in msgspec.structs.fields(Pod)] != ["metadata", "spec", "status"]:
     raise RuntimeError("CompactDecoder._pod builds a Pod from its metadata, spec and status only")
 _WireObject: Any = (
-    _WirePod | Node | Namespace | PodDisruptionBudget | PriorityClass | PersistentVolumeClaim | Event
+    _WirePod
+    | Node
+    | Namespace
+    | PodDisruptionBudget
+    | PriorityClass
+    | PersistentVolumeClaim
+    | Event
+    | Service
+    | ReplicationController
+    | ReplicaSet
+    | StatefulSet
 )
 _WireList: Any = msgspec.defstruct("_WireList", [("items", list[_WireObject])], gc=False)
 

@@ -2,7 +2,9 @@
 
 Accepted: a ``kind: List`` in JSON or YAML (what ``kubectl get nodes,pods,namespaces,
 poddisruptionbudgets,priorityclasses,events -A -o yaml`` prints), or multi-document YAML of the
-same objects. Kinds desched does not use (Services, ...) are ignored.
+same objects, plus the Services, ReplicaSets, StatefulSets and ReplicationControllers whose
+selectors make kube-scheduler's default spread selector (optional). Kinds desched does not use
+(Deployments, ConfigMaps, ...) are ignored.
 
 JSON goes straight from bytes into the slim records (msgspec; what pods repeat is decoded once and
 shared, see :mod:`desched.cluster.compact`), a batch at a time as the file is read, with the garbage
@@ -113,6 +115,12 @@ def snapshot_from_objects(objects: Iterable[AnyObject]) -> ClusterSnapshot:
         priority_classes=by_kind["PriorityClass"],
         pvcs=by_kind["PersistentVolumeClaim"],
         events=by_kind["Event"],
+        workloads=[
+            *by_kind["Service"],
+            *by_kind["ReplicationController"],
+            *by_kind["ReplicaSet"],
+            *by_kind["StatefulSet"],
+        ],
     )
 
 

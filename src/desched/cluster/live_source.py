@@ -37,6 +37,10 @@ from desched.k8s.objects import (
     Pod,
     PodDisruptionBudget,
     PriorityClass,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
 )
 from desched.kube.client import RateLimiter, request, status_message
 
@@ -70,7 +74,15 @@ RESOURCES: dict[str, Resource] = {
         "PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", PersistentVolumeClaim
     ),
     "Event": Resource("Event", "/api/v1/events", Event),
+    "Service": Resource("Service", "/api/v1/services", Service),
+    "ReplicationController": Resource(
+        "ReplicationController", "/api/v1/replicationcontrollers", ReplicationController
+    ),
+    "ReplicaSet": Resource("ReplicaSet", "/apis/apps/v1/replicasets", ReplicaSet),
+    "StatefulSet": Resource("StatefulSet", "/apis/apps/v1/statefulsets", StatefulSet),
 }
+#: The kinds kube-scheduler's default spread selector is made of (``LiveInputs.workloads``).
+WORKLOAD_KINDS = ("Service", "ReplicationController", "ReplicaSet", "StatefulSet")
 DEFAULT_KINDS = ("Node", "Pod", "Namespace", "PodDisruptionBudget", "PriorityClass", "PersistentVolumeClaim")
 
 
@@ -379,4 +391,5 @@ class LiveCache:
             priority_classes=values("PriorityClass"),
             pvcs=values("PersistentVolumeClaim"),
             events=values("Event"),
+            workloads=[w for kind in WORKLOAD_KINDS for w in values(kind)],
         )

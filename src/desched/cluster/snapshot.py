@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from desched.k8s import labels as k8s_labels
 from desched.k8s import nodes as k8s_nodes
 from desched.k8s import resources as k8s_resources
+from desched.k8s import topologyspread as k8s_tsc
 from desched.k8s.objects import (
     Container,
     Event,
@@ -27,6 +28,9 @@ from desched.k8s.objects import (
     Pod,
     PodDisruptionBudget,
     PriorityClass,
+    Service,
+    TopologySpreadConstraint,
+    Workload,
 )
 from desched.k8s.pods import FINISHED_PHASES as _FINISHED
 from desched.k8s.pods import occupies_node
@@ -58,6 +62,7 @@ class ClusterSnapshot:
         priority_classes: Iterable[PriorityClass] = (),
         pvcs: Iterable[PersistentVolumeClaim] = (),
         events: Iterable[Event] = (),
+        workloads: Iterable[Workload] = (),
     ) -> None:
         self._nodes: dict[str, Node] = {n.metadata.name: n for n in sorted(nodes, key=_node_sort_key)}
         self._pods: dict[str, Pod] = {}
@@ -68,6 +73,15 @@ class ClusterSnapshot:
             (c.metadata.namespace, c.metadata.name): c for c in pvcs
         }
         self._events: list[Event] = list(events)
+        self._workloads: list[Workload] = list(workloads)
+        self._services_by_ns: dict[str, list[Service]] = {}
+        self._controllers: dict[tuple[str, str, str], Workload] = {}
+        for w in self._workloads:
+            meta = w.metadata
+            if isinstance(w, Service):
+                self._services_by_ns.setdefault(meta.namespace, []).append(w)
+            else:
+                self._controllers[(meta.namespace, type(w).__name__, meta.name)] = w
 
         self._requests: dict[str, Resources] = {}
         self._requests_by_shape: dict[tuple[object, ...], Resources] = {}
@@ -225,6 +239,7 @@ class ClusterSnapshot:
             priority_classes=self._priority_classes.values(),
             pvcs=self._pvcs.values(),
             events=self._events,
+            workloads=self._workloads,
         )
 
     # ------------------------------------------------------------------ nodes
@@ -351,6 +366,31 @@ class ClusterSnapshot:
 
     def events_for(self, kind: str, namespace: str, name: str) -> list[Event]:
         return list(self._events_by_object.get((kind, namespace, name), ()))
+
+    # ------------------------------------------------------------------ default spread constraints
+
+    @property
+    def workloads_known(self) -> bool:
+        """The snapshot holds Services, ReplicaSets, StatefulSets or ReplicationControllers (the
+        objects the default spread selector is made of)."""
+        return bool(self._workloads)
+
+    def default_spread_constraints(
+        self, pod: Pod, defaults: k8s_tsc.DefaultConstraints
+    ) -> list[TopologySpreadConstraint]:
+        """The cluster-level ``defaults`` as kube-scheduler applies them to ``pod``: none if it
+        declares constraints of its own, else each with the default selector made of the
+        snapshot's Services and the pod's controller (:func:`desched.k8s.topologyspread.default_selector`)."""
+        if pod.spec.topology_spread_constraints or not defaults.constraints:
+            return []
+        ns = pod.metadata.namespace
+        controllers = self._controllers
+        selector = k8s_tsc.default_selector(
+            pod,
+            self._services_by_ns.get(ns, ()),
+            lambda kind, name: controllers.get((ns, kind, name)),
+        )
+        return k8s_tsc.default_constraints(defaults, selector)
 
     def __repr__(self) -> str:
         return f"ClusterSnapshot(nodes={len(self._nodes)}, pods={len(self._pods)})"

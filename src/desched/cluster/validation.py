@@ -35,7 +35,18 @@ from desched.k8s.objects import AnyObject, Container, Node, Pod, PodSpec
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_NAMESPACED = frozenset({"Pod", "PodDisruptionBudget", "PersistentVolumeClaim", "Event"})
+_NAMESPACED = frozenset(
+    {
+        "Pod",
+        "PodDisruptionBudget",
+        "PersistentVolumeClaim",
+        "Event",
+        "Service",
+        "ReplicationController",
+        "ReplicaSet",
+        "StatefulSet",
+    }
+)
 _TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 #: The largest quantity desched takes (Kubernetes keeps amounts as int64).
 _MAX_QUANTITY_NANO = ((1 << 63) - 1) * k8s_quantity.NANO

@@ -19,8 +19,10 @@ from desched.k8s.objects import (
     Pod,
     PodDisruptionBudget,
     PriorityClass,
+    TopologySpreadConstraint,
 )
 from desched.k8s.resources import Resources
+from desched.k8s.topologyspread import DefaultConstraints
 
 
 class ClusterView(Protocol):
@@ -89,3 +91,10 @@ class ClusterView(Protocol):
     def events(self) -> Sequence[Event]: ...
 
     def events_for(self, kind: str, namespace: str, name: str) -> list[Event]: ...
+
+    @property
+    def workloads_known(self) -> bool: ...
+
+    def default_spread_constraints(
+        self, pod: Pod, defaults: DefaultConstraints
+    ) -> list[TopologySpreadConstraint]: ...

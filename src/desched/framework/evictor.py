@@ -22,8 +22,8 @@ charged against any limit.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from desched.api.evictionpolicy import IntOrPercent, resolve_amount
@@ -77,11 +77,35 @@ class OutcomeUnknown:
     error: str
 
 
-class EvictionBackend(Protocol):
-    """Carries out an eviction. Returns ``None`` on success, why it failed (it did not happen), or
-    :class:`OutcomeUnknown` (it may have happened)."""
+@dataclass(frozen=True, slots=True)
+class InBackground:
+    """A backend's answer when the eviction goes on in background (``EvictionsInBackground``):
+    the pod's controller took the request and the pod leaves later (a VM live-migrating away)."""
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None: ...
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundCounts:
+    """The evictions still going on in background from earlier cycles, by node and namespace."""
+
+    total: int = 0
+    by_node: Mapping[str, int] = field(default_factory=dict)
+    by_namespace: Mapping[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class CountsBackgroundEvictions(Protocol):
+    """A backend that tracks evictions in background; they count against every limit."""
+
+    def background_counts(self) -> BackgroundCounts: ...
+
+
+class EvictionBackend(Protocol):
+    """Carries out an eviction. Returns ``None`` on success, why it failed (it did not happen),
+    :class:`OutcomeUnknown` (it may have happened) or :class:`InBackground` (it goes on)."""
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None: ...
 
 
 @runtime_checkable
@@ -143,6 +167,12 @@ class PodEvictor:
         self._by_namespace: dict[str, int] = {}
         self._evicted: set[str] = set()
         self._remembers = backend if isinstance(backend, RemembersEvictions) else None
+        #: evictions in background still going on from earlier cycles (counted in every limit)
+        self._background = (
+            backend.background_counts()
+            if isinstance(backend, CountsBackgroundEvictions)
+            else BackgroundCounts()
+        )
 
     def reset(self) -> None:
         self.records.clear()
@@ -169,24 +199,29 @@ class PodEvictor:
 
     def total_limit_reached(self) -> bool:
         lim = _resolved(self.limits.total, self._pods_total)
-        return lim is not None and self._total >= lim
+        return lim is not None and self._total + self._background.total >= lim
 
     def node_limit_reached(self, node: str) -> bool:
         lim = _resolved(self.limits.per_node, self._pods_by_node.get(node, 0))
-        return lim is not None and self._by_node.get(node, 0) >= lim
+        return lim is not None and self._by_node.get(node, 0) + self._background.by_node.get(node, 0) >= lim
 
     def _limit_check(self, pod: Pod) -> EvictResult | None:
         lim = self.limits
+        bg = self._background
         total = _resolved(lim.total, self._pods_total)
-        if total is not None and self._total + 1 > total:
+        if total is not None and self._total + bg.total + 1 > total:
             return EvictResult.TOTAL_LIMIT
         node = pod.spec.node_name
         per_node = _resolved(lim.per_node, self._pods_by_node.get(node, 0))
-        if node and per_node is not None and self._by_node.get(node, 0) + 1 > per_node:
+        if (
+            node
+            and per_node is not None
+            and self._by_node.get(node, 0) + bg.by_node.get(node, 0) + 1 > per_node
+        ):
             return EvictResult.NODE_LIMIT
         ns = pod.metadata.namespace
         per_ns = _resolved(lim.per_namespace, self._pods_by_namespace.get(ns, 0))
-        if per_ns is not None and self._by_namespace.get(ns, 0) + 1 > per_ns:
+        if per_ns is not None and self._by_namespace.get(ns, 0) + bg.by_namespace.get(ns, 0) + 1 > per_ns:
             return EvictResult.NAMESPACE_LIMIT
         return None
 
@@ -212,6 +247,10 @@ class PodEvictor:
             answer = self.backend.evict(pod, request)
             if answer is None:
                 result = EvictResult.EVICTED
+            elif isinstance(answer, InBackground):
+                result = EvictResult.BACKGROUND
+                error = answer.message
+                log.info("eviction of pod %s (%s/%s) goes on in background: %s", key, profile, plugin, error)
             elif isinstance(answer, OutcomeUnknown):
                 result = EvictResult.UNKNOWN
                 error = answer.error

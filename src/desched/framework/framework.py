@@ -21,10 +21,13 @@ from desched.api.policy import Policy, ProfileConfig
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
 from desched.framework.evictor import (
+    BackgroundCounts,
+    CountsBackgroundEvictions,
     EvictionBackend,
     EvictionObserver,
     EvictionRecord,
     EvictionRequest,
+    InBackground,
     OutcomeUnknown,
     PodEvictor,
     ProfileEvictor,
@@ -125,11 +128,21 @@ class _CycleBackend:
             return True
         return False
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None:
+    def background_counts(self) -> BackgroundCounts:
+        """The wrapped backend's evictions in background (:class:`CountsBackgroundEvictions`)."""
+        backend = self.backend
+        return (
+            backend.background_counts()
+            if isinstance(backend, CountsBackgroundEvictions)
+            else BackgroundCounts()
+        )
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
         failure = self.backend.evict(pod, request)
         # an eviction whose answer was lost may have happened: the cycle goes on as if it had, as
-        # the limits count it (never a second plugin acting on a pod that may be leaving)
-        if failure is None or isinstance(failure, OutcomeUnknown):
+        # the limits count it (never a second plugin acting on a pod that may be leaving); one
+        # going on in background leaves too
+        if failure is None or isinstance(failure, OutcomeUnknown | InBackground):
             self.snapshot.remove_pod(pod)
         return failure
 

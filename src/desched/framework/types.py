@@ -174,11 +174,15 @@ class LiveInputs:
     warning_events: bool = False
     #: The Prometheus queries the plugin runs (a run checks them when it connects).
     prometheus_queries: tuple[str, ...] = ()
+    #: Services, ReplicaSets, StatefulSets and ReplicationControllers (the default spread
+    #: selector of kube-scheduler's cluster-level default constraints is made of them).
+    workloads: bool = False
 
     def __or__(self, other: LiveInputs) -> LiveInputs:
         return LiveInputs(
             self.warning_events or other.warning_events,
             tuple(dict.fromkeys((*self.prometheus_queries, *other.prometheus_queries))),
+            self.workloads or other.workloads,
         )
 
 
@@ -211,11 +215,16 @@ class EvictResult(enum.Enum):
     ALREADY_EVICTED = "already evicted"
     #: The profile's ``evictionPolicy`` skipped it (the record's ``error`` says why): try the next pod.
     SKIPPED = "skipped"
+    #: The eviction was answered "Eviction triggered evacuation" for a pod that asks for eviction
+    #: in background (``EvictionsInBackground``: a KubeVirt VM live-migrating away): the pod
+    #: leaves later. Counts against every limit, as an eviction, until the pod has left.
+    BACKGROUND = "background"
 
     @property
     def ok(self) -> bool:
-        """Evicted, or possibly evicted (outcome unknown): the pod counts as gone for the plugin."""
-        return self is EvictResult.EVICTED or self is EvictResult.UNKNOWN
+        """Evicted, possibly evicted (outcome unknown) or leaving in background: the pod counts as
+        gone for the plugin."""
+        return self is EvictResult.EVICTED or self is EvictResult.UNKNOWN or self is EvictResult.BACKGROUND
 
     @property
     def limit(self) -> bool:

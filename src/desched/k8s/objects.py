@@ -403,6 +403,47 @@ class Event(_Base, tag_field="kind", tag="Event"):
     series: EventSeries | None = None
 
 
+# --------------------------------------------------------------------------- workloads
+# Only what kube-scheduler's default spread selector reads of them (``DefaultSelector``):
+# the objects whose selectors build the selector of the cluster-level default constraints.
+
+
+class ServiceSpec(_Base):
+    selector: dict[str, str] | None = None
+
+
+class Service(_Base, tag_field="kind", tag="Service"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ServiceSpec = msgspec.field(default_factory=ServiceSpec)
+
+
+class ReplicationControllerSpec(_Base):
+    selector: dict[str, str] | None = None
+
+
+class ReplicationController(_Base, tag_field="kind", tag="ReplicationController"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ReplicationControllerSpec = msgspec.field(default_factory=ReplicationControllerSpec)
+
+
+class WorkloadSpec(_Base):
+    selector: LabelSelector | None = None
+
+
+class ReplicaSet(_Base, tag_field="kind", tag="ReplicaSet"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)
+
+
+class StatefulSet(_Base, tag_field="kind", tag="StatefulSet"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)
+
+
+#: The kinds whose selectors make kube-scheduler's default spread selector.
+Workload = Service | ReplicationController | ReplicaSet | StatefulSet
+
+
 #: Every kind a snapshot may hold, by its ``kind``.
 KINDS: dict[str, type[msgspec.Struct]] = {
     "Pod": Pod,
@@ -412,9 +453,25 @@ KINDS: dict[str, type[msgspec.Struct]] = {
     "PriorityClass": PriorityClass,
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "Event": Event,
+    "Service": Service,
+    "ReplicationController": ReplicationController,
+    "ReplicaSet": ReplicaSet,
+    "StatefulSet": StatefulSet,
 }
 
-AnyObject = Pod | Node | Namespace | PodDisruptionBudget | PriorityClass | PersistentVolumeClaim | Event
+AnyObject = (
+    Pod
+    | Node
+    | Namespace
+    | PodDisruptionBudget
+    | PriorityClass
+    | PersistentVolumeClaim
+    | Event
+    | Service
+    | ReplicationController
+    | ReplicaSet
+    | StatefulSet
+)
 
 
 def timestamp(value: datetime | None) -> datetime:

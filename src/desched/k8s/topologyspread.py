@@ -11,6 +11,13 @@ constraint, and which pods it counts.
   ``matchLabelKeys`` merged in: for each listed key the declaring pod carries, ``key=<its value>``
   (a key the pod lacks adds nothing).
 
+- Cluster-level default constraints (kube-scheduler's PodTopologySpread ``defaultConstraints``,
+  or its built-in system defaults, :data:`SYSTEM_DEFAULTS`): they apply only to a pod that
+  declares no ``topologySpreadConstraints`` of its own, each with the selector
+  :func:`default_selector` builds from the Services, ReplicationController, ReplicaSet or
+  StatefulSet that select or own the pod (their own ``labelSelector`` and ``matchLabelKeys`` are
+  replaced by it); an empty selector means no default constraint (:func:`default_constraints`).
+
 Pure functions over :mod:`desched.k8s.objects`; used by the placement simulator and by the
 RemovePodsViolatingTopologySpreadConstraint plugin (one home for these rules).
 """
@@ -18,12 +25,29 @@ RemovePodsViolatingTopologySpreadConstraint plugin (one home for these rules).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
+import msgspec
+
 from desched.k8s import affinity as k8s_affinity
+from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
 from desched.k8s import taints as k8s_taints
-from desched.k8s.objects import Node, Pod, Taint, TopologySpreadConstraint
+from desched.k8s.objects import (
+    LabelSelector,
+    LabelSelectorRequirement,
+    Node,
+    Pod,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
+    Taint,
+    TopologySpreadConstraint,
+    Workload,
+)
+from desched.k8s.pods import controller_ref
 
 DO_NOT_SCHEDULE: Final = "DoNotSchedule"
 SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
@@ -31,6 +55,42 @@ HONOR: Final = "Honor"
 IGNORE: Final = "Ignore"
 #: The taint effects ``nodeTaintsPolicy: Honor`` checks (those of kube-scheduler's filter).
 TAINT_EFFECTS: Final = (k8s_taints.TAINT_NO_SCHEDULE, k8s_taints.TAINT_NO_EXECUTE)
+
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+LABEL_ZONE: Final = "topology.kubernetes.io/zone"
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultConstraints:
+    """The cluster-level default constraints kube-scheduler applies to pods without their own."""
+
+    constraints: tuple[TopologySpreadConstraint, ...]
+    #: kube-scheduler's ``defaultingType: System`` (its scoring then keeps the nodes that lack a
+    #: topology key of the defaults, instead of ignoring them).
+    system: bool = False
+
+
+#: kube-scheduler's built-in defaults (``defaultingType: System``, its default).
+SYSTEM_DEFAULTS: Final = DefaultConstraints(
+    (
+        TopologySpreadConstraint(max_skew=3, topology_key=LABEL_HOSTNAME, when_unsatisfiable=SCHEDULE_ANYWAY),
+        TopologySpreadConstraint(max_skew=5, topology_key=LABEL_ZONE, when_unsatisfiable=SCHEDULE_ANYWAY),
+    ),
+    system=True,
+)
+#: ``defaultingType: List`` with no constraints: no defaults at all.
+NO_DEFAULTS: Final = DefaultConstraints(())
+
+#: The controller kinds whose selector the default selector takes, with the apiVersion the pod's
+#: controller reference must name (kube-scheduler compares the group/version/kind).
+_SELECTOR_OWNERS: Final = {
+    "ReplicationController": "v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+}
+
+#: Finds a pod's controller by (kind, name) in the pod's namespace.
+WorkloadLookup = Callable[[str, str], Workload | None]
 
 #: A pod predicate (the merged selector of a constraint).
 PodMatcher = Callable[[Pod], bool]
@@ -111,3 +171,62 @@ def counts_pod(pod: Pod) -> bool:
     """Whether a pod bound to an eligible node counts in its domain: not finished, not
     terminating (kube-scheduler skips pods with a deletionTimestamp)."""
     return pod.status.phase not in k8s_pods.FINISHED_PHASES and pod.metadata.deletion_timestamp is None
+
+
+def selector_owner(pod: Pod) -> tuple[str, str] | None:
+    """(kind, name) of the pod's controller if it is one whose selector the default selector
+    takes (a ReplicationController of ``v1``, a ReplicaSet or StatefulSet of ``apps/v1``)."""
+    ref = controller_ref(pod)
+    if ref is None or _SELECTOR_OWNERS.get(ref.kind) != ref.api_version:
+        return None
+    return ref.kind, ref.name
+
+
+def default_selector(
+    pod: Pod, services: Iterable[Service], controller: WorkloadLookup
+) -> LabelSelector | None:
+    """kube-scheduler's default spread selector for ``pod`` (its ``DefaultSelector``): the
+    selectors of the ``services`` of the pod's namespace that select it (a Service without a
+    selector selects nothing), merged, and the selector of its controller (a
+    ReplicationController's is merged with them, a ReplicaSet's or StatefulSet's requirements are
+    added; an invalid one is left out). None when that selects everything (no default
+    constraints then)."""
+    labels = pod.metadata.labels or {}
+    merged: dict[str, str] = {}
+    for svc in services:
+        svc_sel = svc.spec.selector
+        if svc_sel is not None and k8s_labels.labels_match(svc_sel, labels):
+            merged.update(svc_sel)
+    expressions: list[LabelSelectorRequirement] = []
+    owner = selector_owner(pod)
+    found = controller(*owner) if owner is not None else None
+    if isinstance(found, ReplicationController):
+        merged.update(found.spec.selector or {})
+    elif isinstance(found, ReplicaSet | StatefulSet) and found.spec.selector is not None:
+        sel = found.spec.selector
+        try:
+            k8s_labels.label_selector_requirements(sel)
+        except k8s_labels.SelectorError:
+            sel = LabelSelector()
+        expressions.extend(
+            LabelSelectorRequirement(key=k, operator="In", values=[v])
+            for k, v in (sel.match_labels or {}).items()
+        )
+        expressions.extend(sel.match_expressions or ())
+    if not merged and not expressions:
+        return None
+    return LabelSelector(match_labels=merged or None, match_expressions=expressions or None)
+
+
+def default_constraints(
+    defaults: DefaultConstraints, selector: LabelSelector | None
+) -> list[TopologySpreadConstraint]:
+    """The defaults as they apply to a pod without constraints whose default selector is
+    ``selector`` (:func:`default_selector`): each with that selector and no ``matchLabelKeys``;
+    none when the selector is None."""
+    if selector is None or not defaults.constraints:
+        return []
+    return [
+        msgspec.structs.replace(c, label_selector=selector, match_label_keys=None)
+        for c in defaults.constraints
+    ]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from desched.errors import UserError
-from desched.framework.evictor import EvictionBackend, EvictionRequest, OutcomeUnknown
+from desched.framework.evictor import EvictionBackend, EvictionRequest, InBackground, OutcomeUnknown
 from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Pod
 
@@ -91,7 +91,7 @@ class _TracedBackend:
         self._backend = backend
         self._tracer = tracer
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | None:
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
         from opentelemetry.trace import Status, StatusCode
 
         attributes = {
@@ -103,6 +103,9 @@ class _TracedBackend:
         }
         with self._tracer.start_as_current_span("evict", attributes=attributes) as span:
             failure = self._backend.evict(pod, request)
+            if isinstance(failure, InBackground):
+                span.set_attribute("result", "background")
+                return failure
             unknown = isinstance(failure, OutcomeUnknown)
             span.set_attribute("result", "success" if failure is None else "unknown" if unknown else "error")
             if failure is not None:

@@ -171,14 +171,6 @@ def desched(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", "--policy-config-file=/p.yaml", "--v=-1"], "must not be negative"),
         (["run", "--policy-config-file=/p.yaml", "--vmodule=loop"], "expected pattern=N"),
         (["run", "--policy-config-file=/p.yaml", "--tls-min-version=VersionTLS9"], "--tls-min-version"),
-        (
-            ["run", f"--policy-config-file={POLICY}", "--feature-gates=EvictionsInBackground=true"],
-            "EvictionsInBackground=true is not implemented in desched yet",
-        ),
-        (
-            ["run", f"--policy-config-file={POLICY}", "--feature-gates=AllAlpha=true"],
-            "EvictionsInBackground=true is not implemented in desched yet",
-        ),
     ],
 )
 def test_bad_flags_are_one_line_exit_2(argv: list[str], needle: str) -> None:

@@ -11,6 +11,7 @@ from tests import builders
 
 from desched.cluster.file_source import load_snapshot_file, parse_snapshot_bytes, snapshot_from_objects
 from desched.errors import SnapshotError
+from desched.k8s.topologyspread import SYSTEM_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -18,11 +19,13 @@ ROOT = Path(__file__).resolve().parents[3]
 def items() -> list[dict[str, object]]:
     return [
         builders.node_doc("n1", hostname_label=False, cpu=None, memory=None, pods=None, ready=None),
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ignored"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ignored"}},
+        builders.service_doc("web", {"app": "web"}, namespace="x"),
+        builders.replica_set_doc("rs", {"app": "web"}, namespace="x"),
         builders.pod_doc(
             "b", namespace="x", node="n1", owner=("ReplicaSet", "rs"), controller=None, phase=None
         ),
-        builders.pod_doc("a", namespace="x", node="n1", phase=None),
+        builders.pod_doc("a", namespace="x", node="n1", phase=None, labels={"app": "web"}),
         {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -50,6 +53,12 @@ def test_formats_give_the_same_snapshot(tmp_path: Path, fmt: str) -> None:
     assert [p.name for p in snap.pods_of_owner("x", "ReplicaSet", "rs")] == ["b"]
     events = snap.events_for("Pod", "x", "a")
     assert len(events) == 1 and events[0].message == "boom" and events[0].count == 3
+    # the Service and the ReplicaSet are read: the Service makes a's default spread selector
+    assert snap.workloads_known
+    a, b = snap.pod("x", "a"), snap.pod("x", "b")
+    assert a is not None and b is not None
+    assert len(snap.default_spread_constraints(a, SYSTEM_DEFAULTS)) == 2
+    assert snap.default_spread_constraints(b, SYSTEM_DEFAULTS) == []  # selected by nothing
 
 
 def test_example_cluster_loads() -> None:

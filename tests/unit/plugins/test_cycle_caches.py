@@ -220,14 +220,18 @@ def test_constraints_built_once_for_shared_records_and_apart_for_different_ones(
     other_rev = make_pod("p2", labels={"app": "a", "rev": "2"}, topologySpreadConstraints=_tsc(["rev"]))
     same_rev = make_pod("p3", labels={"app": "a", "rev": "1"}, topologySpreadConstraints=_tsc(["rev"]))
     cache = ConstraintCache()
-    built = cache.build_all(first)
-    assert cache.build_all(twin) is built
-    assert cache.build_all(same_rev) == built  # equal content, one constraint
-    assert cache.build_all(other_rev) != built  # matchLabelKeys: another revision, another one
+    built = cache.build_all(first, first.spec.topology_spread_constraints)
+    assert cache.build_all(twin, twin.spec.topology_spread_constraints) is built
+    assert (
+        cache.build_all(same_rev, same_rev.spec.topology_spread_constraints) == built
+    )  # equal content, one constraint
+    assert (
+        cache.build_all(other_rev, other_rev.spec.topology_spread_constraints) != built
+    )  # matchLabelKeys: another revision, another one
     bad = make_pod(
         "bad", topologySpreadConstraints=[{**_tsc()[0], "labelSelector": {"matchLabels": {"a b": "c"}}}]
     )
-    (error,) = cache.build_all(bad)
+    (error,) = cache.build_all(bad, bad.spec.topology_spread_constraints)
     assert isinstance(error, str) and "labelSelector" in error
 
 

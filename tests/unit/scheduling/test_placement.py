@@ -908,3 +908,57 @@ def test_a_bind_takes_room_from_the_next_pod_of_the_same_request_class() -> None
         assert [p.outcome for p in sim.placements] == [PLACED, PENDING], resource
         expected = "1 Too many pods" if resource == "pods" else f"1 Insufficient {resource}"
         assert sim.placements[1].reason == f"0/1 nodes are available: {expected}."
+
+
+def test_kube_scheduler_default_constraints_from_its_configuration() -> None:
+    from desched.k8s.objects import TopologySpreadConstraint
+    from desched.k8s.topologyspread import NO_DEFAULTS, DefaultConstraints
+
+    zone = TopologySpreadConstraint(
+        max_skew=1, topology_key="topology.kubernetes.io/zone", when_unsatisfiable="DoNotSchedule"
+    )
+    hard = PlacementOptions(default_constraints=DefaultConstraints((zone,)))
+    nodes = [node("a1", zone="a", cpu="16"), node("b1", zone="b", cpu="1")]
+    web = [pod(f"web-{i}", "a1", owner=("ReplicaSet", "web"), labels={"app": "web"}) for i in range(2)]
+    s = snap(nodes, [*web, pod("filler", "b1", owner=None, cpu="800m", memory="6Gi")])
+    new = pod("web-2", owner=("ReplicaSet", "web"), labels={"app": "web"})
+    # without default constraints the emptier a1 wins
+    assert decide(s, new, PlacementOptions(default_constraints=NO_DEFAULTS)).node == "a1"
+    # a DoNotSchedule zone default: 3 in a and 0 in b would be skewed by 3
+    assert decide(s, new, hard).node == "b1"
+    # a pod with constraints of its own is not defaulted
+    own = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 5,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+    }
+    mine = pod("web-3", owner=("ReplicaSet", "web"), labels={"app": "web"}, spec=own)
+    assert decide(s, mine, hard).node == "a1"
+
+
+def test_default_constraints_use_the_snapshots_services_and_controllers_when_it_has_them() -> None:
+    from desched.k8s.objects import TopologySpreadConstraint
+    from desched.k8s.topologyspread import DefaultConstraints
+
+    zone = TopologySpreadConstraint(
+        max_skew=1, topology_key="topology.kubernetes.io/zone", when_unsatisfiable="DoNotSchedule"
+    )
+    hard = PlacementOptions(default_constraints=DefaultConstraints((zone,)))
+    nodes = [node("a1", zone="a", cpu="16"), node("b1", zone="b", cpu="1")]
+    # the pods of two ReplicaSets, one Service selecting them all: kube-scheduler counts all four
+    pods = [
+        pod("old-0", "a1", owner=("ReplicaSet", "old"), labels={"app": "web"}),
+        pod("old-1", "a1", owner=("ReplicaSet", "old"), labels={"app": "web"}),
+        pod("new-0", "b1", owner=("ReplicaSet", "new"), labels={"app": "web"}),
+    ]
+    new = pod("new-1", owner=("ReplicaSet", "new"), labels={"app": "web"})
+    # without workload objects, the pods of its owner stand in: 0 in a, 1 in b -> a1
+    assert decide(snap(nodes, pods), new, hard).node == "a1"
+    s = ClusterSnapshot(nodes=nodes, pods=pods, workloads=[builders.service("web", {"app": "web"})])
+    # with the Service: 2 in a, 1 in b -> a1 would make it 3-1
+    assert decide(s, new, hard).node == "b1"

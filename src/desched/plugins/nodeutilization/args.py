@@ -57,6 +57,24 @@ def _only_exclude(namespaces: Namespaces | None) -> None:
 class PrometheusQueryArgs(ArgsModel):
     #: An instant query returning one sample per node (label ``instance``), each in [0, 1].
     query: str = ""
+    #: desched only (upstream #1833): one instant query per resource (``cpu``, ``memory`` or any
+    #: name), each returning one sample per node (label ``instance``): the fraction of the node
+    #: in use (0.57 is 57%; may exceed 1). Exclusive with ``query``.
+    queries: dict[str, str] | None = None
+
+    @model_validator(mode="after")
+    def _check_queries(self) -> PrometheusQueryArgs:
+        if self.queries is not None:
+            if self.query:
+                raise FieldValueError("queries", "query and queries are exclusive: set one of them")
+            if not self.queries:
+                raise FieldValueError("queries", "must name at least one resource")
+            for name, text in self.queries.items():
+                if not name:
+                    raise FieldValueError("queries", "a resource name must not be empty")
+                if not text.strip():
+                    raise FieldValueError(f"queries.{name}", "the query must not be empty")
+        return self
 
 
 class MetricsUtilizationArgs(ArgsModel):
@@ -80,7 +98,9 @@ class MetricsUtilizationArgs(ArgsModel):
                     "prometheus configuration is not allowed to set when source is set to "
                     f'"{KUBERNETES_METRICS}"'
                 )
-            if source == PROMETHEUS and (self.prometheus is None or not self.prometheus.query):
+            if source == PROMETHEUS and (
+                self.prometheus is None or not (self.prometheus.query or self.prometheus.queries)
+            ):
                 raise ValueError(f'prometheus query is required when metrics source is set to "{PROMETHEUS}"')
         # What upstream's constructor refuses.
         if source not in ("", KUBERNETES_METRICS, PROMETHEUS):
@@ -107,6 +127,18 @@ class MetricsUtilizationArgs(ArgsModel):
     @property
     def query(self) -> str:
         return self.prometheus.query if self.prometheus is not None else ""
+
+    @property
+    def queries_by_resource(self) -> dict[str, str]:
+        """Resource name -> its query: ``prometheus.queries``, or ``MetricResource`` -> ``query``."""
+        if self.prometheus is not None and self.prometheus.queries:
+            return dict(self.prometheus.queries)
+        return {METRIC_RESOURCE: self.query}
+
+    @property
+    def per_resource(self) -> bool:
+        """``prometheus.queries`` (one query per resource) rather than upstream's single query."""
+        return self.prometheus is not None and bool(self.prometheus.queries)
 
 
 class LowNodeUtilizationArgs(ArgsModel):
@@ -155,7 +187,19 @@ class LowNodeUtilizationArgs(ArgsModel):
                         f"{_names(self.target_thresholds)})",
                     )
         metrics = self.metrics_utilization
-        if metrics is not None and metrics.effective_source == PROMETHEUS:
+        if metrics is not None and metrics.effective_source == PROMETHEUS and metrics.per_resource:
+            queried = sorted(metrics.queries_by_resource)
+            for field, thresholds in (
+                ("thresholds", self.thresholds),
+                ("targetThresholds", self.target_thresholds),
+            ):
+                if sorted(thresholds) != queried:
+                    raise FieldValueError(
+                        field,
+                        f"must name exactly the resources of metricsUtilization.prometheus.queries "
+                        f"{queried}, got {sorted(thresholds)}",
+                    )
+        elif metrics is not None and metrics.effective_source == PROMETHEUS:
             for field, thresholds in (
                 ("thresholds", self.thresholds),
                 ("targetThresholds", self.target_thresholds),

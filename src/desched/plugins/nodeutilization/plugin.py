@@ -83,7 +83,6 @@ from desched.plugins.nodeutilization.usage import (
     RequestedUsage,
     UsageError,
     UsageSource,
-    node_capacity,
     usage_percentages,
 )
 
@@ -236,7 +235,7 @@ class _NodeUtilization:
         except UsageError as e:
             return Status(f"error getting node usage: {e}")
         usages = {n.metadata.name: source.node_usage(n.metadata.name) for n in nodes}
-        capacities = {n.metadata.name: node_capacity(n) for n in nodes}
+        capacities = {n.metadata.name: source.capacity(n) for n in nodes}
         return usages, capacities
 
     def _pod_filter(self, ev: Evictor, pod: Pod) -> bool:
@@ -370,7 +369,7 @@ class LowNodeUtilization(_NodeUtilization):
         """The Prometheus query of ``metricsUtilization``, when Prometheus is its source."""
         metrics = self.args.metrics_utilization
         if metrics is not None and self._metrics_source == PROMETHEUS:
-            return LiveInputs(prometheus_queries=(metrics.query,))
+            return LiveInputs(prometheus_queries=tuple(metrics.queries_by_resource.values()))
         return LiveInputs()
 
     def usage_source(self) -> UsageSource | Status:
@@ -386,7 +385,9 @@ class LowNodeUtilization(_NodeUtilization):
         if prometheus is None:
             return Status("prometheus client not initialized: no Prometheus provider is available")
         metrics = self.args.metrics_utilization
-        return PrometheusUsage(metrics.query if metrics is not None else "", prometheus)
+        if metrics is None:  # (the source is Prometheus only with metricsUtilization)
+            return Status("metricsUtilization is not configured")
+        return PrometheusUsage(metrics.queries_by_resource, prometheus, per_resource=metrics.per_resource)
 
     def balance(self, nodes: Sequence[Node]) -> Status | None:
         source = self.usage_source()

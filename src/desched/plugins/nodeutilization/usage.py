@@ -17,7 +17,10 @@ Three sources, as upstream's usage clients (``nodeutilization/usageclients.go``)
 - :class:`PrometheusUsage`: one instant query whose samples carry the node in the ``instance``
   label and a value in [0, 1]; the node's usage is the pseudo-resource ``MetricResource`` in
   percent (``int(value * 100)``, as upstream truncates). A query cannot say what one pod uses, so
-  :meth:`PrometheusUsage.pod_usage` returns ``None`` ("not supported").
+  :meth:`PrometheusUsage.pod_usage` returns ``None`` ("not supported"). desched also takes one
+  query per resource (``prometheus.queries``, upstream #1833): each resource's usage is its
+  query's value (the fraction of the node in use) in millionths, over a capacity of a million, so
+  its percentage is the value times 100 (not truncated to a whole percent); a value may exceed 1.
 
 The providers are a seam: ``desched run`` plugs in live ones (:mod:`desched.backends.usage_metrics`,
 fed on the event loop); :class:`StaticNodeMetrics` and :class:`StaticPrometheus` serve metrics
@@ -110,6 +113,11 @@ class UsageSource(Protocol):
         :class:`PodUsageError` if it could tell but has no data for this pod."""
         ...
 
+    def capacity(self, node: Node) -> Resources:
+        """What the node's usage is a share of (:func:`node_capacity`, unless the source's
+        amounts are shares of something else)."""
+        ...
+
 
 class _SnapshotPods:
     """The pods part every source shares: read from the cycle's snapshot, on demand."""
@@ -124,6 +132,9 @@ class _SnapshotPods:
         if self._snapshot is None:
             return []
         return [p for p in self._snapshot.pods_on_node(node_name) if occupies_node(p)]
+
+    def capacity(self, node: Node) -> Resources:
+        return node_capacity(node)
 
 
 class RequestedUsage(_SnapshotPods):
@@ -196,37 +207,64 @@ class MetricsUsage(_SnapshotPods):
         return {name: used[name] for name in self.resource_names if name in used}
 
 
+#: The capacity of a resource measured by a per-resource query (its usage is in millionths).
+PER_RESOURCE_SCALE = 1_000_000
+
+
 class PrometheusUsage(_SnapshotPods):
-    """Usage from one Prometheus query (``metricsUtilization.source: Prometheus``)."""
+    """Usage from Prometheus (``metricsUtilization.source: Prometheus``): upstream's one query
+    (``queries`` is ``{MetricResource: query}``), or one query per resource (``per_resource``)."""
 
-    resource_names: tuple[str, ...] = (METRIC_RESOURCE,)
-
-    def __init__(self, query: str, client: PrometheusClient) -> None:
+    def __init__(
+        self, queries: Mapping[str, str], client: PrometheusClient, *, per_resource: bool = False
+    ) -> None:
         super().__init__()
-        self.query = query
+        self.queries = dict(queries)
+        self.resource_names: tuple[str, ...] = tuple(self.queries)
+        self.per_resource = per_resource
         self.client = client
         self._usage: dict[str, Resources] = {}
 
     def sync(self, snapshot: ClusterView, nodes: Sequence[Node]) -> None:
         self._bind(snapshot)
         by_node: dict[str, Resources] = {}
-        for sample in self.client.query(self.query):
-            node_name = sample.labels.get("instance")
-            if node_name is None:
-                raise UsageError("the collected metrics sample is missing 'instance' key")
-            if not 0 <= sample.value <= 1:
-                raise UsageError(
-                    f"the collected metrics sample for {node_name!r} has value {sample.value} "
-                    "outside of <0; 1> interval"
-                )
-            by_node[node_name] = {METRIC_RESOURCE: int(sample.value * 100)}
+        for resource, query in self.queries.items():
+            what = f"{resource} " if self.per_resource else ""
+            for sample in self.client.query(query):
+                node_name = sample.labels.get("instance")
+                if node_name is None:
+                    raise UsageError(f"the collected {what}metrics sample is missing 'instance' key")
+                value = sample.value
+                if self.per_resource:
+                    if not 0 <= value < float("inf"):
+                        raise UsageError(
+                            f"the collected {what}metrics sample for {node_name!r} has value {value}, "
+                            "not a fraction >= 0"
+                        )
+                    amount = round(value * PER_RESOURCE_SCALE)
+                else:
+                    if not 0 <= value <= 1:
+                        raise UsageError(
+                            f"the collected metrics sample for {node_name!r} has value {value} "
+                            "outside of <0; 1> interval"
+                        )
+                    amount = int(value * 100)
+                by_node.setdefault(node_name, {})[resource] = amount
         usage: dict[str, Resources] = {}
         for node in nodes:
             name = node.metadata.name
-            if name not in by_node:
-                raise UsageError(f"unable to find metric entry for {name}")
-            usage[name] = by_node[name]
+            found = by_node.get(name, {})
+            for resource in self.queries:
+                if resource not in found:
+                    what = f"{resource} " if self.per_resource else ""
+                    raise UsageError(f"unable to find {what}metric entry for {name}")
+            usage[name] = found
         self._usage = usage
+
+    def capacity(self, node: Node) -> Resources:
+        if self.per_resource:
+            return dict.fromkeys(self.queries, PER_RESOURCE_SCALE)
+        return node_capacity(node)
 
     def node_usage(self, node_name: str) -> Resources:
         return dict(self._usage.get(node_name, {}))

@@ -96,12 +96,14 @@ class ConstraintCache:
             tuple[int, int, int, int, int], tuple[_PodRecords, list[SpreadConstraint | str]]
         ] = {}
 
-    def build_all(self, pod: Pod) -> list[SpreadConstraint | str]:
-        """``build`` for each of the pod's constraints, in order (a string says why one is
-        invalid). The pods whose constraints, labels, nodeSelector, affinity and tolerations are
-        the same objects (replicas decoded by the snapshot loader) share the answer."""
+    def build_all(
+        self, pod: Pod, tscs: list[TopologySpreadConstraint] | None
+    ) -> list[SpreadConstraint | str]:
+        """``build`` for each of ``tscs``, the pod's constraints (its own, or the cluster's
+        defaults), in order (a string says why one is invalid). The pods whose constraints,
+        labels, nodeSelector, affinity and tolerations are the same objects (replicas decoded by
+        the snapshot loader) share the answer."""
         spec = pod.spec
-        tscs = spec.topology_spread_constraints
         labels = pod.metadata.labels
         node_selector = spec.node_selector
         affinity = spec.affinity

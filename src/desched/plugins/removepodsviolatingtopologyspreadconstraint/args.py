@@ -4,12 +4,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from desched.api.schedulerconfig import DEFAULT_SCHEDULER_NAME, load_default_constraints
 from desched.api.types import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
-from desched.k8s.topologyspread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
+from desched.errors import PolicyError
+from desched.k8s.topologyspread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, SYSTEM_DEFAULTS, DefaultConstraints
 
 ALLOWED_CONSTRAINTS = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
+
+
+class DefaultConstraintsArg(ArgsModel):
+    """desched only (upstream #1502): apply kube-scheduler's cluster-level default constraints
+    to the pods that declare none, as kube-scheduler does. Without ``kubeSchedulerConfigFile``,
+    its built-in system defaults; with it, what the profile ``schedulerName`` of that
+    KubeSchedulerConfiguration configures for PodTopologySpread (read when the policy loads)."""
+
+    kube_scheduler_config_file: str | None = None
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    _resolved: DefaultConstraints = PrivateAttr(default=SYSTEM_DEFAULTS)
+
+    @model_validator(mode="after")
+    def _load(self) -> DefaultConstraintsArg:
+        if self.kube_scheduler_config_file is not None:
+            try:
+                self._resolved = load_default_constraints(
+                    self.kube_scheduler_config_file, self.scheduler_name
+                )
+            except PolicyError as e:
+                raise ValueError(str(e)) from None
+        return self
+
+    @property
+    def resolved(self) -> DefaultConstraints:
+        """The default constraints this configures."""
+        return self._resolved
 
 
 class RemovePodsViolatingTopologySpreadConstraintArgs(ArgsModel):
@@ -20,6 +49,8 @@ class RemovePodsViolatingTopologySpreadConstraintArgs(ArgsModel):
     constraints: list[str] = Field(default_factory=lambda: [DO_NOT_SCHEDULE])
     #: Only evict a pod that fits a node of a domain below the ideal average. ``null``: true.
     topology_balance_node_fit: bool = True
+    #: Cluster-level default constraints for pods without their own (None: off, as upstream).
+    default_constraints: DefaultConstraintsArg | None = None
 
     @field_validator("constraints", mode="before")
     @classmethod

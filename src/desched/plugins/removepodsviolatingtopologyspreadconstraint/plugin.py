@@ -83,16 +83,18 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import msgspec
+
 from desched.cluster.view import ClusterView
-from desched.framework.types import Evictor, Handle, Status
+from desched.framework.types import Evictor, Handle, LiveInputs, Status
 from desched.k8s import labels as k8s_labels
 from desched.k8s.namespaces import namespace_rule
 from desched.k8s.objects import Node, Pod, TopologySpreadConstraint
-from desched.k8s.topologyspread import DO_NOT_SCHEDULE, counts_pod
+from desched.k8s.topologyspread import DO_NOT_SCHEDULE, DefaultConstraints, counts_pod
 from desched.plugins.removepodsviolatingtopologyspreadconstraint._constraints import (
     ConstraintCache,
     SpreadConstraint,
@@ -169,6 +171,15 @@ class RemovePodsViolatingTopologySpreadConstraint:
             if args.label_selector is not None
             else None
         )
+        dc = args.default_constraints
+        #: kube-scheduler's cluster-level defaults for pods without constraints (None: off)
+        self.defaults: DefaultConstraints | None = dc.resolved if dc is not None else None
+        if self.defaults is not None and not self.defaults.constraints:
+            self.defaults = None
+
+    def live_inputs(self) -> LiveInputs:
+        """The default constraints' selectors are made of Services, ReplicaSets, ..."""
+        return LiveInputs(workloads=self.defaults is not None)
 
     def namespace_allowed(self, namespace: str) -> bool:
         allowed = self._namespace_rule
@@ -238,6 +249,26 @@ class _Run:
         #: reasons are composed only when someone listens (checked once per constraint)
         self.reporting = self.findings.enabled
         self.plan = Plan()
+        self.defaults = plugin.defaults
+        #: id(pod) -> its default constraints; equal lists are one object (replicas share it)
+        self._defaulted: dict[int, list[TopologySpreadConstraint] | None] = {}
+        self._default_lists: dict[bytes, list[TopologySpreadConstraint]] = {}
+
+    def constraints_of(self, pod: Pod) -> list[TopologySpreadConstraint] | None:
+        """The pod's constraints as kube-scheduler applies them: its own, or (with
+        ``defaultConstraints``) the cluster's defaults with the pod's default selector."""
+        own = pod.spec.topology_spread_constraints
+        if own or self.defaults is None:
+            return own
+        key = id(pod)
+        if key in self._defaulted:
+            return self._defaulted[key]
+        found = self.snapshot.default_spread_constraints(pod, self.defaults)
+        shared: list[TopologySpreadConstraint] | None = None
+        if found:
+            shared = self._default_lists.setdefault(msgspec.json.encode(found), found)
+        self._defaulted[key] = shared
+        return shared
 
     def scan(self) -> tuple[list[str], dict[str, list[Pod]], dict[str, list[Pod]]]:
         """One pass over the pods: the namespaces where a pod bound to a given node declares a
@@ -256,7 +287,7 @@ class _Run:
                 continue
             meta = pod.metadata
             ns = meta.namespace
-            tscs = spec.topology_spread_constraints
+            tscs = self.constraints_of(pod)
             if tscs and ns not in found and any(c.when_unsatisfiable in kinds for c in tscs) and allowed(ns):
                 found.add(ns)
             if counts_pod(pod):
@@ -285,7 +316,7 @@ class _Run:
     def plan_namespace(self, namespace: str, countable: NamespacePods, declaring: list[Pod]) -> None:
         """Plan one namespace: ``countable`` its pods that count, ``declaring`` those of them
         that declare constraints."""
-        ns = _Namespace(self.constraints, self.topology, countable, declaring)
+        ns = _Namespace(self.constraints, self.topology, countable, declaring, self.constraints_of)
         kinds = self.plugin.kinds
         for spread in list(ns.spreads.values()):
             if spread.constraint.when_unsatisfiable in kinds:
@@ -436,12 +467,14 @@ class _Namespace:
         topology: Topologies,
         ns_pods: NamespacePods,
         declaring: list[Pod],
+        constraints_of: Callable[[Pod], list[TopologySpreadConstraint] | None],
     ) -> None:
         # (not the _Run: the plan keeps the namespaces, and a cycle would outlive the call
         # until the garbage collector runs)
         self.constraints = constraints
         self.topology = topology
         self.ns_pods = ns_pods
+        self.constraints_of = constraints_of
         #: id(constraint) -> its Spread (equal constraints are one object of the run's cache)
         self.spreads: dict[int, Spread] = {}
         #: id(pod) -> the Spreads counting the pod, with its domain in each (ids of ``ns_pods``)
@@ -451,7 +484,7 @@ class _Namespace:
         build_all = constraints.build_all
         done: set[int] = set()  # constraint lists already seen valid (replicas share theirs)
         for pod in declaring:
-            built = build_all(pod)
+            built = build_all(pod, constraints_of(pod))
             if id(built) in done:
                 continue
             valid = True
@@ -629,7 +662,7 @@ class _Chooser:
 
     def _other_hard_constraints(self, pod: Pod) -> list[Spread]:
         out = []
-        for tsc in pod.spec.topology_spread_constraints or ():
+        for tsc in self.ns.constraints_of(pod) or ():
             if tsc.when_unsatisfiable != DO_NOT_SCHEDULE:
                 continue
             spread = self.ns.spread_of(tsc, pod)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from desched.k8s.topologyspread import SYSTEM_DEFAULTS, DefaultConstraints
 from desched.scheduling.scorer import GenericScorerArgs
 
 SCORE_DEFAULT: Final = "default"
@@ -58,6 +59,9 @@ class PlacementOptions:
     #: during a kubelet's graceful termination) or :data:`TERMINATING_GONE` (it is gone at once,
     #: as kwok deletes it).
     terminating: str = TERMINATING_HOLD
+    #: kube-scheduler's cluster-level default spread constraints (``--kube-scheduler-config``;
+    #: default: its built-in system defaults, as a kube-scheduler without a configuration).
+    default_constraints: DefaultConstraints = SYSTEM_DEFAULTS
 
     def __post_init__(self) -> None:
         if self.order not in (ORDER_INTERLEAVED, ORDER_AFTER_CYCLE):

@@ -205,8 +205,10 @@ class PodClass:
             self.hard = c.spread_constraints(pod, DO_NOT_SCHEDULE)
             self.soft = c.spread_constraints(pod, SCHEDULE_ANYWAY)
             if not pod.spec.topology_spread_constraints:
-                self.soft = c.default_spread_constraints(pod)
-                self.soft_defaulted = bool(self.soft)
+                self.hard = c.default_spread_constraints(pod, DO_NOT_SCHEDULE)
+                self.soft = c.default_spread_constraints(pod, SCHEDULE_ANYWAY)
+                # (kube-scheduler's scoring keeps nodes lacking a key only for the System defaults)
+                self.soft_defaulted = bool(self.soft) and c.defaults.system
             self.own_anti = [(c.term_index(pod, t), t.topology_key) for t in required_terms(pod, anti=True)]
             terms = required_terms(pod, anti=False)
             self.affinity_keys = [t.topology_key for t in terms]
@@ -276,7 +278,7 @@ class PlacementSimulator:
     ) -> None:
         self.snapshot = snapshot
         self.options = options or PlacementOptions()
-        self.cluster = c = ClusterState(snapshot, nodes)
+        self.cluster = c = ClusterState(snapshot, nodes, self.options.default_constraints)
         self._start = 0
         #: where the latest search started (the feasible nodes it found are in order from there)
         self._search_start = 0

@@ -41,11 +41,10 @@ from desched.scheduling.placement.shapes import (
     required_node_affinity,
 )
 
-LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
-_LABEL_ZONE: Final = "topology.kubernetes.io/zone"
-#: Owners whose selector kube-scheduler's system-default spread constraints use.
+LABEL_HOSTNAME: Final = k8s_topologyspread.LABEL_HOSTNAME
+#: Owners whose selector kube-scheduler's default spread constraints use (the stand-in for a
+#: snapshot without the workload objects).
 _DEFAULT_SPREAD_OWNERS: Final = ("ReplicaSet", "StatefulSet", "ReplicationController")
-_SYSTEM_DEFAULT_SPREAD: Final = ((LABEL_HOSTNAME, 3), (_LABEL_ZONE, 5))
 BIG: Final = 1 << 62
 _T = TypeVar("_T")
 
@@ -281,8 +280,15 @@ class SpreadConstraint:
 class ClusterState:
     """Nodes in kube-scheduler's order and everything the checks read, with memos per pod shape."""
 
-    def __init__(self, snapshot: ClusterSnapshot, nodes: Sequence[Node] | None = None) -> None:
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        nodes: Sequence[Node] | None = None,
+        defaults: k8s_topologyspread.DefaultConstraints = k8s_topologyspread.SYSTEM_DEFAULTS,
+    ) -> None:
         self.snapshot = snapshot
+        #: kube-scheduler's cluster-level default spread constraints
+        self.defaults = defaults
         self.nodes: list[Node] = scheduler_node_order(snapshot.nodes if nodes is None else nodes)
         self.n = len(self.nodes)
         self.names: list[str] = [n.metadata.name for n in self.nodes]
@@ -676,15 +682,59 @@ class ClusterState:
     def _candidates_of(self, namespace: str, selector: LabelSelector | None) -> Callable[[], Iterable[Pod]]:
         return lambda: self.candidates(namespace, selector)
 
-    def default_spread_constraints(self, pod: Pod) -> list[SpreadConstraint]:
-        """kube-scheduler's system-default ScheduleAnyway constraints, over the pods of the same
-        owner (standing in for the selectors of the owning ReplicaSet/StatefulSet/Service)."""
+    def default_spread_constraints(self, pod: Pod, when: str) -> list[SpreadConstraint]:
+        """kube-scheduler's cluster-level default constraints of one ``whenUnsatisfiable`` kind
+        for a pod without its own (``self.defaults``). With a snapshot that holds Services,
+        ReplicaSets, StatefulSets or ReplicationControllers, over kube-scheduler's default
+        selector; without any, over the pods of the same owner (standing in for the selectors of
+        the owning ReplicaSet/StatefulSet/Service)."""
+        defaults = [c for c in self.defaults.constraints if c.when_unsatisfiable == when]
+        if not defaults:
+            return []
+        if self.snapshot.workloads_known:
+            tscs = [
+                c
+                for c in self.snapshot.default_spread_constraints(pod, self.defaults)
+                if c.when_unsatisfiable == when
+            ]
+            if not tscs:
+                return []
+            spec = pod.spec
+            cache_key = encode(
+                (
+                    "defaults",
+                    when,
+                    pod.metadata.namespace,
+                    tscs,
+                    spec.node_selector,
+                    required_node_affinity(pod),
+                    spec.tolerations,
+                )
+            )
+            hit = self._spread_cache.get(cache_key)
+            if hit is None:
+                hit = self._spread_cache[cache_key] = self._spread_constraints(pod, when, tscs)
+            return hit
         ref = k8s_pods.controller_ref(pod)
         if ref is None or ref.kind not in _DEFAULT_SPREAD_OWNERS:
             return []
         namespace = pod.metadata.namespace
         kind, name = ref.kind, ref.name
-        cache_key = encode(("default", namespace, kind, name, affinity_shape(pod)))
+        policies = tuple((c.node_affinity_policy, c.node_taints_policy) for c in defaults)
+        cache_key = encode(
+            (
+                "default",
+                when,
+                namespace,
+                kind,
+                name,
+                affinity_shape(pod),
+                encode(pod.spec.tolerations),
+                policies,
+            )
+            if self.defaults is not k8s_topologyspread.SYSTEM_DEFAULTS
+            else ("default", namespace, kind, name, affinity_shape(pod))
+        )
         hit = self._spread_cache.get(cache_key)
         if hit is not None:
             return hit
@@ -695,8 +745,10 @@ class ClusterState:
             )
 
         out: list[SpreadConstraint] = []
-        for topology_key, max_skew in _SYSTEM_DEFAULT_SPREAD:
-            eligible = self.eligible(pod, (topology_key,), None)
+        hard_keys = tuple(sorted({c.topology_key for c in defaults}))
+        for c in defaults:
+            topology_key = c.topology_key
+            eligible = self.eligible(pod, hard_keys if when != SCHEDULE_ANYWAY else (topology_key,), c)
             key = ("owner", namespace, kind, name, topology_key, id(eligible))
             counter = self.counter(
                 key,
@@ -708,7 +760,7 @@ class ClusterState:
                 ("owner", namespace, kind, name),
                 all_match=True,  # the snapshot's pods of the owner
             )
-            out.append(SpreadConstraint(counter, topology_key, max_skew, None, 1, SCHEDULE_ANYWAY))
+            out.append(SpreadConstraint(counter, topology_key, c.max_skew, c.min_domains, 1, when))
         self._spread_cache[cache_key] = out
         return out
 

@@ -461,7 +461,7 @@ def test_prometheus_usage() -> None:
         }
     ]
     snapshot = ClusterSnapshot(nodes=[node("n1"), node("n2")], pods=[pod("a", "n1")])
-    source = PrometheusUsage("q", StaticPrometheus.from_api_results(answers))
+    source = PrometheusUsage({METRIC_RESOURCE: "q"}, StaticPrometheus.from_api_results(answers))
     source.sync(snapshot, snapshot.nodes)
     assert source.node_usage("n1") == {METRIC_RESOURCE: 56}  # 0.57 * 100 truncates to 56, as upstream
     assert source.pod_usage(snapshot.pods[0]) is None
@@ -471,9 +471,48 @@ def test_prometheus_usage() -> None:
         ([PrometheusSample({"instance": "n1"}, 0.5)], "unable to find metric entry for n2"),
     ):
         with pytest.raises(UsageError, match=message):
-            PrometheusUsage("q", StaticPrometheus({"q": samples})).sync(snapshot, snapshot.nodes)
+            PrometheusUsage({METRIC_RESOURCE: "q"}, StaticPrometheus({"q": samples})).sync(
+                snapshot, snapshot.nodes
+            )
     with pytest.raises(UsageError, match="no result for query"):
-        PrometheusUsage("other", StaticPrometheus({"q": []})).sync(snapshot, snapshot.nodes)
+        PrometheusUsage({METRIC_RESOURCE: "other"}, StaticPrometheus({"q": []})).sync(
+            snapshot, snapshot.nodes
+        )
+
+
+def test_prometheus_usage_one_query_per_resource() -> None:
+    def samples(**by_node: float) -> list[PrometheusSample]:
+        return [PrometheusSample({"instance": n}, v) for n, v in by_node.items()]
+
+    snapshot = ClusterSnapshot(nodes=[node("n1"), node("n2")], pods=[pod("a", "n1")])
+    answers = StaticPrometheus(
+        {
+            "cpu_q": samples(n1=0.57, n2=0.2),
+            "mem_q": samples(n1=0.3, n2=1.25),
+            "io_q": samples(n1=0.0, n2=0.9),
+        }
+    )
+    source = PrometheusUsage(
+        {"cpu": "cpu_q", "memory": "mem_q", "example.com/io": "io_q"}, answers, per_resource=True
+    )
+    source.sync(snapshot, snapshot.nodes)
+    n1 = node("n1")
+    pct = usage_percentages(source.node_usage("n1"), source.capacity(n1))
+    # each query's value, as a percentage, not truncated (upstream's one query truncates)
+    assert pct == pytest.approx({"cpu": 57.0, "memory": 30.0, "example.com/io": 0.0})
+    # a node may use more than its allocatable
+    assert usage_percentages(source.node_usage("n2"), source.capacity(node("n2")))["memory"] == 125.0
+    assert source.pod_usage(snapshot.pods[0]) is None
+    for bad, message in (
+        (StaticPrometheus({"cpu_q": samples(n1=0.5)}), "unable to find cpu metric entry for n2"),
+        (StaticPrometheus({"cpu_q": samples(n1=-0.1, n2=0.1)}), "cpu metrics sample for 'n1' has value -0.1"),
+        (
+            StaticPrometheus({"cpu_q": [PrometheusSample({}, 0.1)]}),
+            "cpu metrics sample is missing 'instance'",
+        ),
+    ):
+        with pytest.raises(UsageError, match=message):
+            PrometheusUsage({"cpu": "cpu_q"}, bad, per_resource=True).sync(snapshot, snapshot.nodes)
 
 
 # ------------------------------------------------------------------------------ LowNodeUtilization

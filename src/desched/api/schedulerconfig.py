@@ -1,0 +1,168 @@
+"""kube-scheduler's cluster-level default spread constraints, read from its configuration file.
+
+A ``KubeSchedulerConfiguration`` (``kubescheduler.config.k8s.io/v1``, what kube-scheduler's
+``--config`` reads) configures, per profile, the PodTopologySpread plugin's ``defaultingType``
+and ``defaultConstraints``. This module reads them for one profile (by ``schedulerName``) into a
+:class:`~desched.k8s.topologyspread.DefaultConstraints`, with kube-scheduler's defaults (no file
+section: ``defaultingType: System``, the built-in system defaults) and its validation rules
+(``ValidatePodTopologySpreadArgs``). Everything else in the file is ignored.
+
+Hand-written rather than a schema library: only one plugin's args are read, and the errors must
+name the field in the file the way the rest of desched names fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from desched.api.documents import decode_utf8, excerpt, load_yaml_or_json, read_regular_file, user_error
+from desched.errors import PolicyError
+from desched.k8s import labels as k8s_labels
+from desched.k8s import topologyspread as k8s_tsc
+from desched.k8s.objects import TopologySpreadConstraint
+
+API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
+KIND: Final = "KubeSchedulerConfiguration"
+DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
+PLUGIN: Final = "PodTopologySpread"
+SYSTEM: Final = "System"
+LIST: Final = "List"
+_MAX_BYTES: Final = 1 << 20
+_CONSTRAINT_FIELDS: Final = frozenset(
+    {
+        "maxSkew",
+        "topologyKey",
+        "whenUnsatisfiable",
+        "labelSelector",
+        "minDomains",
+        "nodeAffinityPolicy",
+        "nodeTaintsPolicy",
+        "matchLabelKeys",
+    }
+)
+_POLICIES: Final = (k8s_tsc.HONOR, k8s_tsc.IGNORE)
+_ACTIONS: Final = (k8s_tsc.DO_NOT_SCHEDULE, k8s_tsc.SCHEDULE_ANYWAY)
+
+
+def load_default_constraints(
+    path: str, scheduler_name: str = DEFAULT_SCHEDULER_NAME
+) -> k8s_tsc.DefaultConstraints:
+    """The default spread constraints the profile ``scheduler_name`` of the kube-scheduler
+    configuration at ``path`` applies; raises :class:`PolicyError` naming the file and field."""
+    fail = user_error(PolicyError)
+    data = read_regular_file(path, "kube-scheduler configuration", _MAX_BYTES, fail)
+    doc = load_yaml_or_json(decode_utf8(data, path, fail), path, fail, max_nodes=100_000, max_depth=64)
+    return default_constraints_of(doc, path, scheduler_name)
+
+
+def default_constraints_of(doc: Any, source: str, scheduler_name: str) -> k8s_tsc.DefaultConstraints:
+    """:func:`load_default_constraints` on a decoded document."""
+
+    def fail(where: str, why: str) -> PolicyError:
+        return PolicyError(f"{source}: {where}" if where else source, why)
+
+    if not isinstance(doc, dict):
+        raise fail("", f"must be a {KIND} object, got {excerpt(doc)}")
+    if doc.get("kind") != KIND or doc.get("apiVersion") != API_VERSION:
+        raise fail(
+            "kind",
+            f"must be {KIND} of apiVersion {API_VERSION}, got {excerpt(doc.get('kind'))} of "
+            f"{excerpt(doc.get('apiVersion'))}",
+        )
+    profiles = doc.get("profiles")
+    if profiles is None or profiles == []:
+        # kube-scheduler then runs one profile, default-scheduler, with every default
+        if scheduler_name != DEFAULT_SCHEDULER_NAME:
+            raise fail("profiles", f"no profile has schedulerName {scheduler_name!r}")
+        return k8s_tsc.SYSTEM_DEFAULTS
+    if not isinstance(profiles, list):
+        raise fail("profiles", f"must be a list, got {excerpt(profiles)}")
+    for i, profile in enumerate(profiles):
+        if not isinstance(profile, dict):
+            raise fail(f"profiles[{i}]", f"must be an object, got {excerpt(profile)}")
+        if (profile.get("schedulerName") or DEFAULT_SCHEDULER_NAME) == scheduler_name:
+            return _profile_defaults(profile, f"profiles[{i}]", fail)
+    raise fail("profiles", f"no profile has schedulerName {scheduler_name!r}")
+
+
+def _profile_defaults(profile: dict[str, Any], where: str, fail: Any) -> k8s_tsc.DefaultConstraints:
+    configs = profile.get("pluginConfig") or []
+    if not isinstance(configs, list):
+        raise fail(f"{where}.pluginConfig", f"must be a list, got {excerpt(configs)}")
+    for j, entry in enumerate(configs):
+        if isinstance(entry, dict) and entry.get("name") == PLUGIN:
+            return _args(entry.get("args") or {}, f"{where}.pluginConfig[{j}].args", fail)
+    return k8s_tsc.SYSTEM_DEFAULTS
+
+
+def _args(args: Any, where: str, fail: Any) -> k8s_tsc.DefaultConstraints:
+    if not isinstance(args, dict):
+        raise fail(where, f"must be an object, got {excerpt(args)}")
+    unknown = sorted(set(args) - {"apiVersion", "kind", "defaultingType", "defaultConstraints"})
+    if unknown:
+        raise fail(f"{where}.{unknown[0]}", "unknown field")
+    defaulting = args.get("defaultingType") or SYSTEM
+    raw = args.get("defaultConstraints") or []
+    if defaulting not in (SYSTEM, LIST):
+        raise fail(f"{where}.defaultingType", f"must be {SYSTEM} or {LIST}, got {excerpt(defaulting)}")
+    if not isinstance(raw, list):
+        raise fail(f"{where}.defaultConstraints", f"must be a list, got {excerpt(raw)}")
+    if defaulting == SYSTEM:
+        if raw:
+            raise fail(
+                f"{where}.defaultConstraints",
+                'must be empty when defaultingType is "System" (set defaultingType: List)',
+            )
+        return k8s_tsc.SYSTEM_DEFAULTS
+    seen: set[tuple[str, str]] = set()
+    out: list[TopologySpreadConstraint] = []
+    for k, item in enumerate(raw):
+        at = f"{where}.defaultConstraints[{k}]"
+        c = _constraint(item, at, fail)
+        pair = (c.topology_key, c.when_unsatisfiable)
+        if pair in seen:
+            raise fail(
+                at, f"duplicate topologyKey {c.topology_key!r} with whenUnsatisfiable {c.when_unsatisfiable}"
+            )
+        seen.add(pair)
+        out.append(c)
+    return k8s_tsc.DefaultConstraints(tuple(out))
+
+
+def _constraint(item: Any, at: str, fail: Any) -> TopologySpreadConstraint:
+    if not isinstance(item, dict):
+        raise fail(at, f"must be an object, got {excerpt(item)}")
+    unknown = sorted(set(item) - _CONSTRAINT_FIELDS)
+    if unknown:
+        raise fail(f"{at}.{unknown[0]}", "unknown field")
+    if item.get("labelSelector") is not None:
+        raise fail(f"{at}.labelSelector", "must not be set: the selector is deduced for each pod")
+    skew = item.get("maxSkew")
+    if type(skew) is not int or skew <= 0:
+        raise fail(f"{at}.maxSkew", f"must be an integer greater than 0, got {excerpt(skew)}")
+    key = item.get("topologyKey")
+    if not isinstance(key, str) or not key:
+        raise fail(f"{at}.topologyKey", f"required (a label key), got {excerpt(key)}")
+    why = k8s_labels.validate_label_key(key)
+    if why:
+        raise fail(f"{at}.topologyKey", why)
+    action = item.get("whenUnsatisfiable")
+    if action not in _ACTIONS:
+        raise fail(f"{at}.whenUnsatisfiable", f"must be {' or '.join(_ACTIONS)}, got {excerpt(action)}")
+    min_domains = item.get("minDomains")
+    if min_domains is not None and (type(min_domains) is not int or min_domains <= 0):
+        raise fail(f"{at}.minDomains", f"must be an integer greater than 0, got {excerpt(min_domains)}")
+    if min_domains is not None and action != k8s_tsc.DO_NOT_SCHEDULE:
+        raise fail(f"{at}.minDomains", "may only be set with whenUnsatisfiable: DoNotSchedule")
+    for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+        value = item.get(name)
+        if value is not None and value not in _POLICIES:
+            raise fail(f"{at}.{name}", f"must be {' or '.join(_POLICIES)}, got {excerpt(value)}")
+    # matchLabelKeys are accepted and dropped: kube-scheduler replaces each default constraint's
+    # selector with the pod's default selector
+    try:
+        return msgspec.convert({**item, "matchLabelKeys": None}, TopologySpreadConstraint)
+    except msgspec.ValidationError as e:
+        raise fail(at, str(e)) from None
