@@ -94,14 +94,18 @@ class MetricsUtilizationArgs(ArgsModel):
                     f"source: {KUBERNETES_METRICS}); it is the deprecated spelling of that source",
                 )
             if source == KUBERNETES_METRICS and self.prometheus is not None:
-                raise ValueError(
-                    "prometheus configuration is not allowed to set when source is set to "
-                    f'"{KUBERNETES_METRICS}"'
+                raise FieldValueError(
+                    "prometheus",
+                    f"must not be set with source: {KUBERNETES_METRICS} (got a prometheus block, "
+                    f"source: {KUBERNETES_METRICS}); it configures source: {PROMETHEUS}",
                 )
             if source == PROMETHEUS and (
                 self.prometheus is None or not (self.prometheus.query or self.prometheus.queries)
             ):
-                raise ValueError(f'prometheus query is required when metrics source is set to "{PROMETHEUS}"')
+                raise FieldValueError(
+                    "prometheus.query",
+                    f"required with source: {PROMETHEUS} (or prometheus.queries, one per resource); got none",
+                )
         # What upstream's constructor refuses.
         if source not in ("", KUBERNETES_METRICS, PROMETHEUS):
             raise FieldValueError("source", f"must be {KUBERNETES_METRICS} or {PROMETHEUS}, got {source!r}")

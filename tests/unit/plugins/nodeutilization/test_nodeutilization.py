@@ -185,11 +185,13 @@ LNU_ARGS: dict[str, Any] = {
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics", "prometheus": {"query": "q"}}},
-            "prometheus configuration is not allowed to set when source is set to",
+            "args.metricsUtilization.prometheus: must not be set with source: KubernetesMetrics (got a "
+            "prometheus block, source: KubernetesMetrics); it configures source: Prometheus",
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "Prometheus"}},
-            'prometheus query is required when metrics source is set to "Prometheus"',
+            "args.metricsUtilization.prometheus.query: required with source: Prometheus (or "
+            "prometheus.queries, one per resource); got none",
         ),
         (
             {**LNU_ARGS, "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "q"}}},
