@@ -113,13 +113,14 @@ def test_queries_are_accepted_and_printed_back() -> None:
         ),
         (
             lnu_args(low={"cpu": 30, "memory": 30}, high={"cpu": 60, "pods": 70}),
-            "args",
-            "thresholds and targetThresholds configured different resources",
+            "args.targetThresholds.memory",
+            "missing: thresholds and targetThresholds must name the same resources "
+            "(got thresholds: cpu, memory, targetThresholds: cpu, pods)",
         ),
         (
             lnu_args(low={"cpu": 30, "memory": 80}),
-            "args",
-            "thresholds' memory percentage is greater than targetThresholds'",
+            "args.thresholds.memory",
+            "must not be above targetThresholds.memory (got 80 > 70)",
         ),
     ],
 )
