@@ -11,8 +11,9 @@ creates kwok nodes and pods bound to them, then measures (docs/performance.md, "
 2. ``desched run --dry-run --descheduling-interval 1h`` with every plugin (benchmarks/policy-all.yaml):
    the time from the process's start to its cache synced (its ``cache synced`` line) and to the
    end of its first cycle; its RSS sampled every 20 ms (peak, and steady state a few seconds after
-   the cycle); then the CPU it spends per watch event under a burst of pod updates (label patches,
-   minus its idle CPU over the same time);
+   the cycle); then the CPU it spends per watch event under a burst of pod updates (label patches;
+   an upper bound: kwok's node heartbeats arrive as watch events meanwhile, and the CPU they cost
+   at the rate measured before the burst is reported next to it);
 3. ``desched run --event-driven`` (not dry-run) with RemovePodsViolatingNodeTaints only: for
    ``--trials`` nodes in turn, a ``NoSchedule`` taint is added and the time until the first pod on
    that node is seen terminating by a watch of this process (the eviction request has been
