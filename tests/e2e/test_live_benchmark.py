@@ -37,7 +37,9 @@ def test_live_benchmark_reports_every_figure(control_plane: Any) -> None:
         assert "cache synced: 4 Node, 40 Pod" in result[f"{mode}:synced_line"]
         assert 0 < result[f"{mode}:synced_s"] <= result[f"{mode}:first_cycle_done_s"]
         assert 50 < result[f"{mode}:steady_rss_mib"] <= result[f"{mode}:peak_rss_after_burst_mib"]
-        assert result[f"{mode}:cpu_us_per_event"] > 0 and result[f"{mode}:burst_events"] == 20
+        # 20 updates may cost less than the kernel's CPU-time tick (10 ms): zero is a figure too
+        assert result[f"{mode}:cpu_us_per_event"] >= 0 and result[f"{mode}:burst_events"] == 20
+        assert result[f"{mode}:background_cpu_us_per_update"] >= 0
     # the taint makes the evictions; the debounce is the least a reaction can take
     assert result["reaction_trials"] == 2
     assert 0.5 <= result["reaction_p50_s"] <= result["reaction_p99_s"] < 60

@@ -6,12 +6,14 @@ every object as an ADDED event, then a BOOKMARK annotated ``k8s.io/initial-event
 gathered up to it replace the cache at once, and the same stream goes on as the watch). Where the
 server does not offer it (it refuses the parameters, 400/422, or never ends the initial events: an
 older or WatchList-disabled apiserver, a proxy that stalls streams) the informer falls back, for
-the rest of the process, to LIST (paginated) then WATCH from the list's resourceVersion; any other
-failure before the bookmark falls back to a LIST for that attempt ("progress over deadlock", as
-client-go). ``DESCHED_WATCH_LIST=false`` in the environment makes every informer LIST+WATCH.
-Streaming spares the server a paginated LIST of every object and this process a whole
-page in memory, and it is one request (the client-side rate limit applies per page to a LIST). A
-``410 Gone`` (or an ERROR event) re-lists; a dropped connection re-watches from the last seen
+the rest of the process, to LIST (paginated) then WATCH from the list's resourceVersion; a stream
+that fails before the bookmark (an ERROR event, a cut) falls back to a LIST for that attempt
+("progress over deadlock", as client-go); an error answer or no answer is a failure like a LIST's
+(backoff, reported by the monitor). ``DESCHED_WATCH_LIST=false`` in the environment makes every
+informer LIST+WATCH. Streaming spares the server a paginated LIST of every object and this process
+a whole page in memory, and it is one request (the client-side rate limit applies per page to a
+LIST). A ``410 Gone`` (or an ERROR event) on the watch re-lists; a dropped connection re-watches
+from the last seen
 resourceVersion; API errors back off exponentially (0.5 s doubling to 30 s, like client-go's
 reflector). With a :class:`~desched.kube.connect.ConnectionMonitor`, every good answer is
 reported as progress (it bounds the start) and every failure is classified and logged at most
@@ -130,6 +132,10 @@ class GoneError(Exception):
 
 class WatchListUnsupported(Exception):
     """The server does not stream initial events: use LIST+WATCH from now on."""
+
+
+class _StreamBroke(Exception):
+    """A watch-list's stream failed before its initial-events-end bookmark: LIST this once."""
 
 
 ChangeCallback = Callable[[str, str, Any, Any], None]
@@ -289,13 +295,20 @@ class Informer:
             lines = _Lines(resp, silence=INITIAL_EVENTS_SILENCE_SECONDS)
             objects: dict[str, Any] = {}
             rv = ""
-            with gc_paused():
-                async for line in lines:
-                    rv = self._initial_event(line, objects)
-                    if rv:
-                        break
+            try:
+                with gc_paused():
+                    async for line in lines:
+                        rv = self._initial_event(line, objects)
+                        if rv:
+                            break
+            except WatchListUnsupported:
+                raise
+            except GoneError:
+                raise _StreamBroke("410 Gone before its initial-events-end bookmark") from None
+            except Exception as e:
+                raise _StreamBroke(f"{type(e).__name__}: {e}") from e
             if not rv:
-                raise ConnectionError("the watch-list ended before its initial-events-end bookmark")
+                raise _StreamBroke("the stream ended before its initial-events-end bookmark")
             lines.silence = None
         except BaseException:
             resp.release()
@@ -372,8 +385,9 @@ class Informer:
                         except WatchListUnsupported as e:
                             self.use_watch_list = False
                             log.info("%s: no watch-list (%s): LIST+WATCH from now on", self.resource.kind, e)
-                        except Exception as e:  # progress over deadlock: list this time
-                            log.info("%s watch-list failed (%s): listing instead", self.resource.kind, e)
+                        except _StreamBroke as e:  # progress over deadlock: list this time
+                            log.info("%s watch-list: %s; listing instead", self.resource.kind, e)
+                        # an answer with an error status, or no answer: a failure as any list's
                     if stream is None:
                         await self.list()
                     need_list = False

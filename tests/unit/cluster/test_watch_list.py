@@ -234,3 +234,28 @@ def test_a_silent_watch_list_falls_back_to_list_and_watch(monkeypatch: pytest.Mo
         assert not inf.use_watch_list and set(inf.objects) == {"a", "b"} and inf.healthy
 
     asyncio.run(main())
+
+
+def test_an_error_answer_to_the_watch_list_is_a_failure_retried_not_a_list() -> None:
+    """403, 503, no answer: what a LIST would get too; reported and retried after the backoff (as
+    any failed list), with the watch-list again, never a LIST for it."""
+
+    async def main() -> None:
+        asked = 0
+
+        def answer(p: Params) -> Answer:
+            nonlocal asked
+            if "sendInitialEvents" in p:
+                asked += 1
+                if asked == 1:
+                    return Answer([b'{"kind": "Status", "code": 503, "message": "etcd is down"}'], status=503)
+                return Answer([ev("ADDED", "a", "3"), end_bookmark("4")], hang=True)
+            raise AssertionError(f"unexpected request {p}")
+
+        api = Api(answer)
+        inf = Informer(api, RESOURCES["Node"])  # type: ignore[arg-type]
+        await run_until(inf, inf.synced.is_set)
+        assert api.kinds() == ["watch-list", "watch-list"]
+        assert inf.use_watch_list and set(inf.objects) == {"a"} and inf.healthy
+
+    asyncio.run(main())
