@@ -1,12 +1,25 @@
 """Live-mode benchmark: desched run against a real kube-apiserver holding many pods.
 
-    python -m benchmarks.live --nodes 100 --pods 10000
+    python -m benchmarks.live --nodes 1000 --pods 30000
 
 Starts the e2e control plane (etcd + kube-apiserver + kwok, built by hack/e2e/build-control-plane.sh),
-creates kwok nodes and pods bound to them, then runs ``desched run --dry-run
---descheduling-interval 0`` with every plugin enabled (benchmarks/policy-all.yaml) and reports:
-the time to list the cluster into the cache, the cycle time, and the process's peak RSS, next to
-its RSS before connecting (so the difference is the cache plus one cycle's working set).
+creates kwok nodes and pods bound to them, then measures (docs/performance.md, "Live"):
+
+1. the apiserver alone: the time to answer a paginated LIST of every pod (500 per page, what a
+   LIST-based informer asks) and a watch-list stream (``sendInitialEvents=true``) up to its
+   ``k8s.io/initial-events-end`` bookmark, read by this process without decoding;
+2. ``desched run --dry-run --descheduling-interval 1h`` with every plugin (benchmarks/policy-all.yaml):
+   the time from the process's start to its cache synced (its ``cache synced`` line) and to the
+   end of its first cycle; its RSS sampled every 20 ms (peak, and steady state a few seconds after
+   the cycle); then the CPU it spends per watch event under a burst of pod updates (label patches;
+   an upper bound: kwok's node heartbeats arrive as watch events meanwhile, and the CPU they cost
+   at the rate measured before the burst is reported next to it);
+3. ``desched run --event-driven`` (not dry-run) with RemovePodsViolatingNodeTaints only: for
+   ``--trials`` nodes in turn, a ``NoSchedule`` taint is added and the time until the first pod on
+   that node is seen terminating by a watch of this process (the eviction request has been
+   served) is the reaction time; p50 and p99.
+
+Every figure comes with the machine's load average (wall time on a shared machine is noisy).
 """
 
 from __future__ import annotations
@@ -14,11 +27,16 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import re
-import resource
+import math
+import os
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +46,19 @@ sys.path.insert(0, str(ROOT))
 from tests.e2e.controlplane import ControlPlane  # noqa: E402
 
 POLICY = ROOT / "benchmarks" / "policy-all.yaml"
+TAINT_POLICY = """\
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+  - name: taints
+    pluginConfig:
+      - name: DefaultEvictor
+      - name: RemovePodsViolatingNodeTaints
+    plugins:
+      deschedule:
+        enabled: [RemovePodsViolatingNodeTaints]
+"""
+PAGE = 500
 
 
 def make_pod(ns: str, i: int, node: str) -> dict[str, Any]:
@@ -65,100 +96,387 @@ def make_pod(ns: str, i: int, node: str) -> dict[str, Any]:
     }
 
 
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def node_name(n: int) -> str:
+    return f"node-{n:05d}"
+
+
+def fill(cp: ControlPlane, nodes: int, pods: int, workers: int) -> dict[str, Any]:
+    pool = concurrent.futures.ThreadPoolExecutor(workers)
+    t0 = time.monotonic()
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}
+    cp.request("POST", "/api/v1/namespaces", body)
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+    cp.raw_request("POST", "/api/v1/namespaces/bench/serviceaccounts", sa)
+
+    def create_node(n: int) -> None:
+        node = cp.fake_node(node_name(n), cpu="32", memory="128Gi", pods="250")
+        cp.request("POST", "/api/v1/nodes", node)
+
+    list(pool.map(create_node, range(nodes)))
+    time.sleep(2)
+
+    def untaint(n: int) -> None:
+        # no node-lifecycle controller runs: lift the not-ready taint node admission added, as it would
+        for _ in range(10):
+            node = cp.request("GET", f"/api/v1/nodes/{node_name(n)}")
+            taints = node["spec"].get("taints", [])
+            node["spec"]["taints"] = [t for t in taints if t["key"] != "node.kubernetes.io/not-ready"]
+            status, _ = cp.raw_request("PUT", f"/api/v1/nodes/{node_name(n)}", node)
+            if status == 200:
+                return
+
+    list(pool.map(untaint, range(nodes)))
+
+    def create(i: int) -> None:
+        cp.request("POST", "/api/v1/namespaces/bench/pods", make_pod("bench", i, node_name(i % nodes)))
+
+    list(pool.map(create, range(pods)))
+    pool.shutdown()
+    return {"fill_s": round(time.monotonic() - t0, 1), "load_after_fill": load()}
+
+
+def apiserver_list_times(cp: ControlPlane) -> dict[str, Any]:
+    """What the apiserver alone takes to hand over every pod: paginated LIST, then watch-list."""
+    t0 = time.monotonic()
+    cont, pages, size = "", 0, 0
+    while True:
+        q = {"limit": str(PAGE)} | ({"continue": cont} if cont else {})
+        status, data = cp.raw_request("GET", "/api/v1/pods?" + urllib.parse.urlencode(q), timeout=300)
+        assert status == 200, data[:300]
+        pages += 1
+        size += len(data)
+        cont = json.loads(data)["metadata"].get("continue", "")
+        if not cont:
+            break
+    listed = time.monotonic() - t0
+    q = {
+        "watch": "true",
+        "sendInitialEvents": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": "300",
+    }
+    req = urllib.request.Request(cp.server + "/api/v1/pods?" + urllib.parse.urlencode(q))
+    req.add_header("Authorization", f"Bearer {cp.admin_token}")
+    t1 = time.monotonic()
+    events, streamed = 0, None
+    with cp._opener().open(req, timeout=300) as resp:
+        for line in resp:
+            if b'"BOOKMARK"' in line[:40] and b"k8s.io/initial-events-end" in line:
+                streamed = time.monotonic() - t1
+                break
+            events += 1
+    return {
+        "apiserver_list_s": round(listed, 2),
+        "list_pages": pages,
+        "list_mb": round(size / 1e6, 1),
+        "apiserver_watchlist_s": round(streamed, 2) if streamed is not None else None,
+        "watchlist_events": events,
+        "watchlist_supported": streamed is not None,
+        "load_at_list": load(),
+    }
+
+
+class Desched:
+    """``desched run`` as a child process: its log lines timestamped on arrival, its RSS sampled."""
+
+    def __init__(self, mode: str, args: list[str]) -> None:
+        self.t0 = time.monotonic()
+        env = os.environ | {"DESCHED_WATCH_LIST": "true" if mode == "watch-list" else "false"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "desched.cli", "--v=2", "--logging-format=json", "run", *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[tuple[float, dict[str, Any]]] = []
+        self.rss: list[tuple[float, int]] = []
+        self.cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            t = time.monotonic() - self.t0
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                rec = {"msg": raw.rstrip()}
+            with self.cond:
+                self.lines.append((t, rec))
+                self.cond.notify_all()
+
+    def _status(self, field: str) -> int:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def cpu_s(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _sample(self) -> None:
+        while self.proc.poll() is None:
+            try:
+                self.rss.append((time.monotonic() - self.t0, self._status("VmRSS")))
+            except (OSError, ValueError):
+                return
+            time.sleep(0.02)
+
+    def peak_rss(self) -> int:
+        return self._status("VmHWM")
+
+    def wait_for(self, pred: Any, timeout: float, start: int = 0) -> tuple[float, dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        seen = start
+        with self.cond:
+            while True:
+                for t, rec in self.lines[seen:]:
+                    if pred(rec):
+                        return t, rec
+                seen = len(self.lines)
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    tail = "\n".join(str(r) for _, r in self.lines[-20:])
+                    raise RuntimeError(f"desched did not log what was expected; last lines:\n{tail}")
+                self.cond.wait(min(left, 1.0))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def msg(rec: dict[str, Any]) -> str:
+    return str(rec.get("msg", ""))
+
+
+def measure_run(cp: ControlPlane, burst: int, workers: int, mode: str) -> dict[str, Any]:
+    d = Desched(
+        mode,
+        [
+            "--policy-config-file",
+            str(POLICY),
+            "--kubeconfig",
+            str(cp.kubeconfig),
+            "--dry-run",
+            "--descheduling-interval",
+            "1h",
+            "--secure-port",
+            "0",
+        ],
+    )
+    try:
+        t_sync, sync_rec = d.wait_for(lambda r: msg(r).startswith("cache synced"), 1800)
+        cpu_sync, load_sync = d.cpu_s(), load()
+        t_cycle, cycle = d.wait_for(lambda r: msg(r) == "cycle done", 1800)
+        cpu_cycle, load_cycle = d.cpu_s(), load()
+        peak = d.peak_rss()
+        time.sleep(5)
+        steady = d._status("VmRSS")
+        # the cost of a watch event: a burst of pod label updates. desched's CPU over the burst,
+        # per update: an upper bound, as the nodes' heartbeats (kwok updates every node's status)
+        # are watch events too; its CPU rate between bursts is reported next to it
+        idle0, i0 = d.cpu_s(), time.monotonic()
+        time.sleep(10)
+        idle_rate = (d.cpu_s() - idle0) / (time.monotonic() - i0)
+        c0, w0 = d.cpu_s(), time.monotonic()
+
+        def patch(i: int) -> None:
+            body = json.dumps({"metadata": {"labels": {"bench-burst": str(i)}}}).encode()
+            cp.request(
+                "PATCH",
+                f"/api/v1/namespaces/bench/pods/p-{i}",
+                body,
+                content_type="application/merge-patch+json",
+            )
+
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(patch, range(burst)))
+        sent = time.monotonic() - w0
+        # wait until desched is idle again (its CPU stops growing for a second)
+        last = d.cpu_s()
+        while True:
+            time.sleep(1.0)
+            now = d.cpu_s()
+            if now - last < 0.02 + idle_rate:
+                break
+            last = now
+        spent = d.cpu_s() - c0
+        took = time.monotonic() - w0
+        peak_after_burst = d.peak_rss()
+        after_burst = d._status("VmRSS")
+        return {
+            "synced_s": round(t_sync, 2),
+            "synced_line": msg(sync_rec) + " " + str({k: v for k, v in sync_rec.items() if k != "msg"}),
+            "load_at_sync": load_sync,
+            "first_cycle_done_s": round(t_cycle, 2),
+            "cycle_s": cycle.get("seconds"),
+            "would_evict": cycle.get("evicted"),
+            "load_at_cycle": load_cycle,
+            "peak_rss_mib": round(peak / 2**20, 1),
+            "steady_rss_mib": round(steady / 2**20, 1),
+            "burst_events": burst,
+            "burst_sent_s": round(sent, 2),
+            "cpu_us_per_event": round(spent / burst * 1e6, 1),
+            "background_cpu_us_per_update": round(idle_rate * took / burst * 1e6, 1),
+            "cpu_s_at_sync": round(cpu_sync, 2),
+            "cpu_s_at_first_cycle": round(cpu_cycle, 2),
+            "rss_after_burst_mib": round(after_burst / 2**20, 1),
+            "peak_rss_after_burst_mib": round(peak_after_burst / 2**20, 1),
+            "load_at_burst": load(),
+        }
+    finally:
+        d.stop()
+
+
+class PodWatch:
+    """A watch (from now on) of every pod: when the first pod of each node is seen terminating."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+        self.first: dict[str, float] = {}
+        self.cond = threading.Condition()
+        rv = cp.request("GET", "/api/v1/pods?limit=1")["metadata"]["resourceVersion"]
+        q = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": "3000"}
+        req = urllib.request.Request(cp.server + "/api/v1/pods?" + urllib.parse.urlencode(q))
+        req.add_header("Authorization", f"Bearer {cp.admin_token}")
+        self.resp = cp._opener().open(req, timeout=3000)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.resp:
+            t = time.monotonic()
+            ev = json.loads(line)
+            obj = ev["object"]
+            node = obj.get("spec", {}).get("nodeName", "")
+            if ev["type"] == "DELETED" or obj.get("metadata", {}).get("deletionTimestamp"):
+                with self.cond:
+                    self.first.setdefault(node, t)
+                    self.cond.notify_all()
+
+    def wait(self, node: str, timeout: float) -> float | None:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while node not in self.first:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(left)
+            return self.first[node]
+
+
+def measure_reaction(cp: ControlPlane, trials: int, debounce: str, nodes: int) -> dict[str, Any]:
+    policy = Path(tempfile.mkdtemp(prefix="desched-live-")) / "taints.yaml"
+    policy.write_text(TAINT_POLICY)
+    d = Desched(
+        "watch-list",
+        [
+            "--policy-config-file",
+            str(policy),
+            "--kubeconfig",
+            str(cp.kubeconfig),
+            "--descheduling-interval",
+            "1h",
+            "--event-driven",
+            "--event-debounce",
+            debounce,
+            "--secure-port",
+            "0",
+        ],
+    )
+    times: list[float] = []
+    try:
+        d.wait_for(lambda r: msg(r) == "cycle done", 1800)
+        watch = PodWatch(cp)
+        for k in range(trials):
+            node = node_name(nodes - 1 - k)  # from the end: not the nodes the burst's pods are on
+            cycles = sum(1 for _, r in d.lines if msg(r) == "cycle done")
+            start = len(d.lines)
+            taint = {"key": "bench/reaction", "value": str(k), "effect": "NoSchedule"}
+            cur = cp.request("GET", f"/api/v1/nodes/{node}")
+            body = {"spec": {"taints": [*cur["spec"].get("taints", []), taint]}}
+            t0 = time.monotonic()
+            cp.request(
+                "PATCH",
+                f"/api/v1/nodes/{node}",
+                json.dumps(body).encode(),
+                content_type="application/merge-patch+json",
+            )
+            seen = watch.wait(node, 120)
+            if seen is None:
+                raise RuntimeError(f"no pod on {node} was evicted within 120 s")
+            times.append(seen - t0)
+            # the next trial starts after this one's cycle ended (its own debounce window)
+            d.wait_for(lambda r: msg(r) == "cycle done", 300, start)
+            assert sum(1 for _, r in d.lines if msg(r) == "cycle done") > cycles
+    finally:
+        d.stop()
+    times.sort()
+
+    def pct(p: float) -> float:
+        return times[max(0, math.ceil(p / 100 * len(times)) - 1)]  # nearest rank
+
+    return {
+        "reaction_trials": len(times),
+        "event_debounce": debounce,
+        "reaction_p50_s": round(pct(50), 3),
+        "reaction_p99_s": round(pct(99), 3),
+        "reaction_max_s": round(times[-1], 3),
+        "load_at_reaction": load(),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=100)
-    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=30000)
     parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--burst", type=int, default=5000, help="pod updates in the watch-event burst")
+    parser.add_argument("--trials", type=int, default=20, help="event-driven reaction trials")
+    parser.add_argument("--event-debounce", default="1s", help="desched's --event-debounce in the trials")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["run", "reaction"])
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["watch-list", "list"],
+        choices=["watch-list", "list"],
+        help="how desched fills its cache: watch-list streaming, or LIST+WATCH (DESCHED_WATCH_LIST=false)",
+    )
     args = parser.parse_args()
 
     cp = ControlPlane(
         apiserver_args=["--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"]
     )
     cp.start()
+    result: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods, "cpus": os.cpu_count()}
     try:
         cp.start_kwok()
-        for n in range(args.nodes):
-            cp.request(
-                "POST", "/api/v1/nodes", cp.fake_node(f"node-{n:05d}", cpu="32", memory="128Gi", pods="250")
-            )
-        # no node-lifecycle controller runs: lift the not-ready taint node admission added, as it would
-        time.sleep(2)
-        for n in range(args.nodes):
-            for _ in range(10):
-                node = cp.request("GET", f"/api/v1/nodes/node-{n:05d}")
-                node["spec"]["taints"] = [
-                    t for t in node["spec"].get("taints", []) if t["key"] != "node.kubernetes.io/not-ready"
-                ]
-                status, _ = cp.raw_request("PUT", f"/api/v1/nodes/node-{n:05d}", node)
-                if status == 200:
-                    break
-        ns = "bench"
-        cp.request(
-            "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-        )
-        cp.raw_request(
-            "POST",
-            f"/api/v1/namespaces/{ns}/serviceaccounts",
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
-        )
-        t0 = time.monotonic()
-
-        def create(i: int) -> None:
-            cp.request("POST", f"/api/v1/namespaces/{ns}/pods", make_pod(ns, i, f"node-{i % args.nodes:05d}"))
-
-        with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
-            list(pool.map(create, range(args.pods)))
-        created = time.monotonic() - t0
-
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        t1 = time.monotonic()
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "desched.cli",
-                "--v=2",
-                "run",
-                "--policy-config-file",
-                str(POLICY),
-                "--kubeconfig",
-                str(cp.kubeconfig),
-                "--dry-run",
-                "--descheduling-interval",
-                "0",
-                "--secure-port",
-                "0",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-        )
-        total = time.monotonic() - t1
-        peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        if proc.returncode != 0 or before > resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss:
-            print(proc.stderr[-3000:], file=sys.stderr)
-        m = re.search(r"cycle 1: (\d+) pods on (\d+) ready nodes, (\d+) evicted.*?, ([\d.]+)s", proc.stderr)
-        result = {
-            "nodes": args.nodes,
-            "pods": args.pods,
-            "create_pods_s": round(created, 1),
-            "desched_run_wall_s": round(total, 2),
-            "cycle_s": float(m.group(4)) if m else None,
-            "would_evict": int(m.group(3)) if m else None,
-            "desched_peak_rss_mib": round(peak_mib, 1),
-            "returncode": proc.returncode,
-            "by_plugin": dict(
-                sorted(
-                    __import__("collections")
-                    .Counter(re.findall(r"would evict pod \S+ from node \S+ \(\S+/(\S+)\)", proc.stderr))
-                    .items()
-                )
-            ),
-        }
-        print(json.dumps(result))
-        return 0 if proc.returncode == 0 else 1
+        result |= fill(cp, args.nodes, args.pods, args.workers)
+        print(json.dumps(result), flush=True)
+        result |= apiserver_list_times(cp)
+        print(json.dumps(result), flush=True)
+        if "run" not in args.skip:
+            for mode in args.modes:
+                figures = measure_run(cp, min(args.burst, args.pods), args.workers, mode)
+                result |= {f"{mode}:{k}": v for k, v in figures.items()}
+                print(json.dumps(result), flush=True)
+        if "reaction" not in args.skip:
+            result |= measure_reaction(cp, min(args.trials, args.nodes), args.event_debounce, args.nodes)
+        print(json.dumps(result), flush=True)
+        return 0
     finally:
         cp.stop()
 

@@ -670,3 +670,40 @@ def test_discovery_refuses_a_server_without_pods_eviction(
         r"subresource in policy/v1 \(Kubernetes 1\.22 or later does\): desched evicts only through it",
     )
     assert took < START_SLACK
+
+
+def test_the_cache_is_streamed_by_watch_list_and_listed_when_told(
+    audited: tuple[ControlPlane, Path], policy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-apiserver 1.36 streams initial events: desched fills its cache with one watch-list per
+    kind (no paginated LIST); with DESCHED_WATCH_LIST=false it LISTs then WATCHes, as before."""
+    cp, log = audited
+    kc = cp.kubeconfig_for_token("ua-probe-token-0123456789abcdef", name="ua-probe")
+
+    def requests_of_one_run() -> list[str]:
+        seen = len(log.read_text().splitlines()) if log.exists() else 0
+        code, err, _ = desched(*run_args(policy, kc, bound=30), "--dry-run", "--descheduling-interval", "0")
+        assert code == 0, err
+
+        def uris() -> list[str]:
+            lines = log.read_text().splitlines()[seen:]
+            evs = [json.loads(line) for line in lines]
+            return [e["requestURI"] for e in evs if e.get("user", {}).get("username") == AUDIT_USER]
+
+        def asked(path: str) -> bool:  # a one-shot run may exit before its LIST's watch starts
+            return any(u.startswith(path + "?") for u in uris())
+
+        return wait_for(lambda: asked("/api/v1/pods") and asked("/api/v1/nodes") and uris(), "audit")
+
+    def of(uris: list[str], path: str) -> list[str]:
+        return [u for u in uris if u.startswith(path + "?")]
+
+    streamed = requests_of_one_run()
+    for path in ("/api/v1/pods", "/api/v1/nodes"):
+        assert any("sendInitialEvents=true" in u for u in of(streamed, path)), streamed
+        assert not any("limit=500" in u for u in of(streamed, path)), streamed
+    monkeypatch.setenv("DESCHED_WATCH_LIST", "false")
+    listed = requests_of_one_run()
+    for path in ("/api/v1/pods", "/api/v1/nodes"):
+        assert any("limit=500" in u for u in of(listed, path)), listed
+        assert not any("sendInitialEvents" in u for u in of(listed, path)), listed

@@ -229,7 +229,13 @@ class Descheduler:
                 cache.start()
                 await cache.wait_synced()
 
+            started = time.monotonic()
             await monitor.start(connect(), self.stop, self.signals)
+            log.info(
+                "cache synced: %s in %.2fs",
+                ", ".join(f"{len(i.objects)} {k}" for k, i in cache.informers.items()),
+                time.monotonic() - started,
+            )
             if usage is not None:
                 await usage.start(self.stop)
             self.ready = True

@@ -1,7 +1,19 @@
 """The live source: an informer-style cache of the objects desched decides on.
 
-For each kind: LIST (paginated) then WATCH from the list's resourceVersion with bookmarks; a
-``410 Gone`` (or an ERROR event) re-lists; a dropped connection re-watches from the last seen
+For each kind, as client-go's reflector: a *watch-list* first (one WATCH with
+``sendInitialEvents=true``, ``resourceVersionMatch=NotOlderThan`` and bookmarks: the server streams
+every object as an ADDED event, then a BOOKMARK annotated ``k8s.io/initial-events-end``; the objects
+gathered up to it replace the cache at once, and the same stream goes on as the watch). Where the
+server does not offer it (it refuses the parameters, 400/422, or never ends the initial events: an
+older or WatchList-disabled apiserver, a proxy that stalls streams) the informer falls back, for
+the rest of the process, to LIST (paginated) then WATCH from the list's resourceVersion; a stream
+that fails before the bookmark (an ERROR event, a cut) falls back to a LIST for that attempt
+("progress over deadlock", as client-go); an error answer or no answer is a failure like a LIST's
+(backoff, reported by the monitor). ``DESCHED_WATCH_LIST=false`` in the environment makes every
+informer LIST+WATCH. Streaming spares the server a paginated LIST of every object and this process
+a whole page in memory, and it is one request (the client-side rate limit applies per page to a
+LIST). A ``410 Gone`` (or an ERROR event) on the watch re-lists; a dropped connection re-watches
+from the last seen
 resourceVersion; API errors back off exponentially (0.5 s doubling to 30 s, like client-go's
 reflector). With a :class:`~desched.kube.connect.ConnectionMonitor`, every good answer is
 reported as progress (it bounds the start) and every failure is classified and logged at most
@@ -17,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -51,6 +64,12 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 WATCH_TIMEOUT_SECONDS = 300
+#: The annotation of the bookmark that ends a watch-list's initial events (metav1.InitialEventsAnnotationKey).
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+#: A watch-list silent this long before its initial-events-end bookmark is given up for a LIST: the
+#: server (or a proxy) does not stream the initial events. The apiserver starts at once; a
+#: consistent read waits for its watch cache, at most ~3 s.
+INITIAL_EVENTS_SILENCE_SECONDS = 10.0
 #: Bound of the tables a pod informer keeps to share what pods repeat (see cluster.compact).
 SHARING_MAX_BYTES = 128 << 20
 
@@ -101,6 +120,7 @@ class _Meta(msgspec.Struct, rename="camel"):
     name: str = ""
     namespace: str = ""
     resource_version: str = ""
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class _MetaOnly(msgspec.Struct):
@@ -120,6 +140,14 @@ class _Status(msgspec.Struct):
 
 class GoneError(Exception):
     """The watch's resourceVersion is too old: re-list."""
+
+
+class WatchListUnsupported(Exception):
+    """The server does not stream initial events: use LIST+WATCH from now on."""
+
+
+class _StreamBroke(Exception):
+    """A watch-list's stream failed before its initial-events-end bookmark: LIST this once."""
 
 
 ChangeCallback = Callable[[str, str, Any, Any], None]
@@ -154,6 +182,11 @@ class Informer:
         self.healthy = False
         self.failing_since: float | None = None
         self.last_failure = ""
+        #: try watch-list streaming; False once the server showed it does not offer it, or when
+        #: $DESCHED_WATCH_LIST is false (the escape hatch, as client-go's KUBE_FEATURE_WatchListClient)
+        self.use_watch_list = os.environ.get("DESCHED_WATCH_LIST", "true").lower() not in ("0", "false")
+        #: how the last (re-)list was made: "watch-list" or "list"
+        self.listed_by = ""
         # pods share the sub-structures they repeat (containers, affinity, labels, ...)
         self._decode: Callable[[bytes], Any] = (
             CompactDecoder(max_bytes=SHARING_MAX_BYTES).decode_pod
@@ -199,6 +232,11 @@ class Informer:
             cont = head.metadata.continue_
             if not cont:
                 break
+        self.listed_by = "list"
+        self._replace(objects, rv)
+
+    def _replace(self, objects: dict[str, Any], rv: str) -> None:
+        """The cache becomes ``objects`` (a full listing at ``rv``); changes are reported as a diff."""
         old = self.objects
         self.objects = objects
         self.resource_version = rv
@@ -216,6 +254,7 @@ class Informer:
         self.synced.set()
 
     async def watch_once(self) -> None:
+        """WATCH from the cache's resourceVersion until the server ends the stream."""
         params = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
@@ -232,18 +271,81 @@ class Informer:
             self._healthy()
             if self.monitor is not None:
                 self.monitor.progress()
-            buf = b""
-            async for chunk in resp.content.iter_any():
-                buf += chunk
-                while True:
-                    nl = buf.find(b"\n")
-                    if nl < 0:
-                        break
-                    line, buf = buf[:nl], buf[nl + 1 :]
-                    if line.strip():
-                        self._apply(line)
+        except BaseException:
+            resp.release()
+            raise
+        await self._follow(resp, _Lines(resp))
+
+    async def _follow(self, resp: Any, lines: _Lines) -> None:
+        """Apply a watch's events until the server ends the stream."""
+        try:
+            async for line in lines:
+                self._apply(line)
         finally:
             resp.release()
+
+    async def watch_list(self) -> tuple[Any, _Lines]:
+        """Fill the cache by a watch-list (see the module docstring); return its open stream, to be
+        followed as the watch. :class:`WatchListUnsupported` when the server does not offer it."""
+        params = [
+            ("watch", "true"),
+            ("sendInitialEvents", "true"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", ""),
+            ("timeoutSeconds", str(WATCH_TIMEOUT_SECONDS)),
+        ]
+        resp = await self._get(params, timeout=WATCH_TIMEOUT_SECONDS + 30)
+        try:
+            if resp.status >= 400:
+                body = await resp.read()
+                if resp.status in (400, 422):
+                    raise WatchListUnsupported(f"the server refused it: {resp.status} {status_message(body)}")
+                raise client.ApiException(status=resp.status, reason=status_message(body))
+            if self.monitor is not None:
+                self.monitor.progress()
+            lines = _Lines(resp, silence=INITIAL_EVENTS_SILENCE_SECONDS)
+            objects: dict[str, Any] = {}
+            rv = ""
+            try:
+                with gc_paused():
+                    async for line in lines:
+                        rv = self._initial_event(line, objects)
+                        if rv:
+                            break
+            except WatchListUnsupported:
+                raise
+            except GoneError:
+                raise _StreamBroke("410 Gone before its initial-events-end bookmark") from None
+            except Exception as e:
+                raise _StreamBroke(f"{type(e).__name__}: {e}") from e
+            if not rv:
+                raise _StreamBroke("the stream ended before its initial-events-end bookmark")
+            lines.silence = None
+        except BaseException:
+            resp.release()
+            raise
+        self.listed_by = "watch-list"
+        self._replace(objects, rv)
+        if self.monitor is not None:
+            self.monitor.progress()
+        return resp, lines
+
+    def _initial_event(self, line: bytes, objects: dict[str, Any]) -> str:
+        """One event of a watch-list's initial phase into ``objects``; the resourceVersion of the
+        initial-events-end bookmark when ``line`` is it, else ""."""
+        event = msgspec.json.decode(line, type=_WatchEvent)
+        if event.type == "BOOKMARK":
+            meta = msgspec.json.decode(event.object, type=_MetaOnly).metadata
+            return meta.resource_version if meta.annotations.get(INITIAL_EVENTS_END) == "true" else ""
+        if event.type == "ERROR":
+            self._apply(line)  # raises GoneError or ApiException
+        obj: Any = self._decode(event.object)
+        if event.type == "DELETED":
+            objects.pop(_key(obj), None)
+        else:
+            objects[_key(obj)] = obj
+        return ""
 
     def _healthy(self) -> None:
         self.healthy = True
@@ -286,11 +388,28 @@ class Informer:
         while not stop.is_set():
             try:
                 if need_list:
-                    await self.list()
+                    stream = None
+                    if self.use_watch_list:
+                        try:
+                            stream = await self.watch_list()
+                        except asyncio.CancelledError:
+                            raise
+                        except WatchListUnsupported as e:
+                            self.use_watch_list = False
+                            log.info("%s: no watch-list (%s): LIST+WATCH from now on", self.resource.kind, e)
+                        except _StreamBroke as e:  # progress over deadlock: list this time
+                            log.info("%s watch-list: %s; listing instead", self.resource.kind, e)
+                        # an answer with an error status, or no answer: a failure as any list's
+                    if stream is None:
+                        await self.list()
                     need_list = False
                     if self.relists:
                         log.info("re-listed %s (%d objects)", self.resource.kind, len(self.objects))
                     self.relists += 1
+                    if stream is not None:
+                        await self._follow(*stream)
+                        backoff = 0.5
+                        continue  # the stream ended: watch on from its resourceVersion
                 await self.watch_once()
                 backoff = 0.5
             except GoneError:
@@ -321,6 +440,39 @@ class Informer:
                     for w in waiters:
                         w.cancel()
                 backoff = min(backoff * 2, 30.0)
+
+
+class _Lines:
+    """The non-empty lines of a streamed answer (a watch: one JSON event a line). While ``silence``
+    is set, no data for that many seconds ends it with :class:`WatchListUnsupported`."""
+
+    def __init__(self, resp: Any, silence: float | None = None) -> None:
+        self._chunks = resp.content.iter_any().__aiter__()
+        self.silence = silence
+        self._buf = b""
+        self._ready: list[bytes] = []
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while not self._ready:
+            try:
+                if self.silence is None:
+                    chunk = await self._chunks.__anext__()
+                else:
+                    chunk = await asyncio.wait_for(self._chunks.__anext__(), self.silence)
+            except TimeoutError:
+                raise WatchListUnsupported(
+                    f"no initial events for {self.silence:.0f}s: the server does not stream them"
+                ) from None
+            if self._buf:
+                chunk = self._buf + chunk
+            lines = chunk.split(b"\n")
+            self._buf = lines.pop()
+            lines.reverse()
+            self._ready = [line for line in lines if line.strip()]
+        return self._ready.pop()
 
 
 def _key(obj: Any) -> str:

@@ -107,6 +107,11 @@ ELSEWHERE: tuple[Elsewhere, ...] = (
         "minutes at 1,000 and 5,000 nodes; the test runs the same command at 20 nodes",
     ),
     Elsewhere(
+        r"python -m benchmarks\.live .*",
+        ("tests/e2e/test_live_benchmark.py::test_live_benchmark_reports_every_figure",),
+        "needs the e2e control plane and tens of minutes at 1,000 nodes; the test runs it at 4 nodes",
+    ),
+    Elsewhere(
         r"helm install desched deploy/helm/desched --namespace kube-system",
         ("tests/e2e/test_as_shipped.py::test_helm_defaults_run_as_shipped",),
         "needs helm and a cluster; the e2e test renders the chart with its defaults and runs what "

@@ -1,0 +1,261 @@
+"""The informer's watch-list (``sendInitialEvents``) and its fallback to LIST+WATCH.
+
+The API here is a scripted stand-in for the transport (``call_api``), answering by the request's
+parameters; tests/e2e/test_live_run.py and test_fault_injection.py run the same informer against
+the real kube-apiserver (which streams initial events) and through a proxy that cuts, expires and
+stalls watches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from desched.cluster import live_source
+from desched.cluster.live_source import INITIAL_EVENTS_END, RESOURCES, Informer
+
+Params = dict[str, str]
+
+
+def ev(kind: str, name: str, rv: str, **meta: Any) -> bytes:
+    obj = {"kind": "Node", "metadata": {"name": name, "resourceVersion": rv, **meta}}
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def end_bookmark(rv: str) -> bytes:
+    obj = {"kind": "Node", "metadata": {"resourceVersion": rv, "annotations": {INITIAL_EVENTS_END: "true"}}}
+    return json.dumps({"type": "BOOKMARK", "object": obj}).encode() + b"\n"
+
+
+class Answer:
+    """One HTTP answer: a status, and a body streamed in ``chunks`` (then, if ``hang``, silence)."""
+
+    def __init__(
+        self,
+        chunks: list[bytes],
+        *,
+        status: int = 200,
+        hang: bool = False,
+        gate: asyncio.Event | None = None,
+        gate_at: int = 0,
+    ) -> None:
+        self.status = status
+        self.chunks = list(chunks)
+        self.hang = hang
+        self.gate = gate  # waited for before chunk ``gate_at``
+        self.gate_at = gate_at
+        self.content = self
+
+    async def read(self) -> bytes:
+        return b"".join(self.chunks)
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for i, chunk in enumerate(self.chunks):
+            if self.gate is not None and i == self.gate_at:
+                await self.gate.wait()
+            yield chunk
+        if self.hang:
+            await asyncio.Event().wait()
+
+    def release(self) -> None:
+        pass
+
+
+class Api:
+    def __init__(self, answer: Callable[[Params], Answer]) -> None:
+        self.answer = answer
+        self.requests: list[Params] = []
+
+    async def call_api(self, path: str, method: str, **kw: Any) -> Answer:
+        params = dict(kw.get("query_params", []))
+        self.requests.append(params)
+        return self.answer(params)
+
+    def kinds(self) -> list[str]:
+        return [
+            "watch-list" if "sendInitialEvents" in p else "watch" if p.get("watch") else "list"
+            for p in self.requests
+        ]
+
+
+LIST_PAGES = {
+    "": b'{"metadata": {"resourceVersion": "20", "continue": "p2"}, "items": '
+    b'[{"metadata": {"name": "a", "resourceVersion": "3"}}]}',
+    "p2": b'{"metadata": {"resourceVersion": "20"}, "items": '
+    b'[{"metadata": {"name": "b", "resourceVersion": "4"}}]}',
+}
+
+
+async def run_until(inf: Informer, done: Callable[[], bool], timeout: float = 5.0) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(inf.run(stop))
+    try:
+        async with asyncio.timeout(timeout):
+            while not done():
+                await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_watch_list_fills_the_cache_at_the_bookmark_then_follows_the_same_stream() -> None:
+    changes: list[tuple[str, str]] = []
+
+    async def main() -> None:
+        gate = asyncio.Event()
+        initial = ev("ADDED", "a", "3") + ev("ADDED", "b", "4")
+        # events split across chunks anywhere, even mid-line
+        stream = [initial[:17], initial[17:60], initial[60:], end_bookmark("10")[:5], end_bookmark("10")[5:]]
+        stream.append(ev("MODIFIED", "a", "11", labels={"x": "y"}) + ev("DELETED", "b", "12"))
+
+        def answer(p: Params) -> Answer:
+            if "sendInitialEvents" in p:
+                return Answer(stream, gate=gate, gate_at=4, hang=True)
+            raise AssertionError(f"unexpected request {p}")
+
+        api = Api(answer)
+
+        def on_change(kind: str, type_: str, old: Any, new: Any) -> None:
+            changes.append((type_, new and new.metadata.name))
+
+        inf = Informer(api, RESOURCES["Node"], on_change=on_change)  # type: ignore[arg-type]
+        stop = asyncio.Event()
+        task = asyncio.create_task(inf.run(stop))
+        await asyncio.sleep(0.1)
+        # the initial events so far are not the cache: it is filled at once, at the bookmark
+        assert not inf.synced.is_set() and inf.objects == {} and not inf.healthy
+        assert changes == []
+        gate.set()  # the rest: the bookmark's second half, then the watch's events
+        async with asyncio.timeout(5):
+            while inf.resource_version != "12":
+                await asyncio.sleep(0.01)
+        assert inf.synced.is_set() and inf.healthy and inf.listed_by == "watch-list"
+        assert set(inf.objects) == {"a"} and inf.objects["a"].metadata.labels == {"x": "y"}
+        assert changes == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", None)]
+        p = api.requests[0]
+        assert p["watch"] == "true" and p["sendInitialEvents"] == "true"
+        assert p["resourceVersionMatch"] == "NotOlderThan" and p["allowWatchBookmarks"] == "true"
+        assert p["resourceVersion"] == ""
+        assert api.kinds() == ["watch-list"]  # no LIST, no second request
+        stop.set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_refused_watch_list_falls_back_to_list_and_watch_for_good(status: int) -> None:
+    async def main() -> None:
+        watches = 0
+
+        def answer(p: Params) -> Answer:
+            nonlocal watches
+            if "sendInitialEvents" in p:
+                body = b'{"kind": "Status", "code": 422, "message": "sendInitialEvents is forbidden"}'
+                return Answer([body], status=status)
+            if p.get("watch"):
+                watches += 1
+                if watches == 1:  # the first watch expires: a re-list
+                    return Answer([b'{"type": "ERROR", "object": {"code": 410}}\n'])
+                return Answer([ev("ADDED", "c", "21")], hang=True)
+            return Answer([LIST_PAGES[p.get("continue", "")]])
+
+        api = Api(answer)
+        inf = Informer(api, RESOURCES["Node"])  # type: ignore[arg-type]
+        await run_until(inf, lambda: "c" in inf.objects)
+        assert api.kinds() == ["watch-list", "list", "list", "watch", "list", "list", "watch"]
+        assert api.requests[3]["resourceVersion"] == "20"  # the watch goes on from the LIST
+        assert not inf.use_watch_list and inf.listed_by == "list" and set(inf.objects) == {"a", "b", "c"}
+
+    asyncio.run(main())
+
+
+def test_a_watch_list_without_its_bookmark_is_listed_this_time_and_streamed_again_next() -> None:
+    """An ERROR (410) or the stream's end before the initial-events-end bookmark: LIST this time
+    (progress over deadlock, as client-go); the next re-list tries the watch-list again."""
+
+    async def main() -> None:
+        lists = 0
+        watch_lists = 0
+
+        def answer(p: Params) -> Answer:
+            nonlocal lists, watch_lists
+            if "sendInitialEvents" in p:
+                watch_lists += 1
+                if watch_lists == 1:
+                    return Answer([ev("ADDED", "a", "3")])  # ends, no bookmark
+                if watch_lists == 2:
+                    return Answer([ev("ADDED", "a", "3"), b'{"type": "ERROR", "object": {"code": 410}}\n'])
+                return Answer([ev("ADDED", "z", "30"), end_bookmark("31")], hang=True)
+            if p.get("watch"):  # after the first LIST: expires, so the informer re-lists
+                return Answer([b'{"type": "ERROR", "object": {"code": 410}}\n'])
+            lists += 1
+            return Answer([LIST_PAGES[p.get("continue", "")]])
+
+        api = Api(answer)
+        inf = Informer(api, RESOURCES["Node"])  # type: ignore[arg-type]
+        await run_until(inf, lambda: inf.listed_by == "watch-list")
+        assert api.kinds() == [
+            "watch-list",
+            "list",
+            "list",
+            "watch",
+            "watch-list",
+            "list",
+            "list",
+            "watch",
+            "watch-list",
+        ]
+        assert inf.use_watch_list and set(inf.objects) == {"z"} and inf.resource_version == "31"
+
+    asyncio.run(main())
+
+
+def test_a_silent_watch_list_falls_back_to_list_and_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server (or proxy) that opens the stream but sends no initial events: LIST+WATCH from then on."""
+    monkeypatch.setattr(live_source, "INITIAL_EVENTS_SILENCE_SECONDS", 0.2)
+
+    async def main() -> None:
+        def answer(p: Params) -> Answer:
+            if p.get("watch"):
+                return Answer([], hang=True)  # the watch-list and the watch: silent
+            return Answer([LIST_PAGES[p.get("continue", "")]])
+
+        api = Api(answer)
+        inf = Informer(api, RESOURCES["Node"])  # type: ignore[arg-type]
+        await run_until(inf, lambda: inf.synced.is_set() and len(api.requests) >= 4)
+        assert api.kinds() == ["watch-list", "list", "list", "watch"]
+        assert not inf.use_watch_list and set(inf.objects) == {"a", "b"} and inf.healthy
+
+    asyncio.run(main())
+
+
+def test_an_error_answer_to_the_watch_list_is_a_failure_retried_not_a_list() -> None:
+    """403, 503, no answer: what a LIST would get too; reported and retried after the backoff (as
+    any failed list), with the watch-list again, never a LIST for it."""
+
+    async def main() -> None:
+        asked = 0
+
+        def answer(p: Params) -> Answer:
+            nonlocal asked
+            if "sendInitialEvents" in p:
+                asked += 1
+                if asked == 1:
+                    return Answer([b'{"kind": "Status", "code": 503, "message": "etcd is down"}'], status=503)
+                return Answer([ev("ADDED", "a", "3"), end_bookmark("4")], hang=True)
+            raise AssertionError(f"unexpected request {p}")
+
+        api = Api(answer)
+        inf = Informer(api, RESOURCES["Node"])  # type: ignore[arg-type]
+        await run_until(inf, inf.synced.is_set)
+        assert api.kinds() == ["watch-list", "watch-list"]
+        assert inf.use_watch_list and set(inf.objects) == {"a"} and inf.healthy
+
+    asyncio.run(main())
