@@ -276,6 +276,11 @@ class ClusterSnapshot:
     def pods_in_namespace(self, namespace: str) -> list[Pod]:
         return list(self._by_namespace.get(namespace, {}).values())
 
+    def pods_in_namespace_by_key(self, namespace: str) -> dict[str, Pod]:
+        """The namespace's pods by :attr:`Pod.key`, in order (a copy; the keys are the view's own
+        strings, not new ones)."""
+        return dict(self._by_namespace.get(namespace, {}))
+
     def pods_of_owner(self, namespace: str, kind: str, name: str) -> list[Pod]:
         return list(self._by_owner.get((namespace, kind, name), {}).values())
 

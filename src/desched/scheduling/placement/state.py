@@ -473,7 +473,7 @@ class ClusterState:
     def _namespace_pods(self, namespace: str) -> dict[str, Pod]:
         pods = self._ns_pods.get(namespace)
         if pods is None:
-            pods = self._ns_pods[namespace] = {p.key: p for p in self.snapshot.pods_in_namespace(namespace)}
+            pods = self._ns_pods[namespace] = self.snapshot.pods_in_namespace_by_key(namespace)
         return pods
 
     def _by_label(self, namespace: str, key: str) -> dict[str, dict[str, Pod]]:
