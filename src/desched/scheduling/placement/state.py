@@ -48,7 +48,7 @@ _DEFAULT_SPREAD_OWNERS: Final = ("ReplicaSet", "StatefulSet", "ReplicationContro
 _SYSTEM_DEFAULT_SPREAD: Final = ((LABEL_HOSTNAME, 3), (_LABEL_ZONE, 5))
 BIG: Final = 1 << 62
 _T = TypeVar("_T")
-_NO_PODS: Final[dict[str, Pod]] = {}
+_NO_PODS: Final[list[Pod]] = []
 
 Matcher = Callable[[Mapping[str, str]], bool]
 PodMatcher = Callable[[Pod], bool]
@@ -325,7 +325,7 @@ class ClusterState:
         self._spread_cache: dict[bytes, list[SpreadConstraint]] = {}
         #: the pods of a namespace and, per label key, by value: key -> pod, in the snapshot's
         #: order (made on demand, then kept in step by :meth:`pod_listed` / :meth:`pod_unlisted`)
-        self._label_index: dict[tuple[str, str], dict[str, dict[str, Pod]]] = {}
+        self._label_index: dict[tuple[str, str], dict[str, list[Pod]]] = {}
         self._label_keys: dict[str, list[str]] = {}
         self._ns_pods: dict[str, dict[str, Pod]] = {}
         self._with_keys: dict[tuple[bytes, tuple[str, ...]], list[int]] = {}
@@ -476,17 +476,18 @@ class ClusterState:
             pods = self._ns_pods[namespace] = self.snapshot.pods_in_namespace_by_key(namespace)
         return pods
 
-    def _by_label(self, namespace: str, key: str) -> dict[str, dict[str, Pod]]:
-        """The namespace's pods by their value of label ``key``."""
+    def _by_label(self, namespace: str, key: str) -> dict[str, list[Pod]]:
+        """The namespace's pods by their value of label ``key`` (lists: a value's pods are
+        mostly one workload's, and a list entry is a fifth of a dict's)."""
         index = self._label_index.get((namespace, key))
         if index is None:
             index = {}
-            for pod_key, p in self._namespace_pods(namespace).items():
+            for p in self._namespace_pods(namespace).values():
                 labels = p.metadata.labels
                 if labels:
                     value = labels.get(key)
                     if value is not None:
-                        index.setdefault(value, {})[pod_key] = p
+                        index.setdefault(value, []).append(p)
             self._label_index[(namespace, key)] = index
             self._label_keys.setdefault(namespace, []).append(key)
         return index
@@ -497,11 +498,11 @@ class ClusterState:
         if selector is not None:
             if selector.match_labels:
                 key, value = min(selector.match_labels.items())
-                return self._by_label(namespace, key).get(value, _NO_PODS).values()
+                return self._by_label(namespace, key).get(value, _NO_PODS)
             for expr in selector.match_expressions or ():
                 if expr.operator == "In" and expr.values:
                     index = self._by_label(namespace, expr.key)
-                    lists = [index.get(v, _NO_PODS).values() for v in sorted(set(expr.values))]
+                    lists = [index.get(v, _NO_PODS) for v in sorted(set(expr.values))]
                     return lists[0] if len(lists) == 1 else [p for pods in lists for p in pods]
         return self._namespace_pods(namespace).values()
 
@@ -803,7 +804,7 @@ class ClusterState:
             for label in self._label_keys.get(ns, ()):
                 value = labels.get(label)
                 if value is not None:
-                    index[(ns, label)].setdefault(value, {})[key] = pod
+                    index[(ns, label)].setdefault(value, []).append(pod)
 
     def pod_unlisted(self, pod: Pod) -> None:
         """The snapshot no longer has a pod of ``pod``'s key (``ClusterSnapshot.remove_pod``)."""
@@ -823,7 +824,7 @@ class ClusterState:
                 if value is not None:
                     by_value = index[(ns, label)]
                     bucket = by_value[value]
-                    del bucket[key]
+                    del bucket[next(j for j, p in enumerate(bucket) if p is old)]
                     if not bucket:
                         del by_value[value]
 
