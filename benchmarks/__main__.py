@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import resource
@@ -417,6 +418,22 @@ def _f(value: Any, fmt: str = "{:.2f}") -> str:
     return fmt.format(value)
 
 
+def placement_cost(r: dict[str, Any]) -> dict[str, float] | None:
+    """What placing the replacements costs in one result: the CPU seconds of ``desched simulate``
+    beyond those of ``--no-placement``, per replacement and per replacement * log2(nodes) (the
+    curve issue 16 asks to stay flat or fall as the cluster grows); None without both runs."""
+    with_cpu, without_cpu = r.get("simulate_cpu_s"), r.get("simulate_noplace_cpu_s")
+    placed, nodes = r.get("simulate_placed"), r.get("nodes")
+    if with_cpu is None or without_cpu is None or not placed or not nodes or nodes < 2:
+        return None
+    cpu = max(with_cpu - without_cpu, 0.0)
+    return {
+        "cpu_s": cpu,
+        "ms_per_replacement": cpu / placed * 1000,
+        "us_per_replacement_log_nodes": cpu / (placed * math.log2(nodes)) * 1e6,
+    }
+
+
 def markdown(
     results: list[dict[str, Any]], plugins: list[str], missing: list[str], machine: dict[str, Any]
 ) -> str:
@@ -459,6 +476,24 @@ def markdown(
                     "",
                     f"`desched {command}` failed at {r['size_nodes']:,} nodes: {r[f'{key}_error'][-300:]}",
                 ]
+    curve = [r for r in sized if placement_cost(r) is not None]
+    if curve:
+        lines += [
+            "",
+            "Placement cost curve: the CPU seconds `desched simulate` spends beyond `--no-placement` "
+            "(both runs above), per replacement placed and per replacement * log2(nodes):",
+            "",
+            "| nodes | policy | replacements | placement CPU s | ms per replacement "
+            "| us per replacement * log2(nodes) |",
+            "|---:|---|---:|---:|---:|---:|",
+        ]
+        for r in curve:
+            cost = placement_cost(r)
+            assert cost is not None
+            lines.append(
+                f"| {r['nodes']:,} | {r['policy']} | {r['simulate_placed']:,} | {cost['cpu_s']:.2f} "
+                f"| {cost['ms_per_replacement']:.3f} | {cost['us_per_replacement_log_nodes']:.2f} |"
+            )
     ext = [r for r in results if "extender" in r]
     for r in ext:
         e = r["extender"]

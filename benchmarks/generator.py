@@ -435,6 +435,8 @@ class _Generator:
         self.pvcs: list[Obj] = []
         self.events: list[Obj] = []
         self.used_names: set[tuple[str, str]] = set()
+        #: (namespace, name) of the pods with a random suffix, see :meth:`pod_name`
+        self.pod_names: set[tuple[str, str]] = set()
         self.cpu_per_pod: dict[str, float] = {}
         self.mem_per_pod: dict[str, float] = {}
         self.n_teams = max(3, spec.nodes // 25)
@@ -453,6 +455,16 @@ class _Generator:
 
     def suffix(self, k: int = 5) -> str:
         return "".join(self.rng.choices(_HASH_CHARS, k=k))
+
+    def pod_name(self, namespace: str, prefix: str) -> str:
+        """``prefix-<5 random characters>``, drawn again while the namespace has a pod of that
+        name (27^5 suffixes: 5,000 DaemonSet pods collide about once, and the API server
+        refuses a duplicate); a first draw that is free changes nothing in the output."""
+        name = f"{prefix}-{self.suffix()}"
+        while (namespace, name) in self.pod_names:
+            name = f"{prefix}-{self.suffix()}"
+        self.pod_names.add((namespace, name))
+        return name
 
     def hexid(self, bits: int = 256) -> str:
         return f"{self.rng.getrandbits(bits):0{bits // 4}x}"
@@ -1464,7 +1476,7 @@ class _Generator:
             node.free_cpu -= cpu
             node.free_mem -= mem_mi * _MI
             labels = {**tpl.labels, "controller-revision-hash": revision, "pod-template-generation": "3"}
-            name = f"{base}-{self.suffix()}"
+            name = self.pod_name(namespace, base)
             spec = dict(tpl.spec)
             spec["nodeName"] = node.name
             spec["affinity"] = {
@@ -1537,7 +1549,7 @@ class _Generator:
             if w.kind == "Deployment":
                 h = hashes[1] if len(hashes) > 1 and i % 2 == 1 else hashes[0]
                 labels["pod-template-hash"] = h
-                name = f"{w.name}-{h}-{self.suffix()}"
+                name = self.pod_name(w.namespace, f"{w.name}-{h}")
                 owner = tpl.owner_for(h)
             elif w.kind == "StatefulSet":
                 name = f"{w.name}-{i}"
@@ -1554,7 +1566,7 @@ class _Generator:
                 self.pvcs.append(self._pvc(w, claim, node))
                 owner = tpl.owner
             elif w.kind == "Job":
-                name = f"{w.name}-{self.suffix()}"
+                name = self.pod_name(w.namespace, w.name)
                 owner = tpl.owner
             else:
                 name = w.name

@@ -160,7 +160,9 @@ class _ScoreMeta(msgspec.Struct, rename="camel"):
 
 class _ScoreNode(msgspec.Struct):
     metadata: _ScoreMeta = msgspec.field(default_factory=_ScoreMeta)
-    status: _WireStatus = msgspec.field(default_factory=_WireStatus)
+    # decoded (allocatable) only when the node's resourceVersion is not cached: parsing the
+    # quantities of 1,000 nodes was a third of a prioritize call
+    status: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
 
 class _ScoreNodeList(msgspec.Struct):
@@ -202,6 +204,7 @@ class HostPriority(msgspec.Struct, rename="pascal"):
 _filter_decoder = msgspec.json.Decoder(ExtenderArgs)
 _prioritize_decoder = msgspec.json.Decoder(_PrioritizeArgs)
 _node_decoder = msgspec.json.Decoder(_WireNode)
+_status_decoder = msgspec.json.Decoder(_WireStatus | None)
 _encoder = msgspec.json.Encoder()
 
 
@@ -386,11 +389,16 @@ class Extender:
         # allocatable of nodes sent in full, by name: (resourceVersion, amounts)
         self._allocatable: dict[str, tuple[str, Resources]] = {}
 
-    def _allocatable_of(self, meta: _WireMeta | _ScoreMeta, status: _WireStatus) -> Resources:
+    def _allocatable_of(self, meta: _WireMeta | _ScoreMeta, status: _WireStatus | msgspec.Raw) -> Resources:
         rv = meta.resource_version
         hit = self._allocatable.get(meta.name)
         if hit is not None and rv and hit[0] == rv:
             return hit[1]
+        if not isinstance(status, _WireStatus):
+            try:
+                status = (len(status) and _status_decoder.decode(status)) or _WireStatus()
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise BadRequest(f"not an ExtenderArgs: node {meta.name!r}: status: {e}") from None
         amounts = k8s_resources.resource_list(status.allocatable or status.capacity)
         if len(self._allocatable) > 100_000:
             self._allocatable.clear()

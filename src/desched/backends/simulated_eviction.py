@@ -20,7 +20,7 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionBackend, EvictionRequest, InBackground, OutcomeUnknown
 from desched.k8s import disruption
 from desched.k8s import labels as k8s_labels
-from desched.k8s.objects import Pod, PodDisruptionBudget
+from desched.k8s.objects import LabelSelector, Pod, PodDisruptionBudget
 
 
 class SimulatedEvictionApi:
@@ -35,6 +35,8 @@ class SimulatedEvictionApi:
         self._pods_by_namespace: dict[str, list[Pod]] = {
             ns: snapshot.pods_in_namespace(ns) for ns in {p.metadata.namespace for p in snapshot.pdbs}
         }
+        #: Those pods by namespace and label, then value (see :meth:`_candidates`).
+        self._by_label: dict[tuple[str, str], dict[str, list[Pod]]] = {}
         #: (namespace, name, HTTP code) of each refusal, in order.
         self.refusals: list[tuple[str, str, int]] = []
 
@@ -44,9 +46,25 @@ class SimulatedEvictionApi:
         found = self._budgets.get(key)
         if found is None:
             match = k8s_labels.compile_label_selector(pdb.spec.selector, none_matches=False)
-            pods = [p for p in self._pods_by_namespace.get(key[0], ()) if match(p.metadata.labels or {})]
+            pods = [p for p in self._candidates(key[0], pdb.spec.selector) if match(p.metadata.labels or {})]
             found = self._budgets[key] = disruption.compute_budget(pdb, pods)
         return found
+
+    def _candidates(self, namespace: str, selector: LabelSelector | None) -> list[Pod]:
+        """The namespace's pods a selector can match: those with its first matchLabels pair
+        (by a per-label index made on demand, in the namespace's order), else all of them."""
+        pods = self._pods_by_namespace.get(namespace, [])
+        if selector is None or not selector.match_labels:
+            return pods
+        label, value = min(selector.match_labels.items())
+        index = self._by_label.get((namespace, label))
+        if index is None:
+            index = self._by_label[(namespace, label)] = {}
+            for p in pods:
+                v = (p.metadata.labels or {}).get(label)
+                if v is not None:
+                    index.setdefault(v, []).append(p)
+        return index.get(value, [])
 
     def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
         answer = disruption.answer_eviction(pod, self.snapshot.pdbs_for_pod(pod), self.budget)

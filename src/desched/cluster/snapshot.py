@@ -100,6 +100,7 @@ class ClusterSnapshot:
         self.additions = 0
         self._index_all(pods)
         self._pdbs_by_ns: dict[str, list[PodDisruptionBudget]] = {}
+        self._pdb_matchers: dict[str, list[tuple[PodDisruptionBudget, k8s_labels.Matcher]]] = {}
         for pdb in self._pdbs:
             self._pdbs_by_ns.setdefault(pdb.metadata.namespace, []).append(pdb)
         self._events_by_object: dict[tuple[str, str, str], list[Event]] = {}
@@ -290,6 +291,11 @@ class ClusterSnapshot:
     def pods_in_namespace(self, namespace: str) -> list[Pod]:
         return list(self._by_namespace.get(namespace, {}).values())
 
+    def pods_in_namespace_by_key(self, namespace: str) -> dict[str, Pod]:
+        """The namespace's pods by :attr:`Pod.key`, in order (a copy; the keys are the view's own
+        strings, not new ones)."""
+        return dict(self._by_namespace.get(namespace, {}))
+
     def pods_of_owner(self, namespace: str, kind: str, name: str) -> list[Pod]:
         return list(self._by_owner.get((namespace, kind, name), {}).values())
 
@@ -353,12 +359,19 @@ class ClusterSnapshot:
 
     def pdbs_for_pod(self, pod: Pod) -> list[PodDisruptionBudget]:
         """PDBs in the pod's namespace whose selector matches it (a nil selector matches nothing)."""
-        out = []
-        for pdb in self._pdbs_by_ns.get(pod.metadata.namespace, ()):
-            match = k8s_labels.compile_label_selector(pdb.spec.selector, none_matches=False)
-            if match(pod.metadata.labels or {}):
-                out.append(pdb)
-        return out
+        ns = pod.metadata.namespace
+        matchers = self._pdb_matchers.get(ns)
+        if matchers is None:
+            # compiled once per namespace (the PDBs never change): a lookup per PDB and pod in
+            # the selector cache was 2 s of a 5,000-node simulate
+            matchers = self._pdb_matchers[ns] = [
+                (pdb, k8s_labels.compile_label_selector(pdb.spec.selector, none_matches=False))
+                for pdb in self._pdbs_by_ns.get(ns, ())
+            ]
+        if not matchers:
+            return []
+        labels = pod.metadata.labels or {}
+        return [pdb for pdb, match in matchers if match(labels)]
 
     @property
     def events(self) -> Sequence[Event]:

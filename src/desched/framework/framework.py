@@ -112,18 +112,21 @@ class _CycleBackend:
     See docs/design.md, "What a cycle sees after an eviction".
     """
 
-    __slots__ = ("backend", "snapshot")
+    __slots__ = ("_remembers", "backend", "snapshot")
 
     def __init__(self, backend: EvictionBackend, snapshot: ClusterSnapshot) -> None:
         self.backend = backend
         self.snapshot = snapshot
+        # checked once: isinstance against a runtime-checkable Protocol costs tens of
+        # microseconds, and this is asked for every pod a plugin considers
+        self._remembers = backend.already_evicted if isinstance(backend, RemembersEvictions) else None
 
     def already_evicted(self, pod: Pod) -> bool:
         """The wrapped backend's memory of earlier cycles (:class:`RemembersEvictions`), if any:
         the wrapper must not hide it, or a live run would evict a relisted pod a second time. A
         pod it remembers is leaving, so it leaves the working snapshot as an evicted pod does."""
-        backend = self.backend
-        if isinstance(backend, RemembersEvictions) and backend.already_evicted(pod):
+        remembers = self._remembers
+        if remembers is not None and remembers(pod):
             self.snapshot.remove_pod(pod)
             return True
         return False

@@ -63,3 +63,15 @@ def test_benchmark_command_reports_every_figure(tmp_path: Path) -> None:
     assert "`simulate --no-placement` s" in text
     assert "| prioritize, NodeNames (nodeCacheCapable) |" in text
     assert "| LowNodeUtilization |" in text
+    assert "Placement cost curve" in text
+    assert f"| 20 | all | {r['simulate_placed']:,} |" in text
+
+
+def test_placement_cost_is_the_cpu_beyond_no_placement_per_replacement_and_log_nodes() -> None:
+    from benchmarks.__main__ import placement_cost
+
+    r = {"nodes": 1024, "simulate_cpu_s": 12.0, "simulate_noplace_cpu_s": 7.0, "simulate_placed": 5000}
+    cost = placement_cost(r)
+    assert cost == {"cpu_s": 5.0, "ms_per_replacement": 1.0, "us_per_replacement_log_nodes": 100.0}
+    assert placement_cost({**r, "simulate_placed": 0}) is None
+    assert placement_cost({k: v for k, v in r.items() if k != "simulate_noplace_cpu_s"}) is None

@@ -453,6 +453,27 @@ def test_a_bad_node_item_is_named() -> None:
         ext.filter(body)
 
 
+def test_prioritize_reads_a_nodes_allocatable_again_when_its_resource_version_changes() -> None:
+    from desched.app.extender import BadRequest
+
+    ext = make_extender(SMALL_FIRST, NODES)
+    first = json.loads(ext.prioritize(args_nodelist(pod_doc("p"), NODES)).body)
+    assert first == [{"Host": "small", "Score": 10}, {"Host": "big", "Score": 0}]
+    # the same resourceVersion: the cached allocatable, whatever the status says now
+    grown = node_doc("small", "64", "256Gi")
+    assert json.loads(ext.prioritize(args_nodelist(pod_doc("p"), [grown, NODES[1]])).body) == first
+    # a new resourceVersion: the status is read, and "small" is now the bigger node
+    grown["metadata"]["resourceVersion"] = "43"
+    got = json.loads(ext.prioritize(args_nodelist(pod_doc("p"), [grown, NODES[1]])).body)
+    assert got == [{"Host": "small", "Score": 0}, {"Host": "big", "Score": 10}]
+    # a status that is not a NodeStatus, or no status at all
+    broken = {"metadata": {"name": "small", "resourceVersion": "44"}, "status": {"allocatable": 5}}
+    with pytest.raises(BadRequest, match="node 'small': status"):
+        ext.prioritize(args_nodelist(pod_doc("p"), [broken]))
+    bare = {"metadata": {"name": "small", "resourceVersion": "45"}}
+    assert json.loads(ext.prioritize(args_nodelist(pod_doc("p"), [bare, NODES[1]])).body)[1]["Host"] == "big"
+
+
 # --------------------------------------------------------------------------- HTTP
 
 

@@ -10,6 +10,7 @@ differs from the fresh one's.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from operator import is_
 from typing import Any
 
 import msgspec
@@ -222,6 +223,21 @@ def test_a_simulator_kept_across_evictions_decides_as_a_fresh_one(
         assert sim.decide(pod) == expected, pod.metadata.name
         if expected.node:
             sim.bind(bound(pod, expected.node))
+        assert_pod_lists_as_fresh(sim, PlacementSimulator(snapshot))
+
+
+def assert_pod_lists_as_fresh(sim: PlacementSimulator, fresh: PlacementSimulator) -> None:
+    """The kept simulator's pods by namespace and by label (followed through terminations,
+    unbinds and binds) are those a fresh one makes from the snapshot, in the same order."""
+    kept, new = sim.cluster, fresh.cluster
+    for ns, pods in kept._ns_pods.items():
+        assert list(pods.items()) == list(new._namespace_pods(ns).items()), ns
+    for (ns, label), by_value in kept._label_index.items():
+        expected = new._by_label(ns, label)
+        assert {v: [p.key for p in pods] for v, pods in by_value.items()} == {
+            v: [p.key for p in pods] for v, pods in expected.items()
+        }, (ns, label)
+        assert all(all(map(is_, pods, expected[v])) for v, pods in by_value.items())
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

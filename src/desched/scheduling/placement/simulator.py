@@ -415,9 +415,10 @@ class PlacementSimulator:
         i = self.cluster.index.get(pod.spec.node_name)
         self.snapshot.add_pod(terminating)  # replaces ``pod``
         if i is None:
+            self.cluster.pod_listed(terminating)
             return
         c = self.cluster
-        c.forget_pods()
+        c.pod_listed(terminating)
         c.pod_terminating(pod, i)
 
     def unterminate(self, terminating: Pod, pod: Pod) -> None:
@@ -439,6 +440,7 @@ class PlacementSimulator:
         req = self.snapshot.requests(pod)
         if not self.snapshot.remove_pod(pod):
             return
+        c.pod_unlisted(pod)
         if i is None:
             return
         if k8s_pods.occupies_node(pod):
@@ -459,7 +461,6 @@ class PlacementSimulator:
                     value = node_labels.get(key)
                     if value is not None:
                         group.remove(value)
-        c.forget_pods()
         c.pod_changed(pod, i, added=False)
 
     # ---------------------------------------------------------------- one pod

@@ -6,7 +6,7 @@ matching each (anti-)affinity term (:class:`TermIndex`)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Final, TypeVar
@@ -47,6 +47,7 @@ LABEL_HOSTNAME: Final = k8s_topologyspread.LABEL_HOSTNAME
 _DEFAULT_SPREAD_OWNERS: Final = ("ReplicaSet", "StatefulSet", "ReplicationController")
 BIG: Final = 1 << 62
 _T = TypeVar("_T")
+_NO_PODS: Final[list[Pod]] = []
 
 Matcher = Callable[[Mapping[str, str]], bool]
 PodMatcher = Callable[[Pod], bool]
@@ -328,9 +329,11 @@ class ClusterState:
         #: per namespace, the label keys of its ("pair", ...) buckets
         self._pair_keys: dict[str, set[str]] = {}
         self._spread_cache: dict[bytes, list[SpreadConstraint]] = {}
+        #: the pods of a namespace and, per label key, by value: key -> pod, in the snapshot's
+        #: order (made on demand, then kept in step by :meth:`pod_listed` / :meth:`pod_unlisted`)
         self._label_index: dict[tuple[str, str], dict[str, list[Pod]]] = {}
         self._label_keys: dict[str, list[str]] = {}
-        self._ns_pods: dict[str, list[Pod]] = {}
+        self._ns_pods: dict[str, dict[str, Pod]] = {}
         self._with_keys: dict[tuple[bytes, tuple[str, ...]], list[int]] = {}
         self._ns_labels: dict[str, Mapping[str, str]] | None = None
         self._term_ns: dict[tuple[str, bytes], frozenset[str]] = {}
@@ -473,18 +476,19 @@ class ClusterState:
 
     # ---------------------------------------------------------------- pods by namespace and label
 
-    def _namespace_pods(self, namespace: str) -> list[Pod]:
+    def _namespace_pods(self, namespace: str) -> dict[str, Pod]:
         pods = self._ns_pods.get(namespace)
         if pods is None:
-            pods = self._ns_pods[namespace] = self.snapshot.pods_in_namespace(namespace)
+            pods = self._ns_pods[namespace] = self.snapshot.pods_in_namespace_by_key(namespace)
         return pods
 
     def _by_label(self, namespace: str, key: str) -> dict[str, list[Pod]]:
-        """The namespace's pods by their value of label ``key``."""
+        """The namespace's pods by their value of label ``key`` (lists: a value's pods are
+        mostly one workload's, and a list entry is a fifth of a dict's)."""
         index = self._label_index.get((namespace, key))
         if index is None:
             index = {}
-            for p in self._namespace_pods(namespace):
+            for p in self._namespace_pods(namespace).values():
                 labels = p.metadata.labels
                 if labels:
                     value = labels.get(key)
@@ -494,19 +498,19 @@ class ClusterState:
             self._label_keys.setdefault(namespace, []).append(key)
         return index
 
-    def candidates(self, namespace: str, selector: LabelSelector | None) -> Sequence[Pod]:
+    def candidates(self, namespace: str, selector: LabelSelector | None) -> Collection[Pod]:
         """The namespace's pods a selector could match, narrowed by the label index: by one of
         its matchLabels, or by an ``In`` expression (the union of its values' pods)."""
         if selector is not None:
             if selector.match_labels:
                 key, value = min(selector.match_labels.items())
-                return self._by_label(namespace, key).get(value, [])
+                return self._by_label(namespace, key).get(value, _NO_PODS)
             for expr in selector.match_expressions or ():
                 if expr.operator == "In" and expr.values:
                     index = self._by_label(namespace, expr.key)
-                    lists = [index.get(v, []) for v in sorted(set(expr.values))]
+                    lists = [index.get(v, _NO_PODS) for v in sorted(set(expr.values))]
                     return lists[0] if len(lists) == 1 else [p for pods in lists for p in pods]
-        return self._namespace_pods(namespace)
+        return self._namespace_pods(namespace).values()
 
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
@@ -781,8 +785,8 @@ class ClusterState:
 
     def pod_changed(self, pod: Pod, i: int, added: bool) -> None:
         """Keep the spread counters and term indexes in step with a pod on node ``i`` that came
-        (``added``) or went, as a fresh index would count it. The caches of pods by namespace
-        and label must be dropped first (:meth:`forget_pods`)."""
+        (``added``) or went, as a fresh index would count it. The pods by namespace and label
+        must follow the snapshot first (:meth:`pod_unlisted`, or :meth:`forget_pods`)."""
         if not k8s_pods.occupies_node(pod):
             return
         ns = pod.metadata.namespace
@@ -810,8 +814,8 @@ class ClusterState:
 
     def pod_terminating(self, pod: Pod, i: int) -> None:
         """``pod`` on node ``i`` is now terminating: spread constraints no longer count it
-        (kube-scheduler skips pods with a deletionTimestamp there, and only there). The caches
-        of pods by namespace and label must be dropped first (:meth:`forget_pods`)."""
+        (kube-scheduler skips pods with a deletionTimestamp there, and only there). The pods by
+        namespace and label must follow the snapshot first (:meth:`pod_listed`)."""
         if not k8s_pods.occupies_node(pod) or pod.metadata.deletion_timestamp is not None:
             return
         ns = pod.metadata.namespace
@@ -845,17 +849,51 @@ class ClusterState:
         self._label_index = {}
         self._label_keys = {}
 
+    def pod_listed(self, pod: Pod) -> None:
+        """The snapshot took ``pod`` in (``ClusterSnapshot.add_pod``: a pod of the same key is
+        replaced, and the pod goes last): the pods by namespace and label follow, as they would
+        be made again from the snapshot."""
+        self.pod_unlisted(pod)
+        ns = pod.metadata.namespace
+        key = pod.key
+        pods = self._ns_pods.get(ns)
+        if pods is not None:
+            pods[key] = pod
+        labels = pod.metadata.labels
+        if labels:
+            index = self._label_index
+            for label in self._label_keys.get(ns, ()):
+                value = labels.get(label)
+                if value is not None:
+                    index[(ns, label)].setdefault(value, []).append(pod)
+
+    def pod_unlisted(self, pod: Pod) -> None:
+        """The snapshot no longer has a pod of ``pod``'s key (``ClusterSnapshot.remove_pod``)."""
+        ns = pod.metadata.namespace
+        key = pod.key
+        pods = self._ns_pods.get(ns)
+        if pods is None:
+            return  # no label index of the namespace either
+        old = pods.pop(key, None)
+        if old is None:
+            return
+        labels = old.metadata.labels
+        if labels:
+            index = self._label_index
+            for label in self._label_keys.get(ns, ()):
+                value = labels.get(label)
+                if value is not None:
+                    by_value = index[(ns, label)]
+                    bucket = by_value[value]
+                    del bucket[next(j for j, p in enumerate(bucket) if p is old)]
+                    if not bucket:
+                        del by_value[value]
+
     def pod_added(self, pod: Pod, i: int) -> None:
         """Keep the indexes in step with a pod bound to node ``i``."""
         ns = pod.metadata.namespace
         labels = pod.metadata.labels or {}
-        pods = self._ns_pods.get(ns)
-        if pods is not None:
-            pods.append(pod)
-        for key in self._label_keys.get(ns, ()):
-            value = labels.get(key)
-            if value is not None:
-                self._label_index[(ns, key)].setdefault(value, []).append(pod)
+        self.pod_listed(pod)
         if not k8s_pods.occupies_node(pod):
             return
         buckets = self._buckets(ns, labels)
