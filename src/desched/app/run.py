@@ -102,6 +102,7 @@ class RunOptions:
     def one_shot(self) -> bool:
         """One cycle, then exit: no interval and no cron schedule."""
         return self.interval <= 0 and self.schedule is None
+
     #: --feature-gates EvictionsInBackground=true (upstream's alpha gate, for KubeVirt)
     evictions_in_background: bool = False
 
