@@ -178,7 +178,7 @@ def decode(text: str) -> SafetyState:
     try:
         data = json.loads(text)
     except ValueError as e:
-        raise StateError(f"not JSON ({e})") from None
+        raise StateError(f"not JSON: {e}") from None
     if not isinstance(data, dict):
         raise StateError("not a JSON object")
     if data.get("version") != VERSION:
