@@ -61,7 +61,7 @@ across cycles (cooldown, rateLimits, waitForReplacement): desched keeps that mem
 {{- $on := false -}}
 {{- range (prepend ($policy.profiles | default list) $policy) -}}
 {{- with .evictionPolicy -}}
-{{- if or .cooldown .rateLimits .waitForReplacement }}{{ $on = true }}{{ end -}}
+{{- if or (hasKey . "cooldown") (hasKey . "rateLimits") (hasKey . "waitForReplacement") }}{{ $on = true }}{{ end -}}
 {{- end -}}
 {{- end -}}
 {{- if $on }}true{{ end -}}
