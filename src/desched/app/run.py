@@ -19,7 +19,10 @@ evictionPolicy's waitForReplacement) also starts a cycle, after a debounce windo
 of changes runs one cycle. SIGTERM stops new evictions at once, lets an in-flight one finish,
 releases the lease and exits. With ``metricsProviders`` in the policy, actual usage for
 the plugins (``handle.metrics``) is polled (metrics.k8s.io) or queried (Prometheus) on the event loop
-(:mod:`desched.backends.usage_metrics`).
+(:mod:`desched.backends.usage_metrics`). With an evictionPolicy rule that remembers across cycles
+(cooldown, rateLimits, waitForReplacement) that memory is loaded from its ConfigMap before the
+first cycle (and on becoming the leader) and saved after each cycle that changed it, never in
+dry-run (:mod:`desched.runtime.statestore`).
 """
 
 from __future__ import annotations
