@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 import time
 from datetime import datetime
 from pathlib import Path
@@ -440,3 +441,66 @@ def taint_node(cp: Any, name: str, taint: dict[str, str]) -> None:
         assert status == 409, status
         time.sleep(0.1)
     raise AssertionError(f"node {name}: could not add the taint (409 every time)")
+
+
+def test_a_new_leader_keeps_the_cooldown_of_the_old_one(cluster: Cluster, tmp_path: Path) -> None:
+    """Two replicas with leader election: the leader evicts one pod of a workload (cooldown 10m,
+    one eviction per workload and cycle) and is killed; the other replica, which never evicted
+    anything itself (its own memory is empty), takes the lease, loads the kept state and holds the
+    workload's other pod back (cooldown) cycle after cycle."""
+    cp = cluster.cp
+    ns = new_namespace(cp, "newleader")
+    path = lifetime_policy(
+        tmp_path, ns, evictionPolicy={"cooldown": {"base": "10m"}, "maxEvictionsPerWorkload": 1}
+    )
+    lease = (
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "6s",
+        "--leader-elect-renew-deadline",
+        "4s",
+        "--leader-elect-retry-period",
+        "1s",
+        "--descheduling-interval",
+        "1s",
+    )
+    a = DeschedProcess(
+        cluster.kubeconfig, tmp_path, path, *lease, "--leader-elect-identity", "state-a", name="a"
+    )
+    started = [a]
+    try:
+        wait_for(lambda: "became the leader" in a.text(), "replica a to lead", timeout=60)
+        b = DeschedProcess(
+            cluster.kubeconfig, tmp_path, path, *lease, "--leader-elect-identity", "state-b", name="b"
+        )
+        started.append(b)
+        wait_for(lambda: "serving" in b.text(), "replica b up", timeout=60)
+        make_pod(cp, ns, "web-0", "e2e-n1", owner="web")
+        make_pod(cp, ns, "web-1", "e2e-n3", owner="web")
+        CREATED[ns] = {"web-0", "web-1"}
+        wait_for(lambda: len(gone_or_terminating(cp, ns)) == 1, "replica a to evict one pod", timeout=60)
+        wait_for(
+            lambda: [m for m in kept(cp, "moves") if m["workload"] == [ns, "ConfigMap", "web"]],
+            "the move in the kept state",
+            timeout=20,
+        )
+        assert a.stop(signal.SIGKILL) != 0
+        (left,) = {"web-0", "web-1"} - gone_or_terminating(cp, ns)
+        wait_for(lambda: "became the leader" in b.text(), "replica b to take over", timeout=30)
+        wait_for(
+            lambda: "loaded the safety state from ConfigMap kube-system/desched-safety-state" in b.text(),
+            "replica b to load the kept state",
+            timeout=30,
+        )
+        b.wait_cycles(3)
+        assert left not in gone_or_terminating(cp, ns), b.text()[-3000:]
+        assert "evicted pod" not in b.text()
+        skipped = b.sample(
+            "descheduler_evictions_skipped_total",
+            f'{{namespace="{ns}",profile="e2e",reason="cooldown",strategy="PodLifeTime"}}',
+        )
+        assert skipped is not None and skipped >= 3, b.text()[-3000:]
+    finally:
+        a.stop(signal.SIGKILL)
+        if len(started) == 2:
+            assert started[1].stop() == 0, started[1].text()
