@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -486,6 +487,15 @@ def _add_run_parser(sub: Any) -> None:
         "--leader-elect-identity", default="", help="this replica's name in the Lease (default: hostname_pid)"
     )
     run.add_argument(
+        "--safety-state-configmap",
+        type=_state_configmap,
+        default="desched-safety-state",
+        metavar="[NAMESPACE/]NAME",
+        help="where the evictionPolicy's cooldowns, rate limits and awaited replacements are kept "
+        "across restarts (only with those rules on); the namespace defaults to $POD_NAMESPACE, the "
+        "ServiceAccount's, else --leader-elect-resource-namespace (default desched-safety-state)",
+    )
+    run.add_argument(
         "--secure-port",
         type=int,
         default=10258,
@@ -692,6 +702,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return run_simulate(request)
 
 
+_DNS_NAME = re.compile(r"[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?")
+
+
+def _state_configmap(value: str) -> str:
+    """``[NAMESPACE/]NAME`` of a ConfigMap (--safety-state-configmap)."""
+    parts = value.split("/")
+    if len(parts) > 2 or not all(_DNS_NAME.fullmatch(p) for p in parts):
+        raise argparse.ArgumentTypeError(f"must be NAME or NAMESPACE/NAME of a ConfigMap, got {value!r}")
+    return value
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from desched.app.run import RunOptions, default_identity, run
     from desched.runtime.leader import LeaderConfig
@@ -771,6 +792,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         tracing=tracing,
         connect_timeout=args.client_connection_timeout,
         evictions_in_background=in_background,
+        safety_state=args.safety_state_configmap,
     )
     try:
         return run(options)

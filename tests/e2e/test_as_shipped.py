@@ -548,3 +548,22 @@ def test_the_run_has_only_the_manifests_permissions(cp: ControlPlane, kustomize:
             doc["spec"]["template"]["spec"]["serviceAccountName"] = "desched-sa-no-eviction"
     with pytest.raises(AssertionError, match=r'cannot create resource "pods/eviction"(.|\n)*untolerated'):
         run_as_shipped(cp, shipped(docs), tmp_path, prepare(cp, "k-no-eviction"))
+
+
+def test_helm_with_a_cooldown_keeps_its_state_as_shipped(cp: ControlPlane, helm: str, tmp_path: Path) -> None:
+    """The chart with an evictionPolicy cooldown renders a Role on one ConfigMap: the run, with only
+    the rendered permissions, writes its safety state there (docs/operations.md, "The safety state")."""
+    form = shipped(
+        helm_template(helm, "shipped-state", "--set", "deschedulerPolicy.evictionPolicy.cooldown.base=10m")
+    )
+    assert "--safety-state-configmap=shipped-state-desched-safety-state" in form.container["args"]
+    assert {"Role", "RoleBinding"} <= {d["kind"] for d in form.docs}
+    path = "/api/v1/namespaces/kube-system/configmaps/shipped-state-desched-safety-state"
+    cp.raw_request("DELETE", path)
+    scenario = prepare(cp, "h-state")
+    facts = run_as_shipped(cp, form, tmp_path, scenario)
+    assert (
+        "the safety state is kept in ConfigMap kube-system/shipped-state-desched-safety-state" in facts["log"]
+    )
+    state = json.loads(cp.request("GET", path)["data"]["state.json"])
+    assert [m for m in state["moves"] if m["workload"][0] == scenario.namespace], state

@@ -453,3 +453,50 @@ def test_helm_lint_is_clean(helm: str) -> None:
     out = subprocess.run([helm, "lint", str(CHART), "--strict"], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "[WARNING]" not in out.stdout and "[ERROR]" not in out.stdout
+
+
+def test_the_safety_state_role_only_with_a_rule_that_remembers(helm: str) -> None:
+    """evictionPolicy cooldown / rateLimits / waitForReplacement (top level or in a profile): a Role
+    on the one ConfigMap the run keeps their memory in, and the flag naming it; otherwise neither
+    (an upstream policy renders as before)."""
+
+    def rendered(*args: str) -> list[dict[str, Any]]:
+        out = template(helm, "--set", "kind=Deployment", *args).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    plain = rendered()
+    assert not [d for d in plain if d["kind"] in ("Role", "RoleBinding")]
+    args = next(d for d in plain if d["kind"] == "Deployment")
+    assert not [a for a in pod_spec(args)["containers"][0]["args"] if "safety-state" in a]
+    assert not [
+        d
+        for d in rendered("--set", "deschedulerPolicy.evictionPolicy.maxEvictionsPerWorkload=1")
+        if d["kind"] == "Role"
+    ]
+    profile = (
+        'deschedulerPolicy.profiles=[{"name":"p","evictionPolicy":{"waitForReplacement":{}},'
+        '"plugins":{"deschedule":{"enabled":["PodLifeTime"]}},'
+        '"pluginConfig":[{"name":"PodLifeTime","args":{"maxPodLifeTimeSeconds":60}}]}]'
+    )
+    for values in (
+        ("--set", "deschedulerPolicy.evictionPolicy.cooldown.base=10m"),
+        ("--set", "deschedulerPolicy.evictionPolicy.rateLimits.cluster.evictionsPerMinute=1"),
+        ("--set-json", profile),
+    ):
+        docs = rendered(*values)
+        (role,) = [d for d in docs if d["kind"] == "Role"]
+        (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+        assert role["metadata"]["namespace"] == "kube-system"
+        assert role["rules"] == [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": ["rel-desched-safety-state"],
+                "verbs": ["get", "update"],
+            },
+        ], values
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        deployment = next(d for d in docs if d["kind"] == "Deployment")
+        container_args = pod_spec(deployment)["containers"][0]["args"]
+        assert "--safety-state-configmap=rel-desched-safety-state" in container_args

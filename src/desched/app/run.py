@@ -19,7 +19,10 @@ evictionPolicy's waitForReplacement) also starts a cycle, after a debounce windo
 of changes runs one cycle. SIGTERM stops new evictions at once, lets an in-flight one finish,
 releases the lease and exits. With ``metricsProviders`` in the policy, actual usage for
 the plugins (``handle.metrics``) is polled (metrics.k8s.io) or queried (Prometheus) on the event loop
-(:mod:`desched.backends.usage_metrics`).
+(:mod:`desched.backends.usage_metrics`). With an evictionPolicy rule that remembers across cycles
+(cooldown, rateLimits, waitForReplacement) that memory is loaded from its ConfigMap before the
+first cycle (and on becoming the leader) and saved after each cycle that changed it, never in
+dry-run (:mod:`desched.runtime.statestore`).
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from desched.runtime.leader import LeaderConfig, LeaderElector
 from desched.runtime.metrics import Metrics
 from desched.runtime.schedule import CronSchedule, sleep_until
 from desched.runtime.server import HealthServer
+from desched.runtime.statestore import DEFAULT_NAME, SafetyPersistence, StateStore, state_location
 
 #: Exit status of a one-shot run in which a plugin raised (as ``desched simulate``'s).
 EXIT_PLUGIN_FAILED = 1
@@ -105,6 +109,8 @@ class RunOptions:
 
     #: --feature-gates EvictionsInBackground=true (upstream's alpha gate, for KubeVirt)
     evictions_in_background: bool = False
+    #: --safety-state-configmap: where the evictionPolicy's memory is kept ([namespace/]name)
+    safety_state: str = DEFAULT_NAME
 
 
 def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
@@ -196,6 +202,7 @@ class Descheduler:
         api = api_client(cfg)
         limiter = rate_limiter(opts.qps, opts.burst)
         framework = self.framework = Framework(self.policy, self.registry)
+        persistence = self._persistence(framework, api)
         # what the plugins declare they read beyond the default kinds (e.g. Warning Events)
         inputs = framework.live_inputs()
         kinds = DEFAULT_KINDS + (("Event",) if inputs.warning_events else ())
@@ -260,13 +267,24 @@ class Descheduler:
                 await self._wait_next()  # a cron schedule's first cycle is at its first time
             while not self.stop.is_set():
                 if elector is not None and not elector.is_leader():
+                    if persistence is not None:
+                        persistence.forget()  # a leader elsewhere may write it meanwhile
                     await self._wait_any(elector.became_leader.wait(), None)
                     if self.stop.is_set():
                         break
                 if await self._cache_in_sync(cache):
+                    if persistence is not None and not persistence.loaded:
+                        await persistence.load()
                     await self._cycle(
                         framework, cache, api, loop, limiter, elector, events, downgrades, usage
                     )
+                    # dry-run evicted nothing: it keeps what it charged in memory only
+                    if (
+                        persistence is not None
+                        and not opts.dry_run
+                        and (elector is None or elector.is_leader())
+                    ):
+                        await persistence.save()
                 elif opts.one_shot:
                     return 1  # a one-shot run that could not run its cycle failed
                 if opts.one_shot or (opts.max_cycles and self.cycles >= opts.max_cycles):
@@ -290,6 +308,21 @@ class Descheduler:
         if opts.one_shot and self.plugin_crashes:
             return EXIT_PLUGIN_FAILED
         return 0
+
+    def _persistence(self, framework: Framework, api: Any) -> SafetyPersistence | None:
+        """The keeper of the evictionPolicy's memory across restarts (desched.runtime.statestore),
+        when the policy has a rule that remembers (cooldown, rateLimits, waitForReplacement)."""
+        safety = framework.safety
+        if safety is None or not safety.stateful:
+            return None
+        namespace, name = state_location(self.options.safety_state, self.options.leader.namespace)
+        log.info("the safety state is kept in ConfigMap %s/%s", namespace, name)
+        return SafetyPersistence(
+            safety,
+            StateStore(api, namespace, name),
+            framework.ctx.clock,
+            on_save=self.metrics.observe_state_save if self.metrics is not None else None,
+        )
 
     async def _cache_in_sync(self, cache: LiveCache) -> bool:
         """Wait (up to --client-connection-timeout) for every informer to reflect the server."""

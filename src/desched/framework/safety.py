@@ -44,9 +44,12 @@ without owners is its own workload. A workload's replicas are its pods in the cy
 have not succeeded, plus those evicted in this cycle (the snapshot holds no ReplicaSet objects, so
 ``spec.replicas`` is not read: a replica not yet re-created is not counted).
 
-State across cycles (the moves the cooldown remembers, the token buckets) lives in this object,
-which the framework keeps for its lifetime: a restarted desched starts with an empty history and
-full buckets (nothing is persisted yet).
+State across cycles (the moves the cooldown remembers, the token buckets, the workloads waiting for
+a replacement) lives in this object, which the framework keeps for its lifetime. :meth:`Safety.state`
+and :meth:`Safety.restore` hand it out and take it back as a
+:class:`desched.framework.safetystate.SafetyState`, so that ``desched run`` keeps it across restarts
+and leader changes (in a ConfigMap, :mod:`desched.runtime.statestore`); ``simulate`` keeps it in
+memory only.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ from desched.api.evictionpolicy import (
 )
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
+from desched.framework import safetystate
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Pod
 from desched.k8s.replacements import bound_replacement, make_replacement, terminating_pod
@@ -188,6 +192,13 @@ class Safety:
         self._predict = any(p.predictive for p in self._policies.values())
         #: the placement model of the cycle (predictive only)
         self._model: PlacementSimulator | None = None
+        self._rates = any(p.rate_limits for p in self._policies.values())
+        self._max_wait = max(
+            (p.wait_for_replacement for p in self._policies.values() if p.wait_for_replacement),
+            default=timedelta(0),
+        )
+        #: how many times the state worth keeping changed (a saver compares it with its last save)
+        self.changes = 0
         #: pods the model shows terminating while their eviction is under way: (pod, terminating)
         self._probed: dict[str, tuple[Pod, Pod]] = {}
 
@@ -393,6 +404,7 @@ class Safety:
             return
         key = workload_of(pod)
         self._cycle_evictions[key] = self._cycle_evictions.get(key, 0) + 1
+        self.changes += 1
         if self._model is not None:
             self._model_evicted(self._model, pod)
         if self._wait and key not in self._waiting:
@@ -410,6 +422,66 @@ class Safety:
             moves = self._moves.setdefault(key, [])
             if not moves or moves[-1][0] != self._cycle:
                 moves.append((self._cycle, self._now))
+
+    # ------------------------------------------------------------ memory across restarts
+
+    @property
+    def stateful(self) -> bool:
+        """A rule that remembers across cycles is on: ``cooldown``, ``rateLimits`` or
+        ``waitForReplacement`` (what :meth:`state` hands out is worth keeping)."""
+        return self._remember or self._rates or self._wait
+
+    def state(self, now: datetime) -> safetystate.SafetyState:
+        """What the rules remember, without what has expired at ``now``: moves older than the
+        cooldown's window, buckets refilled to full, waits past the longest timeout."""
+        moves = [
+            safetystate.Move(key, tuple(t for _, t in kept))
+            for key, ms in self._moves.items()
+            if (kept := [m for m in ms if now - m[1] < self._keep])
+        ]
+        buckets = [
+            safetystate.Bucket(scope, name, b.tokens, b.updated, b.rate)
+            for (scope, name), b in self._buckets.items()
+            if not b.full(now)
+        ]
+        waiting = [
+            safetystate.Waiting(key, since, pod, before)
+            for key, (since, pod, before) in self._waiting.items()
+            if now < since + self._max_wait
+        ]
+        return safetystate.SafetyState(moves, buckets, waiting)
+
+    def restore(self, state: safetystate.SafetyState, now: datetime) -> int:
+        """Merge a kept state into this one (the rules this policy has on only); returns the
+        entries taken. A move is kept once (by its time); of two buckets the emptier wins; a
+        workload already waiting keeps its own wait. Merging the same state twice changes nothing."""
+        taken = 0
+        if self._remember:
+            for m in state.moves:
+                moves = self._moves.setdefault(m.workload, [])
+                known = {t for _, t in moves}
+                fresh = [(0, t) for t in m.at if t not in known and now - t < self._keep]
+                if fresh:
+                    moves[:] = sorted(moves + fresh, key=lambda x: x[1])
+                    taken += 1
+                elif not moves:
+                    del self._moves[m.workload]
+        if self._rates:
+            for b in state.buckets:
+                bucket = TokenBucket(b.rate, b.updated)
+                bucket.tokens = min(float(b.rate.burst), b.tokens)
+                if bucket.full(now):
+                    continue
+                mine = self._buckets.get((b.scope, b.key))
+                if mine is None or (mine.full(now) or bucket.tokens < mine.tokens):
+                    self._buckets[(b.scope, b.key)] = bucket
+                    taken += 1
+        if self._wait:
+            for w in state.waiting:
+                if w.workload not in self._waiting and now < w.since + self._max_wait:
+                    self._waiting[w.workload] = (w.since, w.pod, w.before)
+                    taken += 1
+        return taken
 
 
 def _keeps_its_name(pod: Pod) -> bool:

@@ -153,6 +153,14 @@ class Metrics:
             ["strategy", "profile"],
             registry=self.registry,
         )
+        # desched's own: saves of the evictionPolicy's memory (desched.runtime.statestore)
+        self.safety_state_saves = Counter(
+            "descheduler_safety_state_saves",
+            "Saves of the evictionPolicy's cooldowns, rate limits and awaited replacements to their "
+            "ConfigMap, by result (saved, failed: tried again after the next cycle)",
+            ["result"],
+            registry=self.registry,
+        )
         # anomaly judgements plugins report in the cycle result (the proposal's observability section;
         # the help texts name the in-tree plugin that reports them, unchanged for scrapers)
         self.anomaly_pods_anomalous = Gauge(
@@ -207,6 +215,9 @@ class Metrics:
         self.strategy_duration.labels(run.plugin, run.profile).observe(run.seconds)
         if run.crashed:
             self.plugin_failures.labels(run.plugin, run.profile).inc()
+
+    def observe_state_save(self, result: str) -> None:
+        self.safety_state_saves.labels(result).inc()
 
     def observe_cycle(self, seconds: float) -> None:
         self.loop_duration.observe(seconds)

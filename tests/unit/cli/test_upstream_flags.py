@@ -171,6 +171,11 @@ def desched(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", "--policy-config-file=/p.yaml", "--v=-1"], "must not be negative"),
         (["run", "--policy-config-file=/p.yaml", "--vmodule=loop"], "expected pattern=N"),
         (["run", "--policy-config-file=/p.yaml", "--tls-min-version=VersionTLS9"], "--tls-min-version"),
+        (
+            ["run", "--policy-config-file=/p.yaml", "--safety-state-configmap=a/b/c"],
+            "--safety-state-configmap: must be NAME or NAMESPACE/NAME of a ConfigMap, got 'a/b/c'",
+        ),
+        (["run", "--policy-config-file=/p.yaml", "--safety-state-configmap=Big_Name"], "got 'Big_Name'"),
     ],
 )
 def test_bad_flags_are_one_line_exit_2(argv: list[str], needle: str) -> None:

@@ -53,6 +53,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (eq .Values.kind "Deployment") (not $off) }}true{{ end -}}
 {{- end -}}
 
+{{/* "true" when the policy's evictionPolicy (top level or a profile's) has a rule that remembers
+across cycles (cooldown, rateLimits, waitForReplacement): desched keeps that memory in the ConfigMap
+"<fullname>-safety-state" (docs/operations.md, "The safety state"). */}}
+{{- define "desched.safetyState" -}}
+{{- $policy := .Values.deschedulerPolicy | default dict -}}
+{{- $on := false -}}
+{{- range (prepend ($policy.profiles | default list) $policy) -}}
+{{- with .evictionPolicy -}}
+{{- if or (hasKey . "cooldown") (hasKey . "rateLimits") (hasKey . "waitForReplacement") }}{{ $on = true }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if $on }}true{{ end -}}
+{{- end -}}
+
 {{/* The leader election flags (Deployment only); unset keys keep desched's defaults. */}}
 {{- define "desched.leaderElectionArgs" -}}
 {{- with .Values.leaderElection }}
@@ -158,6 +172,9 @@ spec:
         {{- with include "desched.leaderElectionArgs" . | trim }}
         {{- . | nindent 8 }}
         {{- end }}
+        {{- end }}
+        {{- if include "desched.safetyState" . }}
+        - --safety-state-configmap={{ include "desched.fullname" . }}-safety-state
         {{- end }}
         {{- range $k, $v := .Values.cmdOptions }}
         {{- if kindIs "invalid" $v }}
