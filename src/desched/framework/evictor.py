@@ -31,7 +31,7 @@ from desched.api.policy import EvictionLimits
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
 from desched.framework.findings import PluginFindings, Verdict
-from desched.framework.safety import Safety
+from desched.framework.safety import MoveJudge, Safety
 from desched.framework.types import (
     EvictResult,
     ExplainsFilter,
@@ -225,8 +225,11 @@ class PodEvictor:
             return EvictResult.NAMESPACE_LIMIT
         return None
 
-    def evict(self, pod: Pod, profile: str, plugin: str, reason: str) -> EvictResult:
-        """Evict one pod that already passed its profile's filters."""
+    def evict(
+        self, pod: Pod, profile: str, plugin: str, reason: str, judge: MoveJudge | None = None
+    ) -> EvictResult:
+        """Evict one pod that already passed its profile's filters (``judge``: the asking
+        plugin's judgement of a predicted move, for ``evictionPolicy.predictive``)."""
         key = pod.key
         if self.was_evicted(pod):
             return EvictResult.ALREADY_EVICTED
@@ -237,10 +240,10 @@ class PodEvictor:
         error = ""
         skip_reason = ""
         if result is None and self.safety is not None:
-            skip = self.safety.check(pod, profile)
+            skip = self.safety.check(pod, profile, judge)
             if skip is not None:
-                result = EvictResult.SKIPPED
-                error, skip_reason = skip.detail, skip.reason.value
+                result = EvictResult.NO_GAIN if skip.no_gain else EvictResult.SKIPPED
+                error, skip_reason = skip.detail, str(skip.reason)
                 log.debug("eviction of pod %s skipped (%s/%s): %s", key, profile, plugin, skip.detail)
         if result is None:
             request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds)
@@ -321,8 +324,11 @@ class ProfileEvictor:
         filters: Sequence[FilterPlugin],
         pre_eviction_filters: Sequence[PreEvictionFilterPlugin],
         findings: PluginFindings | None = None,
+        judge: MoveJudge | None = None,
     ) -> None:
         self._evictor = pod_evictor
+        #: the plugin's judgement of a predicted move (:class:`~desched.framework.types.JudgesMoves`)
+        self._judge = judge
         self._profile = profile
         self._plugin = plugin
         self._filters = filters
@@ -369,7 +375,7 @@ class ProfileEvictor:
         elif not self.filter(pod) or not self.pre_eviction_filter(pod):
             return EvictResult.FILTERED  # reported by the filter that refused it
         else:
-            result = self._evictor.evict(pod, self._profile, self._plugin, reason)
+            result = self._evictor.evict(pod, self._profile, self._plugin, reason, self._judge)
         findings = self._findings
         if findings is not None and findings.enabled:
             if result is EvictResult.EVICTED:
@@ -377,9 +383,7 @@ class ProfileEvictor:
             else:
                 records = self._evictor.records
                 error = (
-                    records[-1].error
-                    if result in (EvictResult.FAILED, EvictResult.SKIPPED) and records
-                    else ""
+                    records[-1].error if (result is EvictResult.FAILED or result.skipped) and records else ""
                 )
                 findings.report(pod, Verdict.NOT_EVICTED, error or result.value)
         return result
@@ -400,7 +404,9 @@ class ProfileEvictor:
         (``on_node_full(pod)`` hears of each); a pod the per-namespace limit refuses is passed
         over (a later pod may be of another namespace). ``only_if(pod)`` is asked right before
         each eviction (after the evictions before it); ``on_gone(pod)`` hears of each pod
-        evicted, possibly evicted (outcome unknown) or already evicted in this cycle.
+        evicted, possibly evicted (outcome unknown) or already evicted in this cycle, and of each
+        pod ``predictive`` left because its move would not help (:attr:`EvictResult.planned`: the
+        plan counts it as moved, so no other pod is evicted in its stead).
         """
         full_nodes: set[str] = set()
         for pod in pods:
@@ -415,7 +421,7 @@ class ProfileEvictor:
                 full_nodes.add(pod.spec.node_name)
             elif result is EvictResult.TOTAL_LIMIT:
                 return True
-            elif on_gone is not None and (result.ok or result is EvictResult.ALREADY_EVICTED):
+            elif on_gone is not None and (result.planned or result is EvictResult.ALREADY_EVICTED):
                 on_gone(pod)
         return False
 

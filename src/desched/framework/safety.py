@@ -52,7 +52,7 @@ full buckets (nothing is persisted yet).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -70,16 +70,19 @@ from desched.api.evictionpolicy import (
 )
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
+from desched.framework.types import NoGain, PredictedMove
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Pod
 from desched.k8s.replacements import bound_replacement, make_replacement, terminating_pod
-from desched.scheduling.placement import PlacementSimulator
+from desched.scheduling.placement import Decision, PlacementSimulator
 
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 CLUSTER_AUTOSCALER_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
 #: (namespace, owner kind, owner name); a bare pod is ("ns", "Pod", its name).
 WorkloadKey = tuple[str, str, str]
+#: a plugin's judgement of a predicted move (:meth:`desched.framework.types.JudgesMoves.judge_move`)
+MoveJudge = Callable[[PredictedMove], NoGain | None]
 
 
 class SkipReason(enum.StrEnum):
@@ -98,8 +101,11 @@ class SkipReason(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    reason: SkipReason
+    #: a :class:`SkipReason`, or the label a plugin's judgement gave (:class:`NoGain`)
+    reason: str
     detail: str
+    #: ``predictive`` skipped it: the move would not help (the plugin counts the pod as moved)
+    no_gain: bool = False
 
 
 class TokenBucket:
@@ -223,7 +229,9 @@ class Safety:
         """When the workload was moved (one entry per cycle that evicted some of its pods)."""
         return [t for _, t in self._moves.get(key, ())]
 
-    def check(self, pod: Pod, profile: str) -> Skip | None:
+    def check(self, pod: Pod, profile: str, judge: MoveJudge | None = None) -> Skip | None:
+        """The first rule of ``profile``'s policy that refuses ``pod`` (None: none does).
+        ``judge`` is the asking plugin's judgement of a predicted move (``predictive``)."""
         policy = self._policies.get(profile)
         if policy is None:
             return None
@@ -291,34 +299,46 @@ class Safety:
             and k8s_pods.occupies_node(pod)
             and pod.spec.node_name
         ):
-            return self._predict_skip(self._model, pod)
+            return self._predict_skip(self._model, pod, judge)
         return None
 
-    def _predict_skip(self, model: PlacementSimulator, pod: Pod) -> Skip | None:
+    def _predict_skip(self, model: PlacementSimulator, pod: Pod, judge: MoveJudge | None) -> Skip | None:
         node = pod.spec.node_name
         if _keeps_its_name(pod):
             # a StatefulSet re-creates the pod once the old one is gone (simulate places it after
             # the cycle): judged with the pod gone, against the cycle's cluster as it is now
             model.unbind(pod)
             decision = model.decide(self._replacement(pod), probe=True)
+            skip = _placement_skip(decision, node) or self._judged(model, pod, decision.node, judge)
             model.bind(pod)
-            ok = bool(decision.node) and decision.node != node
+            return skip
+        gone = terminating_pod(pod, self._now)
+        model.terminate(pod, gone)
+        decision = model.decide(self._replacement(pod), probe=True)
+        skip = _placement_skip(decision, node)
+        # a bare pod has no replacement: it only has to fit some other node
+        if skip is None and not k8s_pods.is_bare_pod(pod):
+            skip = self._judged(model, pod, decision.node, judge)
+        if skip is None:
+            self._probed[pod.key] = (pod, gone)
         else:
-            gone = terminating_pod(pod, self._now)
-            model.terminate(pod, gone)
-            decision = model.decide(self._replacement(pod), probe=True)
-            ok = bool(decision.node) and decision.node != node
-            if ok:
-                self._probed[pod.key] = (pod, gone)
-            else:
-                model.unterminate(gone, pod)
-        if ok:
+            model.unterminate(gone, pod)
+        return skip
+
+    def _judged(
+        self, model: PlacementSimulator, pod: Pod, destination: str, judge: MoveJudge | None
+    ) -> Skip | None:
+        """The asking plugin's judgement of the move (None: no judgement, or it helps)."""
+        if judge is None:
             return None
-        if not decision.node:
-            return Skip(
-                SkipReason.PREDICTED_PENDING, f"its replacement would stay Pending: {decision.reason}"
-            )
-        return Skip(SkipReason.PREDICTED_SAME_NODE, f"its replacement would land back on {node}")
+        view = model.snapshot
+        source, target = view.node(pod.spec.node_name), view.node(destination)
+        if source is None or target is None:
+            return None
+        verdict = judge(PredictedMove(pod, source, target, view))
+        if verdict is None:
+            return None
+        return Skip(verdict.reason, verdict.detail, no_gain=True)
 
     def _replacement(self, pod: Pod) -> Pod:
         return make_replacement(pod, f"{pod.metadata.name}-predicted", self._now, self._cycle)
@@ -410,6 +430,21 @@ class Safety:
             moves = self._moves.setdefault(key, [])
             if not moves or moves[-1][0] != self._cycle:
                 moves.append((self._cycle, self._now))
+
+
+def _placement_skip(decision: Decision, node: str) -> Skip | None:
+    """The replacement would stay Pending, or land back on ``node``."""
+    if not decision.node:
+        return Skip(
+            SkipReason.PREDICTED_PENDING,
+            f"its replacement would stay Pending: {decision.reason}",
+            no_gain=True,
+        )
+    if decision.node == node:
+        return Skip(
+            SkipReason.PREDICTED_SAME_NODE, f"its replacement would land back on {node}", no_gain=True
+        )
+    return None
 
 
 def _keeps_its_name(pod: Pod) -> bool:

@@ -314,7 +314,9 @@ class _NodeUtilization:
                 return True
             if result is EvictResult.TOTAL_LIMIT:
                 return False
-            if not result.ok:
+            # a pod ``predictive`` left because its move would not help is counted as moved:
+            # no other pod goes in its stead (predictive evicts a part of the plain plan)
+            if not result.planned:
                 continue
             if freed is None:
                 # The source cannot tell what the pod frees: one pod per node, or up to the limit.
