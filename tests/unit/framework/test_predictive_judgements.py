@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import generate_latest
 from tests import builders
 
 from desched.api.policy import load_policy
@@ -25,6 +26,8 @@ from desched.framework.registry import Registry
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod
 from desched.plugins import IN_TREE_PLUGINS, default_registry
+from desched.report.output import result_to_json
+from desched.runtime.metrics import Metrics
 from desched.simulation.results import PodPlacement
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -122,6 +125,32 @@ def test_node_taints_skips_a_move_onto_another_prefer_no_schedule_taint() -> Non
     nodes.append(builders.node("n3"))
     result, placed = run("deschedule", "RemovePodsViolatingNodeTaints", args, nodes, pods, predictive=True)
     assert names(result.evictions) == ["w1"] and placed["w1"].node == "n3"
+
+
+def test_a_plugin_reason_is_told_as_every_skip_is() -> None:
+    """simulate's JSON and the metric's ``reason`` label carry the plugin's reason; the skip is no
+    refusal."""
+    prefer = builders.taint("team", "a", "PreferNoSchedule")
+    nodes = [builders.node("n1", taints=[prefer]), builders.node("n2", taints=[prefer])]
+    args = {"includePreferNoSchedule": True}
+    result, _ = run(
+        "deschedule", "RemovePodsViolatingNodeTaints", args, nodes, [pod("w1", "n1")], predictive=True
+    )
+    doc = result_to_json(result, now="t")
+    assert [(s["name"], s["reason"]) for s in doc["evictionsSkipped"]] == [
+        ("w1", "predicted_untolerated_taint")
+    ]
+    assert doc["summary"]["skipped"] == {"predicted_untolerated_taint": 1}
+    assert doc["refused"] == [] and result.failures == []
+    metrics = Metrics(process=False)
+    for r in result.records:
+        metrics.observe_eviction(r)
+    text = generate_latest(metrics.registry).decode()
+    assert (
+        'descheduler_evictions_skipped_total{namespace="default",profile="p",'
+        'reason="predicted_untolerated_taint",strategy="RemovePodsViolatingNodeTaints"} 1.0'
+    ) in text
+    assert "descheduler_pods_evicted_total{" not in text
 
 
 # ---------------------------------------------------------------------------- node affinity
