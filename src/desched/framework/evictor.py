@@ -15,7 +15,8 @@ same pod), and not if the backend remembers sending one in an earlier cycle
 A limit written as a percentage (``"10%"``) is resolved once per cycle against the pods that occupy
 a node (not finished) at the cycle's start: on the pod's node, in its namespace, in the cluster.
 After the limits, the profile's ``evictionPolicy`` rules (:mod:`desched.framework.safety`) may
-skip the eviction: it is then recorded as :attr:`EvictResult.SKIPPED` with the reason, and not
+skip the eviction: it is then recorded as :attr:`EvictResult.SKIPPED` (or, when ``predictive``
+judged that the move would not help, :attr:`EvictResult.NO_GAIN`) with the reason, and not
 charged against any limit.
 """
 

@@ -36,7 +36,11 @@ The rules, in the order they are checked (the first that refuses names the skip)
    (bare) is judged the same way: it must fit some other node. Finished pods are not judged. A
    StatefulSet's pod is re-created under its name once it is gone (simulate places it after the
    cycle's other replacements): it is judged with the pod gone, against the cluster as the cycle
-   has it at that moment, an approximation of what simulate then does.
+   has it at that moment, an approximation of what simulate then does. Then the plugin that asked
+   (if it declares :class:`~desched.framework.types.JudgesMoves`; not for a bare pod) judges the
+   move: the eviction is skipped, with the plugin's reason, when it would not reduce the
+   violation the plugin acts on. A predictive skip is ``no_gain``: the evictor answers
+   ``EvictResult.NO_GAIN``, which the plugin counts as moved.
 
 A workload is a pod's controller (its ``ownerReferences`` entry with ``controller: true``, else
 its first owner): a ReplicaSet is one pod template, so a Deployment's rollout starts afresh. A pod
