@@ -312,17 +312,23 @@ class Safety:
             # a StatefulSet re-creates the pod once the old one is gone (simulate places it after
             # the cycle): judged with the pod gone, against the cycle's cluster as it is now
             model.unbind(pod)
-            decision = model.decide(self._replacement(pod), probe=True)
-            skip = _placement_skip(decision, node) or self._judged(model, pod, decision.node, judge)
-            model.bind(pod)
-            return skip
+            try:
+                decision = model.decide(self._replacement(pod), probe=True)
+                return _placement_skip(decision, node) or self._judged(model, pod, decision.node, judge)
+            finally:
+                model.bind(pod)  # (also when the plugin's judgement raised)
         gone = terminating_pod(pod, self._now)
         model.terminate(pod, gone)
-        decision = model.decide(self._replacement(pod), probe=True)
-        skip = _placement_skip(decision, node)
-        # a bare pod has no replacement: it only has to fit some other node
-        if skip is None and not k8s_pods.is_bare_pod(pod):
-            skip = self._judged(model, pod, decision.node, judge)
+        skip: Skip | None = None
+        try:
+            decision = model.decide(self._replacement(pod), probe=True)
+            skip = _placement_skip(decision, node)
+            # a bare pod has no replacement: it only has to fit some other node
+            if skip is None and not k8s_pods.is_bare_pod(pod):
+                skip = self._judged(model, pod, decision.node, judge)
+        except BaseException:
+            model.unterminate(gone, pod)  # the plugin's judgement raised: the model forgets the probe
+            raise
         if skip is None:
             self._probed[pod.key] = (pod, gone)
         else:

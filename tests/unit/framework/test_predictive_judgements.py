@@ -436,3 +436,54 @@ def test_low_node_utilization_with_predictive_evicts_a_part_of_what_it_evicts_wi
         requested[placement.node] += freed
     for record in result.evictions:
         assert requested[placed[record.name].node] <= 2000, (record, requested)
+
+
+class JudgeRaises:
+    """Deschedule: asks to evict every pod; its judgement raises."""
+
+    name: ClassVar[str] = "JudgeRaises"
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        self.handle = handle
+
+    def judge_move(self, move: PredictedMove) -> NoGain | None:
+        raise RuntimeError("broken judgement")
+
+    def deschedule(self, nodes: Sequence[Node]) -> Status | None:
+        for p in sorted(self.handle.snapshot.pods, key=lambda p: p.metadata.name):
+            self.handle.evictor.evict(p, "test")
+        return None
+
+
+def test_a_judgement_that_raises_fails_its_plugin_only() -> None:
+    """The plugin's run is reported as crashed; the next plugin's evictions are predicted and
+    placed as without it."""
+    reg = Registry()
+    reg.register_all([JudgeRaises, MovesUntilDone])
+    doc: dict[str, Any] = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "evictionPolicy": {"predictive": True},
+        "profiles": [
+            {
+                "name": "p",
+                "pluginConfig": [{"name": "MovesUntilDone", "args": {"quota": 5}}],
+                "allowDisablingDefaultEvictor": True,
+                "plugins": {
+                    "deschedule": {"enabled": ["JudgeRaises", "MovesUntilDone"]},
+                    "filter": {"disabled": ["DefaultEvictor"]},
+                    "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
+                },
+            }
+        ],
+    }
+    fw = Framework(load_policy(doc, reg), reg, clock=lambda: NOW)
+    nodes = [builders.node("n1", cpu="2"), builders.node("n2", cpu="2")]
+    pods = [pod("p0", "n1", cpu="1500m"), pod("p1", "n1", owner="other", cpu="100m")]
+    sim, _, _ = simulate_cycles(fw, builders.snapshot(nodes=nodes, pods=pods), NOW)
+    cycle = sim.cycles[0]
+    assert [(r.plugin, r.error) for r in cycle.result.crashes] == [
+        ("JudgeRaises", "RuntimeError: broken judgement (at Pod default/p0)")
+    ]
+    assert names(cycle.result.evictions) == ["p0", "p1"]
+    assert {p.name: p.node for p in cycle.placements} == {"p0": "n2", "p1": "n2"}
