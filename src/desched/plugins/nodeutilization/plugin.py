@@ -251,8 +251,6 @@ class _NodeUtilization:
     """What LowNodeUtilization and HighNodeUtilization share: assessing nodes, and evicting."""
 
     handle: Handle
-    #: the nodes this cycle's run empties or moves pods to keep away from (``judge_move``)
-    _emptying: set[str]
     _threshold_names: tuple[str, ...]
     _resource_names: tuple[str, ...]
     _namespace_rule: NamespaceRule | None
@@ -560,7 +558,8 @@ class HighNodeUtilization(_NodeUtilization):
         )
         self._only_thresholding = ONLY_THRESHOLDING_RESOURCES in (args.eviction_modes or ())
         self._requested = RequestedUsage(self._resource_names)
-        self._emptying = set()
+        #: the nodes this cycle's run empties (for :meth:`judge_move`)
+        self._emptying: set[str] = set()
 
     def judge_move(self, move: PredictedMove) -> NoGain | None:
         """The replacement must not land on a node this plugin empties."""
