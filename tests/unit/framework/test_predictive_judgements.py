@@ -487,3 +487,49 @@ def test_a_judgement_that_raises_fails_its_plugin_only() -> None:
     ]
     assert names(cycle.result.evictions) == ["p0", "p1"]
     assert {p.name: p.node for p in cycle.placements} == {"p0": "n2", "p1": "n2"}
+
+
+@st.composite
+def tainted_clusters(draw: st.DrawFn) -> tuple[list[Node], list[Pod]]:
+    keys = ("a", "b")
+    nodes = []
+    for i in range(draw(st.integers(2, 5))):
+        mine = draw(st.lists(st.sampled_from(keys), unique=True))
+        taints = [builders.taint(k, "x", "PreferNoSchedule") for k in mine] or None
+        nodes.append(builders.node(f"n{i}", cpu=str(draw(st.integers(1, 3))), taints=taints))
+    pods = []
+    for j in range(draw(st.integers(1, 10))):
+        tolerated = draw(st.lists(st.sampled_from(keys), unique=True))
+        tolerations = [builders.toleration(k, "x", "PreferNoSchedule") for k in tolerated] or None
+        where = f"n{draw(st.integers(0, len(nodes) - 1))}"
+        cpu = f"{draw(st.integers(1, 10)) * 100}m"
+        pods.append(pod(f"p{j:02d}", where, owner=f"o{j % 3}", cpu=cpu, tolerations=tolerations))
+    return nodes, pods
+
+
+@settings(max_examples=40, deadline=None)
+@given(tainted_clusters())
+def test_no_eviction_lands_where_node_taints_judges_the_move_useless(
+    case: tuple[list[Node], list[Pod]],
+) -> None:
+    """RemovePodsViolatingNodeTaints with predictive on random PreferNoSchedule taints: every
+    replacement (simulate's placement) lands on another node the plugin judges a move that helps,
+    and a pod is evicted with predictive only if it is without."""
+    nodes, pods = case
+    args = {"includePreferNoSchedule": True}
+    plugin = "RemovePodsViolatingNodeTaints"
+    plain, _ = run("deschedule", plugin, args, nodes, pods, predictive=False)
+    fw = framework("deschedule", plugin, args, predictive=True)
+    snap = builders.snapshot(nodes=nodes, pods=pods)
+    sim, _, _ = simulate_cycles(fw, snap.copy(), NOW)
+    cycle = sim.cycles[0]
+    judge = fw.profiles[0].judges[plugin]
+    by_name = {p.metadata.name: p for p in pods}
+    placed = {p.name: p for p in cycle.placements}
+    for record in cycle.result.evictions:
+        placement = placed[record.name]
+        assert placement.outcome == "placed" and placement.node != record.node, placement
+        source, target = snap.node(record.node), snap.node(placement.node)
+        assert source is not None and target is not None
+        assert judge(PredictedMove(by_name[record.name], source, target, snap)) is None, placement
+    assert set(names(cycle.result.evictions)) <= set(names(plain.evictions))
