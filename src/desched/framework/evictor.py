@@ -397,6 +397,7 @@ class ProfileEvictor:
         only_if: Callable[[Pod], bool] | None = None,
         on_gone: Callable[[Pod], None] | None = None,
         on_node_full: Callable[[Pod], None] | None = None,
+        on_no_gain: Callable[[Pod], None] | None = None,
     ) -> bool:
         """Evict ``pods`` in their order, as far as the policy's limits allow; True when the
         per-cycle total stopped it (the plugin should stop too).
@@ -405,9 +406,10 @@ class ProfileEvictor:
         (``on_node_full(pod)`` hears of each); a pod the per-namespace limit refuses is passed
         over (a later pod may be of another namespace). ``only_if(pod)`` is asked right before
         each eviction (after the evictions before it); ``on_gone(pod)`` hears of each pod
-        evicted, possibly evicted (outcome unknown) or already evicted in this cycle, and of each
-        pod ``predictive`` left because its move would not help (:attr:`EvictResult.planned`: the
-        plan counts it as moved, so no other pod is evicted in its stead).
+        evicted, possibly evicted (outcome unknown) or already evicted in this cycle;
+        ``on_no_gain(pod)`` of each pod ``predictive`` left because its move would not help
+        (:attr:`EvictResult.NO_GAIN`: a plugin whose tally counts it as moved evicts no other pod
+        in its stead).
         """
         full_nodes: set[str] = set()
         for pod in pods:
@@ -422,8 +424,10 @@ class ProfileEvictor:
                 full_nodes.add(pod.spec.node_name)
             elif result is EvictResult.TOTAL_LIMIT:
                 return True
-            elif on_gone is not None and (result.planned or result is EvictResult.ALREADY_EVICTED):
+            elif on_gone is not None and (result.ok or result is EvictResult.ALREADY_EVICTED):
                 on_gone(pod)
+            elif on_no_gain is not None and result is EvictResult.NO_GAIN:
+                on_no_gain(pod)
         return False
 
     def node_limit_reached(self, node_name: str) -> bool:

@@ -257,8 +257,9 @@ class EvictResult(enum.Enum):
     #: ``evictionPolicy.predictive`` skipped it: the placement model predicts its move would not
     #: help (its replacement would stay Pending, land back on its node, or, as the plugin judges
     #: it, not reduce the violation; the record's ``skip_reason`` and ``error`` say which). The
-    #: pod stays; the plugin counts it as dealt with (:attr:`planned`) and evicts no other in its
-    #: stead, so predictive evicts a part of what the plain policy would, never more.
+    #: pod stays; a plugin that keeps a tally of what it moves counts it as moved (:attr:`planned`)
+    #: and evicts no other in its stead, so predictive evicts a part of what the plain policy
+    #: would, never more.
     NO_GAIN = "skipped: its move would not help"
     #: The eviction was answered "Eviction triggered evacuation" for a pod that asks for eviction
     #: in background (``EvictionsInBackground``: a KubeVirt VM live-migrating away): the pod
@@ -305,6 +306,7 @@ class Evictor(Protocol):
         only_if: Callable[[Pod], bool] | None = None,
         on_gone: Callable[[Pod], None] | None = None,
         on_node_full: Callable[[Pod], None] | None = None,
+        on_no_gain: Callable[[Pod], None] | None = None,
     ) -> bool:
         """Evict ``pods`` in order up to the node, namespace and total limits (True: the total
         stopped it; see :meth:`desched.framework.evictor.ProfileEvictor.evict_in_order`)."""

@@ -533,3 +533,25 @@ def test_no_eviction_lands_where_node_taints_judges_the_move_useless(
         assert source is not None and target is not None
         assert judge(PredictedMove(by_name[record.name], source, target, snap)) is None, placement
     assert set(names(cycle.result.evictions)) <= set(names(plain.evictions))
+
+
+def anti(app: str) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def test_anti_affinity_evicts_no_partner_in_a_skipped_pods_stead() -> None:
+    """Two pods that repel each other on n1: the plain plugin evicts the first (the second then
+    violates nothing); with predictive the first is skipped (it fits only n1) and counts as gone,
+    so the second is not evicted in its stead."""
+    nodes = [builders.node("n1", labels={"pool": "one"}), builders.node("n2")]
+    pods = [
+        pod("a", "n1", owner="a", labels={"app": "x"}, affinity=anti("x"), node_selector={"pool": "one"}),
+        pod("b", "n1", owner="b", labels={"app": "x"}, affinity=anti("x")),
+    ]
+    plugin = "RemovePodsViolatingInterPodAntiAffinity"
+    plain, _ = run("deschedule", plugin, {}, nodes, pods, predictive=False)
+    assert names(plain.evictions) == ["a"]
+    result, _ = run("deschedule", plugin, {}, nodes, pods, predictive=True)
+    assert skips(result) == [("a", "predicted_pending")]
+    assert result.evictions == []

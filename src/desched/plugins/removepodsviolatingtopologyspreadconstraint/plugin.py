@@ -58,12 +58,13 @@ replicas costs ten entries, not one per node), eligible nodes are computed once 
 key, node filter), and node fit is searched lazily over the candidate nodes, once per pod shape
 rather than once per replica.
 
-With ``evictionPolicy.predictive``, a chosen pod is left where it is (and counts as moved, so no
-other pod goes in its stead) when the domain the placement model puts its replacement in, of the
-constraint that chose it, is its own domain, would then hold as many matching pods as the domain
-it leaves or more, or would then be more than ``maxSkew`` above the global minimum (the
-replacements predicted into a domain earlier in the call count there): skip reason
-``predicted_skew``. A replacement on a node the constraint does not count helps.
+With ``evictionPolicy.predictive``, a chosen pod is left where it is (the plan is made first, so
+no other pod goes in its stead; the pod still counts in its domain) when the domain the placement
+model puts its replacement in, of the constraint that chose it, is its own domain, would then
+hold as many matching pods as the domain it leaves or more, or would then be more than
+``maxSkew`` above the global minimum (the replacements predicted into a domain earlier in the
+call count there): skip reason ``predicted_skew``. A replacement on a node the constraint does not
+count helps.
 
 Differences from upstream, on purpose:
 
