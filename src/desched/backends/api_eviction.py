@@ -335,7 +335,7 @@ class EventRecorder:
             self._emit(
                 record, "Normal", record.plugin, f"pod eviction from {record.node} node by {REQUESTED_BY}"
             )
-        elif record.result is EvictResult.SKIPPED:  # desched's evictionPolicy: told, not every cycle
+        elif record.result.skipped:  # desched's evictionPolicy: told, not every cycle
             now = time.monotonic()
             key = (record.uid or f"{record.namespace}/{record.name}", record.skip_reason)
             told = self._skip_told.get(key)

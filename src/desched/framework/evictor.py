@@ -15,7 +15,8 @@ same pod), and not if the backend remembers sending one in an earlier cycle
 A limit written as a percentage (``"10%"``) is resolved once per cycle against the pods that occupy
 a node (not finished) at the cycle's start: on the pod's node, in its namespace, in the cluster.
 After the limits, the profile's ``evictionPolicy`` rules (:mod:`desched.framework.safety`) may
-skip the eviction: it is then recorded as :attr:`EvictResult.SKIPPED` with the reason, and not
+skip the eviction: it is then recorded as :attr:`EvictResult.SKIPPED` (or, when ``predictive``
+judged that the move would not help, :attr:`EvictResult.NO_GAIN`) with the reason, and not
 charged against any limit.
 """
 
@@ -31,7 +32,7 @@ from desched.api.policy import EvictionLimits
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
 from desched.framework.findings import PluginFindings, Verdict
-from desched.framework.safety import Safety
+from desched.framework.safety import MoveJudge, Safety
 from desched.framework.types import (
     EvictResult,
     ExplainsFilter,
@@ -225,8 +226,11 @@ class PodEvictor:
             return EvictResult.NAMESPACE_LIMIT
         return None
 
-    def evict(self, pod: Pod, profile: str, plugin: str, reason: str) -> EvictResult:
-        """Evict one pod that already passed its profile's filters."""
+    def evict(
+        self, pod: Pod, profile: str, plugin: str, reason: str, judge: MoveJudge | None = None
+    ) -> EvictResult:
+        """Evict one pod that already passed its profile's filters (``judge``: the asking
+        plugin's judgement of a predicted move, for ``evictionPolicy.predictive``)."""
         key = pod.key
         if self.was_evicted(pod):
             return EvictResult.ALREADY_EVICTED
@@ -237,10 +241,10 @@ class PodEvictor:
         error = ""
         skip_reason = ""
         if result is None and self.safety is not None:
-            skip = self.safety.check(pod, profile)
+            skip = self.safety.check(pod, profile, judge)
             if skip is not None:
-                result = EvictResult.SKIPPED
-                error, skip_reason = skip.detail, skip.reason.value
+                result = EvictResult.NO_GAIN if skip.no_gain else EvictResult.SKIPPED
+                error, skip_reason = skip.detail, str(skip.reason)
                 log.debug("eviction of pod %s skipped (%s/%s): %s", key, profile, plugin, skip.detail)
         if result is None:
             request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds)
@@ -321,8 +325,11 @@ class ProfileEvictor:
         filters: Sequence[FilterPlugin],
         pre_eviction_filters: Sequence[PreEvictionFilterPlugin],
         findings: PluginFindings | None = None,
+        judge: MoveJudge | None = None,
     ) -> None:
         self._evictor = pod_evictor
+        #: the plugin's judgement of a predicted move (:class:`~desched.framework.types.JudgesMoves`)
+        self._judge = judge
         self._profile = profile
         self._plugin = plugin
         self._filters = filters
@@ -369,7 +376,7 @@ class ProfileEvictor:
         elif not self.filter(pod) or not self.pre_eviction_filter(pod):
             return EvictResult.FILTERED  # reported by the filter that refused it
         else:
-            result = self._evictor.evict(pod, self._profile, self._plugin, reason)
+            result = self._evictor.evict(pod, self._profile, self._plugin, reason, self._judge)
         findings = self._findings
         if findings is not None and findings.enabled:
             if result is EvictResult.EVICTED:
@@ -377,9 +384,7 @@ class ProfileEvictor:
             else:
                 records = self._evictor.records
                 error = (
-                    records[-1].error
-                    if result in (EvictResult.FAILED, EvictResult.SKIPPED) and records
-                    else ""
+                    records[-1].error if (result is EvictResult.FAILED or result.skipped) and records else ""
                 )
                 findings.report(pod, Verdict.NOT_EVICTED, error or result.value)
         return result
@@ -392,6 +397,7 @@ class ProfileEvictor:
         only_if: Callable[[Pod], bool] | None = None,
         on_gone: Callable[[Pod], None] | None = None,
         on_node_full: Callable[[Pod], None] | None = None,
+        on_no_gain: Callable[[Pod], None] | None = None,
     ) -> bool:
         """Evict ``pods`` in their order, as far as the policy's limits allow; True when the
         per-cycle total stopped it (the plugin should stop too).
@@ -400,7 +406,10 @@ class ProfileEvictor:
         (``on_node_full(pod)`` hears of each); a pod the per-namespace limit refuses is passed
         over (a later pod may be of another namespace). ``only_if(pod)`` is asked right before
         each eviction (after the evictions before it); ``on_gone(pod)`` hears of each pod
-        evicted, possibly evicted (outcome unknown) or already evicted in this cycle.
+        evicted, possibly evicted (outcome unknown) or already evicted in this cycle;
+        ``on_no_gain(pod)`` of each pod ``predictive`` left because its move would not help
+        (:attr:`EvictResult.NO_GAIN`: a plugin whose tally counts it as moved evicts no other pod
+        in its stead).
         """
         full_nodes: set[str] = set()
         for pod in pods:
@@ -417,6 +426,8 @@ class ProfileEvictor:
                 return True
             elif on_gone is not None and (result.ok or result is EvictResult.ALREADY_EVICTED):
                 on_gone(pod)
+            elif on_no_gain is not None and result is EvictResult.NO_GAIN:
+                on_no_gain(pod)
         return False
 
     def node_limit_reached(self, node_name: str) -> bool:

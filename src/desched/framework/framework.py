@@ -54,6 +54,7 @@ from desched.framework.types import (
     ExtensionPoint,
     FilterPlugin,
     Handle,
+    JudgesMoves,
     LiveInputs,
     PreEvictionFilterPlugin,
     PreSortKeyPlugin,
@@ -184,6 +185,7 @@ class PluginHandle:
                 self._profile.filters,
                 self._profile.pre_eviction_filters,
                 self._findings,
+                self._profile.judges.get(self._plugin_name),
             )
             self._evictor_for = shared
         return self._evictor
@@ -319,6 +321,8 @@ class Profile:
         ]
         self.balancers = [p for p in self._enabled(ExtensionPoint.BALANCE) if isinstance(p, BalancePlugin)]
         self.cycle_hooks = [inst for inst in self.instances.values() if isinstance(inst, CycleStartHook)]
+        #: each plugin's judgement of a predicted move, by plugin name (``predictive``)
+        self.judges = {name: i.judge_move for name, i in self.instances.items() if isinstance(i, JudgesMoves)}
         self.sort_less = [s.less for s in self.sorters]
         self.presort_less = [s.pre_less for s in self.presorters]
         #: the sorters' keys, when every one offers one (see :func:`_ordered`)
@@ -374,12 +378,12 @@ class CycleResult:
     def failures(self) -> list[EvictionRecord]:
         """Not evicted: refused, over a limit, or failed (not the outcome-unknown ones, nor the
         ones the evictionPolicy skipped: :attr:`skips`)."""
-        return [r for r in self.records if not r.result.ok and r.result is not EvictResult.SKIPPED]
+        return [r for r in self.records if not r.result.ok and not r.result.skipped]
 
     @property
     def skips(self) -> list[EvictionRecord]:
         """Skipped by the profile's ``evictionPolicy`` (the record's ``error`` says why)."""
-        return [r for r in self.records if r.result is EvictResult.SKIPPED]
+        return [r for r in self.records if r.result.skipped]
 
     @property
     def unknown(self) -> list[EvictionRecord]:

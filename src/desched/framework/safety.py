@@ -36,7 +36,11 @@ The rules, in the order they are checked (the first that refuses names the skip)
    (bare) is judged the same way: it must fit some other node. Finished pods are not judged. A
    StatefulSet's pod is re-created under its name once it is gone (simulate places it after the
    cycle's other replacements): it is judged with the pod gone, against the cluster as the cycle
-   has it at that moment, an approximation of what simulate then does.
+   has it at that moment, an approximation of what simulate then does. Then the plugin that asked
+   (if it declares :class:`~desched.framework.types.JudgesMoves`; not for a bare pod) judges the
+   move: the eviction is skipped, with the plugin's reason, when it would not reduce the
+   violation the plugin acts on. A predictive skip is ``no_gain``: the evictor answers
+   ``EvictResult.NO_GAIN``, which the plugin counts as moved.
 
 A workload is a pod's controller (its ``ownerReferences`` entry with ``controller: true``, else
 its first owner): a ReplicaSet is one pod template, so a Deployment's rollout starts afresh. A pod
@@ -55,7 +59,7 @@ memory only.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -74,16 +78,19 @@ from desched.api.evictionpolicy import (
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
 from desched.framework import safetystate
+from desched.framework.types import NoGain, PredictedMove
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Pod
 from desched.k8s.replacements import bound_replacement, make_replacement, terminating_pod
-from desched.scheduling.placement import PlacementSimulator
+from desched.scheduling.placement import Decision, PlacementSimulator
 
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 CLUSTER_AUTOSCALER_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
 #: (namespace, owner kind, owner name); a bare pod is ("ns", "Pod", its name).
 WorkloadKey = tuple[str, str, str]
+#: a plugin's judgement of a predicted move (:meth:`desched.framework.types.JudgesMoves.judge_move`)
+MoveJudge = Callable[[PredictedMove], NoGain | None]
 
 
 class SkipReason(enum.StrEnum):
@@ -102,8 +109,11 @@ class SkipReason(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    reason: SkipReason
+    #: a :class:`SkipReason`, or the label a plugin's judgement gave (:class:`NoGain`)
+    reason: str
     detail: str
+    #: ``predictive`` skipped it: the move would not help (the plugin counts the pod as moved)
+    no_gain: bool = False
 
 
 class TokenBucket:
@@ -234,7 +244,9 @@ class Safety:
         """When the workload was moved (one entry per cycle that evicted some of its pods)."""
         return [t for _, t in self._moves.get(key, ())]
 
-    def check(self, pod: Pod, profile: str) -> Skip | None:
+    def check(self, pod: Pod, profile: str, judge: MoveJudge | None = None) -> Skip | None:
+        """The first rule of ``profile``'s policy that refuses ``pod`` (None: none does).
+        ``judge`` is the asking plugin's judgement of a predicted move (``predictive``)."""
         policy = self._policies.get(profile)
         if policy is None:
             return None
@@ -302,34 +314,52 @@ class Safety:
             and k8s_pods.occupies_node(pod)
             and pod.spec.node_name
         ):
-            return self._predict_skip(self._model, pod)
+            return self._predict_skip(self._model, pod, judge)
         return None
 
-    def _predict_skip(self, model: PlacementSimulator, pod: Pod) -> Skip | None:
+    def _predict_skip(self, model: PlacementSimulator, pod: Pod, judge: MoveJudge | None) -> Skip | None:
         node = pod.spec.node_name
         if _keeps_its_name(pod):
             # a StatefulSet re-creates the pod once the old one is gone (simulate places it after
             # the cycle): judged with the pod gone, against the cycle's cluster as it is now
             model.unbind(pod)
+            try:
+                decision = model.decide(self._replacement(pod), probe=True)
+                return _placement_skip(decision, node) or self._judged(model, pod, decision.node, judge)
+            finally:
+                model.bind(pod)  # (also when the plugin's judgement raised)
+        gone = terminating_pod(pod, self._now)
+        model.terminate(pod, gone)
+        skip: Skip | None = None
+        try:
             decision = model.decide(self._replacement(pod), probe=True)
-            model.bind(pod)
-            ok = bool(decision.node) and decision.node != node
+            skip = _placement_skip(decision, node)
+            # a bare pod has no replacement: it only has to fit some other node
+            if skip is None and not k8s_pods.is_bare_pod(pod):
+                skip = self._judged(model, pod, decision.node, judge)
+        except BaseException:
+            model.unterminate(gone, pod)  # the plugin's judgement raised: the model forgets the probe
+            raise
+        if skip is None:
+            self._probed[pod.key] = (pod, gone)
         else:
-            gone = terminating_pod(pod, self._now)
-            model.terminate(pod, gone)
-            decision = model.decide(self._replacement(pod), probe=True)
-            ok = bool(decision.node) and decision.node != node
-            if ok:
-                self._probed[pod.key] = (pod, gone)
-            else:
-                model.unterminate(gone, pod)
-        if ok:
+            model.unterminate(gone, pod)
+        return skip
+
+    def _judged(
+        self, model: PlacementSimulator, pod: Pod, destination: str, judge: MoveJudge | None
+    ) -> Skip | None:
+        """The asking plugin's judgement of the move (None: no judgement, or it helps)."""
+        if judge is None:
             return None
-        if not decision.node:
-            return Skip(
-                SkipReason.PREDICTED_PENDING, f"its replacement would stay Pending: {decision.reason}"
-            )
-        return Skip(SkipReason.PREDICTED_SAME_NODE, f"its replacement would land back on {node}")
+        view = model.snapshot
+        source, target = view.node(pod.spec.node_name), view.node(destination)
+        if source is None or target is None:
+            return None
+        verdict = judge(PredictedMove(pod, source, target, view))
+        if verdict is None:
+            return None
+        return Skip(verdict.reason, verdict.detail, no_gain=True)
 
     def _replacement(self, pod: Pod) -> Pod:
         return make_replacement(pod, f"{pod.metadata.name}-predicted", self._now, self._cycle)
@@ -482,6 +512,21 @@ class Safety:
                     self._waiting[w.workload] = (w.since, w.pod, w.before)
                     taken += 1
         return taken
+
+
+def _placement_skip(decision: Decision, node: str) -> Skip | None:
+    """The replacement would stay Pending, or land back on ``node``."""
+    if not decision.node:
+        return Skip(
+            SkipReason.PREDICTED_PENDING,
+            f"its replacement would stay Pending: {decision.reason}",
+            no_gain=True,
+        )
+    if decision.node == node:
+        return Skip(
+            SkipReason.PREDICTED_SAME_NODE, f"its replacement would land back on {node}", no_gain=True
+        )
+    return None
 
 
 def _keeps_its_name(pod: Pod) -> bool:

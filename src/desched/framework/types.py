@@ -166,6 +166,45 @@ class ExplainsPreEvictionFilter(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PredictedMove:
+    """Where the placement model (``evictionPolicy.predictive``) puts the replacement of a pod a
+    plugin asked to evict: another node than the pod's own, where it fits."""
+
+    #: the pod the plugin asked to evict (still bound to ``source``)
+    pod: Pod
+    #: the node the pod leaves
+    source: Node
+    #: the node its replacement would land on (never ``source``)
+    destination: Node
+    #: the cluster as the model has it right before the move: the cycle's earlier evictions
+    #: terminating or gone, their replacements bound where the model put them, ``pod`` terminating
+    #: (a pod with a deletionTimestamp) on ``source``, its replacement not bound yet
+    cluster: ClusterView
+
+
+@dataclass(frozen=True, slots=True)
+class NoGain:
+    """A plugin's judgement that a predicted move would not reduce the violation it acts on."""
+
+    #: the skip's ``reason`` label (metric, Event, simulate): snake_case, one per kind of
+    #: judgement (a label, not a sentence: it must not hold names or numbers)
+    reason: str
+    #: why, for people (names and numbers welcome)
+    detail: str
+
+
+@runtime_checkable
+class JudgesMoves(Protocol):
+    """A Deschedule/Balance plugin that can tell whether the predicted move of a pod it asked to
+    evict reduces the violation it acts on (``evictionPolicy.predictive``). Without it, any other
+    node the replacement fits is a move that helps."""
+
+    def judge_move(self, move: PredictedMove) -> NoGain | None:
+        """``None``: the move helps; else why it would not (the eviction is then skipped)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class LiveInputs:
     """What a plugin needs from a live run beyond the snapshot: a run reads the declarations of
     its plugins (:class:`DeclaresLiveInputs`) to decide what to watch and fetch."""
@@ -215,6 +254,13 @@ class EvictResult(enum.Enum):
     ALREADY_EVICTED = "already evicted"
     #: The profile's ``evictionPolicy`` skipped it (the record's ``error`` says why): try the next pod.
     SKIPPED = "skipped"
+    #: ``evictionPolicy.predictive`` skipped it: the placement model predicts its move would not
+    #: help (its replacement would stay Pending, land back on its node, or, as the plugin judges
+    #: it, not reduce the violation; the record's ``skip_reason`` and ``error`` say which). The
+    #: pod stays; a plugin that keeps a tally of what it moves counts it as moved (:attr:`planned`)
+    #: and evicts no other in its stead, so predictive evicts a part of what the plain policy
+    #: would, never more.
+    NO_GAIN = "skipped: its move would not help"
     #: The eviction was answered "Eviction triggered evacuation" for a pod that asks for eviction
     #: in background (``EvictionsInBackground``: a KubeVirt VM live-migrating away): the pod
     #: leaves later. Counts against every limit, as an eviction, until the pod has left.
@@ -225,6 +271,18 @@ class EvictResult(enum.Enum):
         """Evicted, possibly evicted (outcome unknown) or leaving in background: the pod counts as
         gone for the plugin."""
         return self is EvictResult.EVICTED or self is EvictResult.UNKNOWN or self is EvictResult.BACKGROUND
+
+    @property
+    def skipped(self) -> bool:
+        """The profile's ``evictionPolicy`` skipped it (:attr:`SKIPPED` or :attr:`NO_GAIN`)."""
+        return self is EvictResult.SKIPPED or self is EvictResult.NO_GAIN
+
+    @property
+    def planned(self) -> bool:
+        """The pod counts as dealt with in the plugin's plan: gone (:attr:`ok`) or left where it
+        is because its move would not help (:attr:`NO_GAIN`). A plugin that keeps a tally (how
+        much it moved off a node, which violations remain) counts it as moved."""
+        return self.ok or self is EvictResult.NO_GAIN
 
     @property
     def limit(self) -> bool:
@@ -248,6 +306,7 @@ class Evictor(Protocol):
         only_if: Callable[[Pod], bool] | None = None,
         on_gone: Callable[[Pod], None] | None = None,
         on_node_full: Callable[[Pod], None] | None = None,
+        on_no_gain: Callable[[Pod], None] | None = None,
     ) -> bool:
         """Evict ``pods`` in order up to the node, namespace and total limits (True: the total
         stopped it; see :meth:`desched.framework.evictor.ProfileEvictor.evict_in_order`)."""

@@ -189,7 +189,7 @@ class Metrics:
 
     def observe_eviction(self, record: EvictionRecord, *, dry_run: bool = False) -> None:
         # an outcome-unknown eviction is counted once reconciled (observe_reconciled)
-        if record.result is EvictResult.SKIPPED:
+        if record.result.skipped:
             labels = (record.skip_reason, record.plugin, record.profile, record.namespace)
             self.evictions_skipped.labels(*labels).inc()
             return

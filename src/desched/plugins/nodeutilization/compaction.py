@@ -95,8 +95,11 @@ def compact(
     nodes: Sequence[Node],
     may_evict: Callable[[Pod], bool],
     reason: Callable[[Node], str],
+    *,
+    emptied: set[str] | None = None,
 ) -> None:
-    """Empty ``nodes`` (under-utilised, least-utilised first) while their pods fit on the others."""
+    """Empty ``nodes`` (under-utilised, least-utilised first) while their pods fit on the others
+    (``emptied`` hears of each node it empties, before its pods are evicted)."""
     snapshot = handle.snapshot
     findings = handle.findings
     room = _Room(handle)
@@ -141,6 +144,8 @@ def compact(
             if room.free(target)[PODS] <= 0:
                 targets.pop(target.metadata.name, None)  # full: no need to look at it again
         targets.pop(name, None)  # emptied: it receives nothing
+        if emptied is not None:
+            emptied.add(name)
         why = reason(node)
         for pod in ordered:
             result = ev.evict(pod, reason=why)

@@ -49,6 +49,19 @@ equal priority and QoS are broken by name instead of by Go's map order; a pod "t
 destination" when every taint of that node is tolerated (upstream also requires the pod to have at
 least as many tolerations as the node has taints, which wrongly rejects a single wildcard
 toleration); LowNodeUtilization accepts ``evictionModes`` too, as newer upstream releases do.
+
+With ``evictionPolicy.predictive`` each plugin judges where the placement model puts a pod's
+replacement (a pod it leaves for that counts as moved, so no other pod is evicted in its stead):
+
+- LowNodeUtilization: the replacement's node must not end above its target (usage > its
+  capacity capped at ``targetThresholds``, as classified) once the pod's usage is added: its
+  requests to the pods bound there in the model (the cycle's earlier replacements included, the
+  terminating pods left out), or with ``metricsUtilization`` its measured usage to the node's at
+  the cycle's start (with Prometheus, which cannot tell a pod's usage, any node will do). Skip
+  reason ``predicted_over_utilized``.
+- HighNodeUtilization: the replacement must not land on a node it empties: an under-utilised
+  node (skip reason ``predicted_under_utilized``), or with ``compactWhenAllUnderutilized`` a
+  node compaction emptied in this cycle.
 """
 
 from __future__ import annotations
@@ -58,9 +71,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from desched.cluster.view import ClusterView
 from desched.framework.metrics import KUBERNETES_METRICS, PROMETHEUS
-from desched.framework.types import Evictor, EvictResult, Handle, LiveInputs, Status
+from desched.framework.types import Evictor, EvictResult, Handle, LiveInputs, NoGain, PredictedMove, Status
 from desched.k8s import nodes as k8s_nodes
+from desched.k8s import pods as k8s_pods
 from desched.k8s import taints as k8s_taints
 from desched.k8s.namespaces import NamespaceRule, namespace_rule
 from desched.k8s.objects import Node, Pod, Taint
@@ -213,6 +228,21 @@ def requests_any(pod: Pod, names: Sequence[str]) -> bool:
 KeepGoing = Callable[[NodeInfo, Resources], bool]
 
 
+def _bound_requests(cluster: ClusterView, node_name: str, names: Sequence[str]) -> Resources:
+    """What the pods bound to the node request (``pods``: their number), terminating ones left out."""
+    usage: Resources = dict.fromkeys(names, 0)
+    count = 0
+    for pod in cluster.pods_on_node(node_name):
+        if not k8s_pods.occupies_node(pod) or k8s_pods.is_terminating(pod):
+            continue
+        count += 1
+        for name, amount in cluster.requests(pod).items():
+            if name in usage:
+                usage[name] += amount
+    usage[PODS] = count
+    return usage
+
+
 def _unique(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
@@ -314,7 +344,9 @@ class _NodeUtilization:
                 return True
             if result is EvictResult.TOTAL_LIMIT:
                 return False
-            if not result.ok:
+            # a pod ``predictive`` left because its move would not help is counted as moved:
+            # no other pod goes in its stead (predictive evicts a part of the plain plan)
+            if not result.planned:
                 continue
             if freed is None:
                 # The source cannot tell what the pod frees: one pod per node, or up to the limit.
@@ -364,6 +396,8 @@ class LowNodeUtilization(_NodeUtilization):
         self._node_limit = args.eviction_limits.node if args.eviction_limits is not None else None
         self._only_thresholding = ONLY_THRESHOLDING_RESOURCES in (args.eviction_modes or ())
         self._requested = RequestedUsage(self._resource_names)
+        #: this cycle's usage source and high thresholds (for :meth:`judge_move`)
+        self._cycle: tuple[UsageSource, ResourceThresholds] | None = None
 
     def live_inputs(self) -> LiveInputs:
         """The Prometheus query of ``metricsUtilization``, when Prometheus is its source."""
@@ -390,6 +424,7 @@ class LowNodeUtilization(_NodeUtilization):
         return PrometheusUsage(metrics.queries_by_resource, prometheus, per_resource=metrics.per_resource)
 
     def balance(self, nodes: Sequence[Node]) -> Status | None:
+        self._cycle = None
         source = self.usage_source()
         if isinstance(source, Status):
             return source
@@ -459,8 +494,39 @@ class LowNodeUtilization(_NodeUtilization):
             return None
 
         over.sort(key=lambda i: (-usage_rank(i.usage), i.name))
+        self._cycle = (source, high)
         self._evict(source, over, under, self._keep_going, self._reason)
         return None
+
+    def judge_move(self, move: PredictedMove) -> NoGain | None:
+        """The replacement's node must not end above its target once the pod is on it."""
+        if self._cycle is None:
+            return None
+        source, high = self._cycle
+        target = move.destination
+        name = target.metadata.name
+        try:
+            freed = source.pod_usage(move.pod)
+        except PodUsageError:
+            return None
+        if freed is None:
+            return None  # (Prometheus: a pod's usage is unknown)
+        if isinstance(source, RequestedUsage):
+            usage = _bound_requests(move.cluster, name, source.resource_names)
+        else:
+            usage = source.node_usage(name)
+        after = {r: usage.get(r, 0) + (1 if r == PODS else freed.get(r, 0)) for r in self._resource_names}
+        capped = capped_capacity(source.capacity(target), high, self._resource_names)
+        over = [r for r, used in after.items() if capped.get(r, 0) < used]
+        if not over:
+            return None
+        pct = usage_percentages(after, source.capacity(target))
+        return NoGain(
+            "predicted_over_utilized",
+            f"its replacement would land on {name}, which would then be above its target "
+            f"({_percents(pct, {r: high.get(r, 0.0) for r in over})}; targets "
+            f"{_percents({r: high.get(r, 0.0) for r in over})})",
+        )
 
     @staticmethod
     def _keep_going(info: NodeInfo, budget: Resources) -> bool:
@@ -492,8 +558,21 @@ class HighNodeUtilization(_NodeUtilization):
         )
         self._only_thresholding = ONLY_THRESHOLDING_RESOURCES in (args.eviction_modes or ())
         self._requested = RequestedUsage(self._resource_names)
+        #: the nodes this cycle's run empties (for :meth:`judge_move`)
+        self._emptying: set[str] = set()
+
+    def judge_move(self, move: PredictedMove) -> NoGain | None:
+        """The replacement must not land on a node this plugin empties."""
+        name = move.destination.metadata.name
+        if name not in self._emptying:
+            return None
+        return NoGain(
+            "predicted_under_utilized",
+            f"its replacement would land on {name}, an under-utilised node this plugin empties",
+        )
 
     def balance(self, nodes: Sequence[Node]) -> Status | None:
+        self._emptying = set()
         source = self._requested
         assessed = self._assess(source, nodes)
         if isinstance(assessed, Status):
@@ -541,7 +620,13 @@ class HighNodeUtilization(_NodeUtilization):
         ):
             log.debug("HighNodeUtilization: %s: compacting them", idle)
             under.sort(key=lambda i: (usage_rank(i.usage), i.name))
-            compact(self.handle, [i.node for i in under], self._may_evict, self._compaction_reason)
+            compact(
+                self.handle,
+                [i.node for i in under],
+                self._may_evict,
+                self._compaction_reason,
+                emptied=self._emptying,
+            )
             return None
         if idle:
             log.debug("HighNodeUtilization: %s", idle)
@@ -550,6 +635,7 @@ class HighNodeUtilization(_NodeUtilization):
             return None
 
         under.sort(key=lambda i: (usage_rank(i.usage), i.name))
+        self._emptying = {i.name for i in under}
         self._evict(source, under, schedulable, budget_left, self._reason)
         return None
 

@@ -23,6 +23,11 @@ duplicates so that kube-scheduler spreads them again (upstream ``removeduplicate
 
 A pod with several owner references counts for each owner; upstream can then evict it twice,
 desched evicts it once.
+
+With ``evictionPolicy.predictive``, a duplicate whose replacement the placement model puts on a
+node that already holds as many pods of its owner as a node keeps (``ceil(pods / feasible
+nodes)``, counting the cycle's earlier replacements) is left where it is: the move would only pile
+it up elsewhere (skip reason ``predicted_duplicate``).
 """
 
 from __future__ import annotations
@@ -36,11 +41,11 @@ from typing import ClassVar
 import msgspec
 
 from desched.framework.findings import PluginFindings
-from desched.framework.types import Handle, Status
+from desched.framework.types import Handle, NoGain, PredictedMove, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod
-from desched.k8s.pods import pod_creation_time
+from desched.k8s.pods import is_terminating, pod_creation_time
 from desched.plugins._shared import pod_selector
 from desched.plugins.removeduplicates.args import RemoveDuplicatesArgs
 
@@ -90,6 +95,8 @@ class RemoveDuplicates:
         ns = args.namespaces
         self._selected = pod_selector(ns, None) if ns is not None and (ns.include or ns.exclude) else None
         self._excluded_kinds = frozenset(args.exclude_owner_kinds or ())
+        #: this cycle's pods per node each owner keeps (for :meth:`judge_move`)
+        self._keep: dict[OwnerKey, int] = {}
 
     # ------------------------------------------------------------------ finding duplicates
 
@@ -217,7 +224,31 @@ class RemoveDuplicates:
 
     # ------------------------------------------------------------------ the extension point
 
+    def judge_move(self, move: PredictedMove) -> NoGain | None:
+        """The replacement's node must hold fewer pods of the owner than a node keeps."""
+        candidate = self._candidate(move.pod)
+        if candidate is None:
+            return None
+        keeps = [self._keep[o] for o in candidate.owners if o in self._keep]
+        keep = min(keeps) if keeps else 1
+        target = move.destination.metadata.name
+        there = 0
+        for pod in move.cluster.pods_on_node(target):
+            if pod.status.phase in _FINISHED or is_terminating(pod):
+                continue
+            other = self._candidate(pod)
+            if other is not None and other.keys == candidate.keys:
+                there += 1
+        if there < keep:
+            return None
+        return NoGain(
+            "predicted_duplicate",
+            f"its replacement would land on {target}, which already runs {there} pod(s) of its owner "
+            f"(a node keeps at most {keep})",
+        )
+
     def balance(self, nodes: Sequence[Node]) -> Status | None:
+        self._keep = {}
         duplicates = self.find_duplicates(nodes)
         if not duplicates:
             return None
@@ -244,7 +275,7 @@ class RemoveDuplicates:
                         for pod in pods if first is None else [first, *pods]:
                             findings.left(pod, why)
                 continue
-            keep = math.ceil(dups.occurrences / feasible)
+            keep = self._keep[owner] = math.ceil(dups.occurrences / feasible)
             for node_name, pods in dups.by_node.items():
                 # ``pods`` are the duplicates: the node holds one more pod of the owner.
                 excess = len(pods) + 1 - keep

@@ -321,6 +321,8 @@ class RemovePodsViolatingInterPodAntiAffinity:
                 "pod violates its required inter-pod anti-affinity",
                 only_if=violating,
                 on_gone=gone,
+                # a pod predictive leaves counts as moved: its partners are not evicted instead
+                on_no_gain=gone,
             ):
                 return None
         return None

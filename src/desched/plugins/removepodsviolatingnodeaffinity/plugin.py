@@ -18,6 +18,12 @@ the profile's evictor filters. Unknown ``nodeAffinityType`` values are accepted,
 do nothing (a warning is logged). The per-node limit moves on to the next node; the total limit
 ends the plugin.
 
+With ``evictionPolicy.predictive``, the predicted move of a pod evicted because its node no
+longer matches its required affinity needs nothing more (the placement model, as kube-scheduler,
+only puts the replacement on a matching node); a pod evicted for its preferred affinity is left
+where it is unless its replacement's node scores strictly higher on the preferred terms than its
+own (skip reason ``predicted_not_preferred``).
+
 Cost: upstream spends most of a large cycle here, because it asks "does the pod fit any node?"
 for every pod before asking whether the pod violates anything. desched asks the cheap questions
 first and answers them once per pod *shape* per call:
@@ -37,7 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from desched.cluster.view import ClusterView
-from desched.framework.types import Handle, Status
+from desched.framework.types import Handle, NoGain, PredictedMove, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import Node, Pod, PreferredSchedulingTerm
 from desched.k8s.pods import occupies_node
@@ -179,6 +185,24 @@ class RemovePodsViolatingNodeAffinity:
                     t,
                     ", ".join(NODE_AFFINITY_TYPES),
                 )
+
+    def judge_move(self, move: PredictedMove) -> NoGain | None:
+        """A pod whose node still matches its required affinity moved for its preferred terms:
+        the replacement's node must score higher on them than the pod's own."""
+        pod, source, target = move.pod, move.source, move.destination
+        if PREFERRED not in self.affinity_types:
+            return None
+        if REQUIRED in self.affinity_types and not k8s_affinity.pod_matches_node_selector(pod, source):
+            return None  # evicted for its required affinity: the placement honours it
+        here = k8s_affinity.preferred_node_affinity_score(pod, source)
+        there = k8s_affinity.preferred_node_affinity_score(pod, target)
+        if there > here:
+            return None
+        return NoGain(
+            "predicted_not_preferred",
+            f"its replacement would land on {target.metadata.name}, which scores {there} on its "
+            f"preferred node affinity, not more than {source.metadata.name}'s {here}",
+        )
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
         affine = _AffinePods(self.handle.snapshot)

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Sequence
 from typing import ClassVar
 
-from desched.framework.types import Handle, Status
+from desched.framework.types import Handle, NoGain, PredictedMove, Status
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, Taint
 from desched.k8s.pods import occupies_node
@@ -70,6 +70,20 @@ class RemovePodsViolatingNodeTaints:
                 continue
             out.append(taint)
         return out
+
+    def judge_move(self, move: PredictedMove) -> NoGain | None:
+        """The replacement's node must carry no enforced taint the pod does not tolerate."""
+        taint = k8s_taints.untolerated_taint(
+            self.counted_taints(move.destination), move.pod.spec.tolerations, self._effects
+        )
+        if taint is None:
+            return None
+        return NoGain(
+            "predicted_untolerated_taint",
+            f"its replacement would land on {move.destination.metadata.name}, whose taint "
+            f"{taint.key}{'=' + taint.value if taint.value else ''}:{taint.effect} it does not "
+            "tolerate either",
+        )
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
         ev = self.handle.evictor

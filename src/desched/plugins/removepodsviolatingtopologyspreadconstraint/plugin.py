@@ -58,6 +58,14 @@ replicas costs ten entries, not one per node), eligible nodes are computed once 
 key, node filter), and node fit is searched lazily over the candidate nodes, once per pod shape
 rather than once per replica.
 
+With ``evictionPolicy.predictive``, a chosen pod is left where it is (the plan is made first, so
+no other pod goes in its stead; the pod still counts in its domain) when the domain the placement
+model puts its replacement in, of the constraint that chose it, is its own domain, would then
+hold as many matching pods as the domain it leaves or more, or would then be more than
+``maxSkew`` above the global minimum (the replacements predicted into a domain earlier in the
+call count there): skip reason ``predicted_skew``. A replacement on a node the constraint does not
+count helps.
+
 Differences from upstream, on purpose:
 
 - upstream counts only the pods its evictor filter and the ``labelSelector`` accept, so pods it
@@ -90,7 +98,7 @@ from typing import ClassVar
 import msgspec
 
 from desched.cluster.view import ClusterView
-from desched.framework.types import Evictor, Handle, LiveInputs, Status
+from desched.framework.types import Evictor, Handle, LiveInputs, NoGain, PredictedMove, Status
 from desched.k8s import labels as k8s_labels
 from desched.k8s.namespaces import namespace_rule
 from desched.k8s.objects import Node, Pod, TopologySpreadConstraint
@@ -122,11 +130,56 @@ class Plan:
     #: id(pod) -> why (the pods of ``order``)
     reasons: dict[int, str] = field(default_factory=dict)
     namespaces: dict[str, _Namespace] = field(default_factory=dict)
+    #: id(pod) -> the Spread that chose it (the pods of ``order``)
+    chosen_by: dict[int, Spread] = field(default_factory=dict)
+    #: (id(spread), domain) -> replacements predicted to land there (``predictive``)
+    landed: dict[tuple[int, str], int] = field(default_factory=dict)
 
-    def add(self, pod: Pod, reason: str) -> None:
+    def add(self, pod: Pod, reason: str, spread: Spread | None = None) -> None:
         if id(pod) not in self.reasons:
             self.reasons[id(pod)] = reason
             self.order.append(pod)
+            if spread is not None:
+                self.chosen_by[id(pod)] = spread
+
+    def judge(self, move: PredictedMove) -> NoGain | None:
+        """The move must lower the skew of the constraint that chose the pod: its replacement's
+        domain (with the replacements predicted there before it) must end below the domain it
+        leaves, and not above the global minimum plus ``maxSkew``."""
+        pod = move.pod
+        spread = self.chosen_by.get(id(pod))
+        ns = self.namespaces.get(pod.metadata.namespace)
+        if spread is None or ns is None:
+            return None
+        source = ns.domain_of(pod, spread)
+        target = spread.topology.node_domain.get(move.destination.metadata.name)
+        c = spread.constraint
+        if source is None or target is None:
+            return None  # (a domain the constraint does not count: leaving its domain helps)
+        landing = (id(spread), target)
+        there = spread.counts.get(target, 0) + self.landed.get(landing, 0)
+        here = spread.counts.get(source, 0)
+        floor = spread.floor()
+        if target == source:
+            why = f"back in its own domain {c.topology_key}={source}"
+        elif there + 1 >= here:
+            why = (
+                f"in domain {c.topology_key}={target}, which would then hold {there + 1} matching "
+                f"pods, not fewer than the {here - 1} left in {source}"
+            )
+        elif there + 1 - floor > c.max_skew:
+            why = (
+                f"in domain {c.topology_key}={target}, which would then hold {there + 1} matching "
+                f"pods, more than the minimum {floor} plus maxSkew {c.max_skew}"
+            )
+        else:
+            self.landed[landing] = self.landed.get(landing, 0) + 1
+            return None
+        return NoGain(
+            "predicted_skew",
+            f"its replacement would land on {move.destination.metadata.name}, {why} "
+            f"(topology spread constraint {c.describe()})",
+        )
 
     def may_evict(self, pod: Pod) -> bool:
         """Given the evictions made so far, evicting the pod leaves every constraint of its
@@ -176,6 +229,8 @@ class RemovePodsViolatingTopologySpreadConstraint:
         self.defaults: DefaultConstraints | None = dc.resolved if dc is not None else None
         if self.defaults is not None and not self.defaults.constraints:
             self.defaults = None
+        #: this cycle's plan (for :meth:`judge_move`)
+        self._plan: Plan | None = None
 
     def live_inputs(self) -> LiveInputs:
         """The default constraints' selectors are made of Services, ReplicaSets, ..."""
@@ -185,11 +240,16 @@ class RemovePodsViolatingTopologySpreadConstraint:
         allowed = self._namespace_rule
         return allowed is None or allowed(namespace)
 
+    def judge_move(self, move: PredictedMove) -> NoGain | None:
+        """See :meth:`Plan.judge` (the plan of this cycle's Balance call)."""
+        return self._plan.judge(move) if self._plan is not None else None
+
     def balance(self, nodes: Sequence[Node]) -> Status | None:
+        self._plan = None
         ev = self.handle.evictor
         if ev.total_limit_reached() or not self.kinds:
             return None
-        plan = self.plan(nodes)
+        plan = self._plan = self.plan(nodes)
         if not plan.order:
             return None
         rank = {id(p): i for i, p in enumerate(plan.order)}
@@ -391,7 +451,7 @@ class _Run:
                 f"matching pods, {low.value} has {low.size}, ideal {ideal:.2f}"
             )
             for pod in chooser.take(high, move):
-                self.plan.add(pod, reason)
+                self.plan.add(pod, reason, spread)
             high.size -= move
             low.size += move
         if self.reporting:
