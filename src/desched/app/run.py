@@ -152,6 +152,10 @@ class Descheduler:
         self.registry = default_registry()
         self.stop = asyncio.Event()
         self.trigger = asyncio.Event()
+        #: when the last relevant change came, and whether it came within --event-debounce of the
+        #: one before it (a burst, whose next cycle waits the window) or after a quiet period
+        self.last_change = -float("inf")
+        self.in_burst = False
         self.metrics = None if options.disable_metrics else Metrics()
         self.ready = False
         self.cycles = 0
@@ -172,6 +176,10 @@ class Descheduler:
         if not (self.ready and self.options.event_driven):
             return
         if relevant_change(kind, event, old, new) or self._replacement_ready(kind, old, new):
+            now = time.monotonic()
+            if not self.trigger.is_set():
+                self.in_burst = now - self.last_change < self.options.debounce
+            self.last_change = now
             self.trigger.set()
 
     def _replacement_ready(self, kind: str, old: Any, new: Any) -> bool:
@@ -269,6 +277,8 @@ class Descheduler:
                     )
                 elif opts.one_shot:
                     return 1  # a one-shot run that could not run its cycle failed
+                else:
+                    self.trigger.clear()  # skipped: the next try waits for the interval or a change
                 if opts.one_shot or (opts.max_cycles and self.cycles >= opts.max_cycles):
                     break
                 await self._wait_next()
@@ -326,16 +336,15 @@ class Descheduler:
 
     async def _wait_next(self) -> None:
         """Sleep until the interval passes (or the cron schedule's next time comes), or
-        (event-driven) a debounced burst of changes."""
-        self.trigger.clear()
+        (event-driven) a relevant change: at once after a quiet period, debounced in a burst. A
+        change that came during the cycle (after its snapshot) counts."""
         schedule = self.options.schedule
         if schedule is not None:
             clock = self.options.clock
             when = schedule.next_after(clock())
             log.info("next cycle at %s (%s)", when.isoformat(), schedule.describe())
             if await sleep_until(when, now=clock, wait=self._wait_trigger) and not self.stop.is_set():
-                await self._wait_any(asyncio.sleep(self.options.debounce), None)
-                log.info("cluster changed: running a cycle early")
+                await self._debounce()
             return
         deadline = time.monotonic() + self.options.interval
         while not self.stop.is_set():
@@ -344,10 +353,17 @@ class Descheduler:
                 return
             await self._wait_any(self.trigger.wait(), remaining)
             if self.trigger.is_set():
-                # debounce: let the burst settle, then run one cycle for all of it
-                await self._wait_any(asyncio.sleep(self.options.debounce), None)
-                log.info("cluster changed: running a cycle early")
+                await self._debounce()
                 return
+
+    async def _debounce(self) -> None:
+        """A change after a quiet period runs a cycle at once; in a burst (a change within
+        --event-debounce of the one before), wait the window so the burst runs one cycle."""
+        if self.in_burst:
+            await self._wait_any(asyncio.sleep(self.options.debounce), None)
+            log.info("cluster changed: running a cycle early (a burst of changes, debounced)")
+        else:
+            log.info("cluster changed: running a cycle early")
 
     async def _wait_trigger(self, seconds: float) -> bool:
         """Wait ``seconds``; True when a stop or (event-driven) a change came first."""
@@ -371,6 +387,7 @@ class Descheduler:
         if downgrades is not None:
             node_actions = downgrades.cycle_actions()
             node_actions.add_records(await downgrades.reconcile(_cached_nodes(cache)))
+        self.trigger.clear()  # the snapshot sees every change so far; later ones start another cycle
         snapshot = cache.snapshot()
         if self.background is not None:
             self.background.sync(snapshot.pods)
