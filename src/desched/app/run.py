@@ -389,6 +389,7 @@ class Descheduler:
             node_actions.add_records(await downgrades.reconcile(_cached_nodes(cache)))
         self.trigger.clear()  # the snapshot sees every change so far; later ones start another cycle
         snapshot = cache.snapshot()
+        pods = len(snapshot.pods)  # the cycle's evictions take pods out of the snapshot
         if self.background is not None:
             self.background.sync(snapshot.pods)
         if usage is not None:
@@ -448,7 +449,7 @@ class Descheduler:
         log.log(
             V0,
             "cycle done",
-            extra=cycle_fields(self.cycles, len(snapshot.pods), result, dry_run=opts.dry_run),
+            extra=cycle_fields(self.cycles, pods, result, dry_run=opts.dry_run),
         )
         if result.unknown or self.unresolved:
             await self._reconcile(result.unknown, cache, api, events, final=opts.one_shot)
