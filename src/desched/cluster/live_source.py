@@ -309,10 +309,16 @@ class Informer:
             rv = ""
             try:
                 with gc_paused():
+                    reported = time.monotonic()
                     async for line in lines:
                         rv = self._initial_event(line, objects)
                         if rv:
                             break
+                        if self.monitor is not None and time.monotonic() - reported >= 1.0:
+                            # the stream's events are answers, as a LIST's pages are: a long
+                            # initial stream is not cut by --client-connection-timeout
+                            self.monitor.progress()
+                            reported = time.monotonic()
             except WatchListUnsupported:
                 raise
             except GoneError:
