@@ -150,17 +150,23 @@ class JsonFormatter(logging.Formatter):
         }
         if record.levelno < logging.WARNING:
             doc["v"] = verbosity_of(record.levelno)
+        finite = True  # json writes NaN and Infinity, msgspec null: such a line goes to json
         for key, value in fields_of(record).items():
             if key not in doc:
-                doc[key] = value if type(value) in _JSON_SCALARS else _json_value(value)
+                kind = type(value)
+                if kind is float:
+                    finite = finite and math.isfinite(value)
+                elif kind not in _JSON_SCALARS:
+                    value = _json_value(value)
+                doc[key] = value
         if record.exc_info:
             doc["err"] = "".join(traceback.format_exception_only(record.exc_info[1])).strip()
             doc["stacktrace"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
         try:
             # the same JSON values as json.dumps(ensure_ascii=False, separators=(",", ":")) (an
             # exponent is written 1e16, not 1e+16), faster: a dry-run cycle can log tens of
-            # thousands of lines. json writes NaN and Infinity, msgspec null: those go to json.
-            if not any(type(v) is float and not math.isfinite(v) for v in doc.values()):
+            # thousands of lines
+            if finite:
                 return _json_encode(doc).decode()
         except (TypeError, ValueError, UnicodeEncodeError):  # e.g. a lone surrogate
             pass
