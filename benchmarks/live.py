@@ -25,6 +25,7 @@ Every figure comes with the machine's load average (wall time on a shared machin
 from __future__ import annotations
 
 import argparse
+import compileall
 import concurrent.futures
 import json
 import math
@@ -45,7 +46,11 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e.controlplane import ControlPlane  # noqa: E402
 
+import desched  # noqa: E402
+
 POLICY = ROOT / "benchmarks" / "policy-all.yaml"
+#: where the installed desched's package lies (an editable install: this checkout's src/)
+INSTALLED_SRC = Path(desched.__file__).resolve().parents[1]
 TAINT_POLICY = """\
 apiVersion: descheduler/v1alpha2
 kind: DeschedulerPolicy
@@ -184,9 +189,11 @@ def apiserver_list_times(cp: ControlPlane) -> dict[str, Any]:
 class Desched:
     """``desched run`` as a child process: its log lines timestamped on arrival, its RSS sampled."""
 
-    def __init__(self, mode: str, args: list[str]) -> None:
-        self.t0 = time.monotonic()
+    def __init__(self, mode: str, args: list[str], src: Path | None = None) -> None:
         env = os.environ | {"DESCHED_WATCH_LIST": "true" if mode == "watch-list" else "false"}
+        if src is not None:  # another checkout's desched (e.g. main, to compare before and after)
+            env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        self.t0 = time.monotonic()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "desched.cli", "--v=2", "--logging-format=json", "run", *args],
             env=env,
@@ -263,7 +270,7 @@ def msg(rec: dict[str, Any]) -> str:
     return str(rec.get("msg", ""))
 
 
-def measure_run(cp: ControlPlane, burst: int, workers: int, mode: str) -> dict[str, Any]:
+def measure_run(cp: ControlPlane, burst: int, workers: int, mode: str, src: Path | None) -> dict[str, Any]:
     d = Desched(
         mode,
         [
@@ -277,6 +284,7 @@ def measure_run(cp: ControlPlane, burst: int, workers: int, mode: str) -> dict[s
             "--secure-port",
             "0",
         ],
+        src,
     )
     try:
         t_sync, sync_rec = d.wait_for(lambda r: msg(r).startswith("cache synced"), 1800)
@@ -294,17 +302,20 @@ def measure_run(cp: ControlPlane, burst: int, workers: int, mode: str) -> dict[s
         idle_rate = (d.cpu_s() - idle0) / (time.monotonic() - i0)
         c0, w0 = d.cpu_s(), time.monotonic()
 
-        def patch(i: int) -> None:
+        def patch(i: int) -> bool:
             body = json.dumps({"metadata": {"labels": {"bench-burst": str(i)}}}).encode()
-            cp.request(
+            status, data = cp.raw_request(
                 "PATCH",
                 f"/api/v1/namespaces/bench/pods/p-{i}",
                 body,
                 content_type="application/merge-patch+json",
             )
+            # an earlier round's reaction trials evicted some pods (--src, --rounds): not updates
+            assert status in (200, 404), data[:300]
+            return status == 200
 
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            list(pool.map(patch, range(burst)))
+            burst = sum(pool.map(patch, range(burst)))
         sent = time.monotonic() - w0
         # wait until desched is idle again (its CPU stops growing for a second)
         last = d.cpu_s()
@@ -330,8 +341,8 @@ def measure_run(cp: ControlPlane, burst: int, workers: int, mode: str) -> dict[s
             "steady_rss_mib": round(steady / 2**20, 1),
             "burst_events": burst,
             "burst_sent_s": round(sent, 2),
-            "cpu_us_per_event": round(spent / burst * 1e6, 1),
-            "background_cpu_us_per_update": round(idle_rate * took / burst * 1e6, 1),
+            "cpu_us_per_event": round(spent / max(1, burst) * 1e6, 1),
+            "background_cpu_us_per_update": round(idle_rate * took / max(1, burst) * 1e6, 1),
             "cpu_s_at_sync": round(cpu_sync, 2),
             "cpu_s_at_first_cycle": round(cpu_cycle, 2),
             "rss_after_burst_mib": round(after_burst / 2**20, 1),
@@ -378,7 +389,9 @@ class PodWatch:
             return self.first[node]
 
 
-def measure_reaction(cp: ControlPlane, trials: int, debounce: str, nodes: int) -> dict[str, Any]:
+def measure_reaction(
+    cp: ControlPlane, trials: int, debounce: str, nodes: int, src: Path | None, first: int = 0
+) -> dict[str, Any]:
     policy = Path(tempfile.mkdtemp(prefix="desched-live-")) / "taints.yaml"
     policy.write_text(TAINT_POLICY)
     d = Desched(
@@ -396,13 +409,19 @@ def measure_reaction(cp: ControlPlane, trials: int, debounce: str, nodes: int) -
             "--secure-port",
             "0",
         ],
+        src,
     )
     times: list[float] = []
+    quiet = seconds(debounce)
     try:
         d.wait_for(lambda r: msg(r) == "cycle done", 1800)
         watch = PodWatch(cp)
         for k in range(trials):
-            node = node_name(nodes - 1 - k)  # from the end: not the nodes the burst's pods are on
+            # from the end: not the nodes the burst's pods are on, nor an earlier round's
+            node = node_name(nodes - 1 - first - k)
+            # each taint comes to a quiet cluster (no relevant change for the debounce window):
+            # what is measured is the reaction to one change, not to a burst (which waits the window)
+            time.sleep(quiet * 1.1)
             cycles = sum(1 for _, r in d.lines if msg(r) == "cycle done")
             start = len(d.lines)
             taint = {"key": "bench/reaction", "value": str(k), "effect": "NoSchedule"}
@@ -439,6 +458,20 @@ def measure_reaction(cp: ControlPlane, trials: int, debounce: str, nodes: int) -
     }
 
 
+def seconds(duration: str) -> float:
+    """A Go duration as the benchmark passes them ("1s", "500ms", "0.5s") in seconds."""
+    if duration.endswith("ms"):
+        return float(duration[:-2]) / 1000
+    return float(duration.rstrip("s"))
+
+
+def compile_sources(src: Path) -> None:
+    """Byte-compile desched as an install does (a wheel's install and the container image ship
+    .pyc files): an editable checkout would otherwise compile every module at each start
+    (PYTHONDONTWRITEBYTECODE, as the image sets it, means it never caches them)."""
+    compileall.compile_dir(str(src / "desched"), quiet=1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -455,7 +488,21 @@ def main() -> int:
         choices=["watch-list", "list"],
         help="how desched fills its cache: watch-list streaming, or LIST+WATCH (DESCHED_WATCH_LIST=false)",
     )
+    parser.add_argument(
+        "--src",
+        type=Path,
+        action="append",
+        default=[],
+        help="run desched from this source tree (its src/ directory; repeat to compare checkouts on "
+        "the same filled cluster, measured alternately); default: the installed desched",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measure every --src this many times, alternately"
+    )
     args = parser.parse_args()
+    srcs: list[Path | None] = [p.resolve() for p in args.src] or [None]
+    for src in srcs:
+        compile_sources(src or INSTALLED_SRC)
 
     cp = ControlPlane(
         apiserver_args=["--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"]
@@ -468,13 +515,22 @@ def main() -> int:
         print(json.dumps(result), flush=True)
         result |= apiserver_list_times(cp)
         print(json.dumps(result), flush=True)
-        if "run" not in args.skip:
-            for mode in args.modes:
-                figures = measure_run(cp, min(args.burst, args.pods), args.workers, mode)
-                result |= {f"{mode}:{k}": v for k, v in figures.items()}
-                print(json.dumps(result), flush=True)
-        if "reaction" not in args.skip:
-            result |= measure_reaction(cp, min(args.trials, args.nodes), args.event_debounce, args.nodes)
+        trials = min(args.trials, args.nodes // max(1, args.rounds * len(srcs)))
+        used = 0
+        for r in range(args.rounds):
+            for src in srcs:
+                # with one checkout and one round the keys are as before ("watch-list:synced_s")
+                tag = "" if len(srcs) == 1 and args.rounds == 1 else f"{src or 'installed'}#{r + 1}:"
+                if "run" not in args.skip:
+                    for mode in args.modes:
+                        figures = measure_run(cp, min(args.burst, args.pods), args.workers, mode, src)
+                        result |= {f"{tag}{mode}:{k}": v for k, v in figures.items()}
+                        print(json.dumps(result), flush=True)
+                if "reaction" not in args.skip:
+                    figures = measure_reaction(cp, trials, args.event_debounce, args.nodes, src, used)
+                    used += trials
+                    result |= {f"{tag}{k}": v for k, v in figures.items()}
+                    print(json.dumps(result), flush=True)
         print(json.dumps(result), flush=True)
         return 0
     finally:

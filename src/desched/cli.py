@@ -536,7 +536,8 @@ def _add_run_parser(sub: Any) -> None:
         "--event-debounce",
         type=_duration,
         default=5.0,
-        help="how long to let a burst of changes settle before the early cycle (default 5s)",
+        help="a change within this long of the one before is part of a burst, whose early cycle "
+        "waits this long; a change after a quiet period runs it at once (default 5s)",
     )
     _add_upstream_serving_and_tracing(run)
 

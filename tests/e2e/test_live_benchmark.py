@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_live_benchmark_reports_every_figure(control_plane: Any) -> None:
     if getattr(control_plane, "external", False):
         pytest.skip("the benchmark starts its own control plane from the built binaries")
-    args = ["--nodes", "4", "--pods", "40", "--trials", "2", "--burst", "20", "--event-debounce", "0.5s"]
+    args = ["--nodes", "4", "--pods", "40", "--trials", "2", "--burst", "20", "--event-debounce", "10s"]
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.live", *args],
         cwd=ROOT,
@@ -40,6 +40,7 @@ def test_live_benchmark_reports_every_figure(control_plane: Any) -> None:
         # 20 updates may cost less than the kernel's CPU-time tick (10 ms): zero is a figure too
         assert result[f"{mode}:cpu_us_per_event"] >= 0 and result[f"{mode}:burst_events"] == 20
         assert result[f"{mode}:background_cpu_us_per_update"] >= 0
-    # the taint makes the evictions; the debounce is the least a reaction can take
+    # the taint makes the evictions; each comes to a quiet cluster, so its cycle starts at once
+    # instead of after the (here 10 s) debounce window
     assert result["reaction_trials"] == 2
-    assert 0.5 <= result["reaction_p50_s"] <= result["reaction_p99_s"] < 60
+    assert 0 < result["reaction_p50_s"] <= result["reaction_p99_s"] < 10

@@ -158,6 +158,10 @@ class Descheduler:
         self.registry = default_registry()
         self.stop = asyncio.Event()
         self.trigger = asyncio.Event()
+        #: when the last relevant change came, and whether it came within --event-debounce of the
+        #: one before it (a burst, whose next cycle waits the window) or after a quiet period
+        self.last_change = -float("inf")
+        self.in_burst = False
         self.metrics = None if options.disable_metrics else Metrics()
         self.ready = False
         self.cycles = 0
@@ -178,6 +182,10 @@ class Descheduler:
         if not (self.ready and self.options.event_driven):
             return
         if relevant_change(kind, event, old, new) or self._replacement_ready(kind, old, new):
+            now = time.monotonic()
+            if not self.trigger.is_set():
+                self.in_burst = now - self.last_change < self.options.debounce
+            self.last_change = now
             self.trigger.set()
 
     def _replacement_ready(self, kind: str, old: Any, new: Any) -> bool:
@@ -287,6 +295,8 @@ class Descheduler:
                         await persistence.save()
                 elif opts.one_shot:
                     return 1  # a one-shot run that could not run its cycle failed
+                else:
+                    self.trigger.clear()  # skipped: the next try waits for the interval or a change
                 if opts.one_shot or (opts.max_cycles and self.cycles >= opts.max_cycles):
                     break
                 await self._wait_next()
@@ -359,16 +369,15 @@ class Descheduler:
 
     async def _wait_next(self) -> None:
         """Sleep until the interval passes (or the cron schedule's next time comes), or
-        (event-driven) a debounced burst of changes."""
-        self.trigger.clear()
+        (event-driven) a relevant change: at once after a quiet period, debounced in a burst. A
+        change that came during the cycle (after its snapshot) counts."""
         schedule = self.options.schedule
         if schedule is not None:
             clock = self.options.clock
             when = schedule.next_after(clock())
             log.info("next cycle at %s (%s)", when.isoformat(), schedule.describe())
             if await sleep_until(when, now=clock, wait=self._wait_trigger) and not self.stop.is_set():
-                await self._wait_any(asyncio.sleep(self.options.debounce), None)
-                log.info("cluster changed: running a cycle early")
+                await self._debounce()
             return
         deadline = time.monotonic() + self.options.interval
         while not self.stop.is_set():
@@ -377,10 +386,17 @@ class Descheduler:
                 return
             await self._wait_any(self.trigger.wait(), remaining)
             if self.trigger.is_set():
-                # debounce: let the burst settle, then run one cycle for all of it
-                await self._wait_any(asyncio.sleep(self.options.debounce), None)
-                log.info("cluster changed: running a cycle early")
+                await self._debounce()
                 return
+
+    async def _debounce(self) -> None:
+        """A change after a quiet period runs a cycle at once; in a burst (a change within
+        --event-debounce of the one before), wait the window so the burst runs one cycle."""
+        if self.in_burst:
+            await self._wait_any(asyncio.sleep(self.options.debounce), None)
+            log.info("cluster changed: running a cycle early (a burst of changes, debounced)")
+        else:
+            log.info("cluster changed: running a cycle early")
 
     async def _wait_trigger(self, seconds: float) -> bool:
         """Wait ``seconds``; True when a stop or (event-driven) a change came first."""
@@ -404,7 +420,9 @@ class Descheduler:
         if downgrades is not None:
             node_actions = downgrades.cycle_actions()
             node_actions.add_records(await downgrades.reconcile(_cached_nodes(cache)))
+        self.trigger.clear()  # the snapshot sees every change so far; later ones start another cycle
         snapshot = cache.snapshot()
+        pods = len(snapshot.pods)  # the cycle's evictions take pods out of the snapshot
         if self.background is not None:
             self.background.sync(snapshot.pods)
         if usage is not None:
@@ -464,7 +482,7 @@ class Descheduler:
         log.log(
             V0,
             "cycle done",
-            extra=cycle_fields(self.cycles, len(snapshot.pods), result, dry_run=opts.dry_run),
+            extra=cycle_fields(self.cycles, pods, result, dry_run=opts.dry_run),
         )
         if result.unknown or self.unresolved:
             await self._reconcile(result.unknown, cache, api, events, final=opts.one_shot)

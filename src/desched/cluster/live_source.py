@@ -40,7 +40,7 @@ import msgspec
 from kubernetes_asyncio import client
 
 from desched.cluster.compact import CompactDecoder
-from desched.cluster.snapshot import ClusterSnapshot
+from desched.cluster.snapshot import ClusterSnapshot, RequestsMemo
 from desched.gcpause import gc_paused
 from desched.k8s.objects import (
     Event,
@@ -309,10 +309,16 @@ class Informer:
             rv = ""
             try:
                 with gc_paused():
+                    reported = time.monotonic()
                     async for line in lines:
                         rv = self._initial_event(line, objects)
                         if rv:
                             break
+                        if self.monitor is not None and time.monotonic() - reported >= 1.0:
+                            # the stream's events are answers, as a LIST's pages are: a long
+                            # initial stream is not cut by --client-connection-timeout
+                            self.monitor.progress()
+                            reported = time.monotonic()
             except WatchListUnsupported:
                 raise
             except GoneError:
@@ -498,6 +504,7 @@ class LiveCache:
         }
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
+        self._requests = RequestsMemo()
 
     def start(self) -> None:
         for inf in self.informers.values():
@@ -535,13 +542,16 @@ class LiveCache:
             inf = self.informers.get(kind)
             return list(inf.objects.values()) if inf is not None else []
 
+        pods = values("Pod")
+        self._requests.trim(len(pods))
         return ClusterSnapshot(
             nodes=values("Node"),
-            pods=values("Pod"),
+            pods=pods,
             namespaces=values("Namespace"),
             pdbs=values("PodDisruptionBudget"),
             priority_classes=values("PriorityClass"),
             pvcs=values("PersistentVolumeClaim"),
             events=values("Event"),
             workloads=[w for kind in WORKLOAD_KINDS for w in values(kind)],
+            requests_memo=self._requests,
         )

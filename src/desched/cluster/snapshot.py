@@ -46,6 +46,25 @@ class _NodeUsage:
     pod_count: int = 0
 
 
+class RequestsMemo:
+    """Pods' requests by resource spec, kept from one snapshot to the next (the live cache's: a
+    cycle's snapshot computes only the requests of specs it has not seen; 0.5 of 1.4 CPU-s of an
+    event-driven cycle's snapshot at 30,000 pods). Safe because records are never changed in
+    place (see cluster.compact) and the dicts it hands out are never changed."""
+
+    def __init__(self) -> None:
+        #: by the identity of a pod's containers and init containers lists; the lists are kept,
+        #: so that their ids are not reused
+        self.by_parts: dict[object, tuple[list[Container], list[Container] | None, Resources]] = {}
+        self.by_shape: dict[tuple[object, ...], Resources] = {}
+
+    def trim(self, pods: int) -> None:
+        """Forget everything once it holds far more specs than there are pods (deleted pods' lists)."""
+        if len(self.by_parts) > 2 * pods + 1000 or len(self.by_shape) > 2 * pods + 1000:
+            self.by_parts.clear()
+            self.by_shape.clear()
+
+
 class ClusterSnapshot:
     """Nodes, pods and the objects around them, indexed. Its pods change only through
     :meth:`remove_pod` (an eviction) and :meth:`add_pod` (the placement simulator binding a pod
@@ -63,6 +82,7 @@ class ClusterSnapshot:
         pvcs: Iterable[PersistentVolumeClaim] = (),
         events: Iterable[Event] = (),
         workloads: Iterable[Workload] = (),
+        requests_memo: RequestsMemo | None = None,
     ) -> None:
         self._nodes: dict[str, Node] = {n.metadata.name: n for n in sorted(nodes, key=_node_sort_key)}
         self._pods: dict[str, Pod] = {}
@@ -84,11 +104,12 @@ class ClusterSnapshot:
                 self._controllers[(meta.namespace, type(w).__name__, meta.name)] = w
 
         self._requests: dict[str, Resources] = {}
-        self._requests_by_shape: dict[tuple[object, ...], Resources] = {}
-        #: By the identity of a pod's containers and init containers lists (pods of one workload
-        #: share theirs, see cluster.compact), for pods whose requests depend on nothing else; the
-        #: lists are kept, so that their ids are not reused.
-        self._requests_by_parts: dict[object, tuple[list[Container], list[Container] | None, Resources]] = {}
+        # By the identity of a pod's containers and init containers lists (pods of one workload
+        # share theirs, see cluster.compact), for pods whose requests depend on nothing else, and
+        # by what the requests are made of: this snapshot's, or kept across snapshots.
+        memo = requests_memo if requests_memo is not None else RequestsMemo()
+        self._requests_by_shape = memo.by_shape
+        self._requests_by_parts = memo.by_parts
         self._by_node: dict[str, dict[str, Pod]] = {}
         self._by_owner: dict[OwnerKey, dict[str, Pod]] = {}
         self._by_namespace: dict[str, dict[str, Pod]] = {}

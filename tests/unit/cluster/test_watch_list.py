@@ -259,3 +259,48 @@ def test_an_error_answer_to_the_watch_list_is_a_failure_retried_not_a_list() -> 
         assert inf.use_watch_list and set(inf.objects) == {"a"} and inf.healthy
 
     asyncio.run(main())
+
+
+class SlowAnswer(Answer):
+    """A stream whose chunks come ``delay`` seconds apart (an apiserver streaming a large cluster)."""
+
+    def __init__(self, chunks: list[bytes], delay: float) -> None:
+        super().__init__(chunks, hang=True)
+        self.delay = delay
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            await asyncio.sleep(self.delay)
+            yield chunk
+        await asyncio.Event().wait()
+
+
+class Progress:
+    """The monitor's side the informer reports to: when each good answer came."""
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+
+    def progress(self) -> None:
+        self.at.append(asyncio.get_running_loop().time())
+
+
+def test_a_long_initial_stream_reports_progress_as_its_events_come() -> None:
+    """Every event of the initial stream is an answer, as a LIST's page is: the start's bound
+    (--client-connection-timeout, counted from the last answer) does not cut a stream that keeps
+    coming but takes longer than the bound as a whole."""
+    progress = Progress()
+
+    async def main() -> float:
+        chunks = [ev("ADDED", f"n{i}", str(i + 1)) for i in range(5)] + [end_bookmark("9")]
+        api = Api(lambda p: SlowAnswer(chunks, 0.5))
+        inf = Informer(api, RESOURCES["Node"], monitor=progress)  # type: ignore[arg-type]
+        start = asyncio.get_running_loop().time()
+        await run_until(inf, lambda: inf.synced.is_set(), timeout=10)
+        assert len(inf.objects) == 5
+        return start
+
+    start = asyncio.run(main())
+    # the headers, then at least once a second while the 3-second stream comes, then the bookmark
+    gaps = [b - a for a, b in zip([start, *progress.at], progress.at, strict=False)]
+    assert len(progress.at) >= 4 and max(gaps) < 1.6, gaps
