@@ -607,10 +607,19 @@ class Extender:
         else:
             items = args.nodes.items if args.nodes is not None and args.nodes.items is not None else []
             names = known = [n.metadata.name for n in items]
-            amounts = [self._allocatable_of(n.metadata, n.status) for n in items]
+            cache = self._allocatable
+            # status is decoded only for a node whose resourceVersion is new (or not set)
+            for n in [
+                n
+                for n in items
+                if (hit := cache.get(n.metadata.name)) is None
+                or hit[0] != n.metadata.resource_version
+                or not hit[0]
+            ]:
+                self._allocatable_of(n.metadata, n.status)
 
             def allocs() -> list[Mapping[str, int]]:
-                return list(amounts)
+                return [self._allocatable_of(n.metadata, n.status) for n in items]
 
             alloc_rows = self._wire_rows.take(known)
         assert state.used_rows is not None
