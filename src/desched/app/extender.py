@@ -200,7 +200,7 @@ class ExtenderFilterResult(msgspec.Struct, rename="pascal"):
     error: str = ""
 
 
-class HostPriority(msgspec.Struct, rename="pascal"):
+class HostPriority(msgspec.Struct, rename="pascal", gc=False):  # a str and an int: no cycles
     """``extenderv1.HostPriority``: Score is 0..10."""
 
     host: str
