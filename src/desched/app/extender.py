@@ -108,9 +108,9 @@ DEFAULT_TIMEOUT_BUDGET: Final = 4.0
 CHUNK: Final = 256
 #: The largest request body accepted (a NodeList of thousands of nodes with images is big).
 MAX_BODY: Final = 512 * 1024 * 1024
-#: Request buffers kept between requests: one per request read at the same time (kube-scheduler
-#: sends one at a time per profile).
-POOLED_BUFFERS: Final = 2
+#: Request buffers kept between requests (kube-scheduler sends one request at a time; a request
+#: read while the buffer is in use gets a buffer of its own, dropped after unless the pool has room).
+POOLED_BUFFERS: Final = 1
 
 FILTER: Final = "filter"
 PRIORITIZE: Final = "prioritize"
