@@ -25,10 +25,13 @@ sends names only, and the extender takes the nodes from its own cache. Either wa
 each node come from the extender's cache: a :class:`desched.cluster.live_source.LiveCache` of Nodes
 and Pods (or a snapshot file, for offline use) feeding :class:`ClusterState`, which keeps every
 node's allocatable and the running sums of its pods' requests, so a request costs a dictionary
-lookup per node, never a pass over pods. A pod counts on its node from the moment the cache sees
-it bound until it finishes (Succeeded, Failed) or is deleted. kube-scheduler's *assumed* pods
-(bound a moment ago, not yet seen through the watch) are not known to the extender: between pods
-scheduled in quick succession the extender may lag by a few milliseconds of watch latency.
+lookup per node, never a pass over pods; for prioritize the same amounts of the scorer's resources
+are kept as rows of numpy arrays, so a request costs one array indexing and the scorer runs on
+columns (``GenericScorer.score_arrays``, the same floats as its lists). A pod counts on its node
+from the moment the cache sees it bound until it finishes (Succeeded, Failed) or is deleted.
+kube-scheduler's *assumed* pods (bound a moment ago, not yet seen through the watch) are not
+known to the extender: between pods scheduled in quick succession the extender may lag by a few
+milliseconds of watch latency.
 
 A node kube-scheduler names but the cache has not seen yet passes the filter (kube-scheduler's
 own filters have already checked it) and scores 0.
