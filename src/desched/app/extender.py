@@ -51,7 +51,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import numpy as np
@@ -81,11 +81,13 @@ from desched.scheduling.scorer import (
     EXACT_IN_FLOAT,
     MAX_EXTENDER_SCORE,
     MAX_NODE_SCORE,
-    Floats,
     GenericScorer,
     GenericScorerArgs,
     requesting_of,
 )
+
+if TYPE_CHECKING:
+    from desched.scheduling.scorer import Floats
 
 __all__ = [
     "DEFAULT_PORT",

@@ -46,10 +46,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-import numpy as np
-import numpy.typing as npt
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from desched.api import documents
@@ -262,8 +260,14 @@ class _Part:
 
 
 Column = list[float] | list[int]
-Floats = npt.NDArray[np.float64]
-Ints = npt.NDArray[np.int64]
+if TYPE_CHECKING:
+    # numpy is imported by the array methods only (``desched extender``): the other commands
+    # do not pay its import (0.1-0.4 s)
+    import numpy as np
+    import numpy.typing as npt
+
+    Floats = npt.NDArray[np.float64]
+    Ints = npt.NDArray[np.int64]
 
 #: Amounts up to this magnitude are exact in float64, and so are their sums with a pod's
 #: requests: :meth:`GenericScorer.score_arrays` gives the same floats as :meth:`score_nodes`.
@@ -462,6 +466,8 @@ class GenericScorer:
         answer is the same floats (``tests/unit/scheduling/test_scorer_arrays.py``), at a few
         microseconds per node-resource instead of a Python step each.
         """
+        import numpy as np
+
         n = len(next(iter(allocatable.values()))) if allocatable else 0
         if n == 0:
             return np.zeros(0)
@@ -488,6 +494,8 @@ class GenericScorer:
         allocatable: Mapping[str, Floats],
         used_col: Any,
     ) -> Floats:
+        import numpy as np
+
         values: list[Floats] = []
         weights: list[Ints | int] = []
         for name, w in zip(part.names, part.weights, strict=True):
@@ -522,6 +530,8 @@ class GenericScorer:
 
     @staticmethod
     def _uniform_arrays(part: _Part, n: int, values: list[Floats], weights: list[int]) -> Floats:
+        import numpy as np
+
         den = sum(weights)
         if den == 0:
             return np.full(n, _worst(part))
@@ -546,6 +556,8 @@ class GenericScorer:
 
     @staticmethod
     def _varying_arrays(part: _Part, n: int, values: list[Floats], weights: list[Ints]) -> Floats:
+        import numpy as np
+
         den = np.zeros(n, dtype=np.int64)
         for wcol in weights:
             den = den + wcol
@@ -570,6 +582,8 @@ class GenericScorer:
 
     def normalize_array(self, raw: Floats) -> Floats:
         """:meth:`normalize` on an array (the same floats)."""
+        import numpy as np
+
         if len(raw) == 0:
             return np.zeros(0)
         if self.bounded:
