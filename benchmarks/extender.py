@@ -19,12 +19,16 @@ The server runs in a thread of the benchmarking process, on its own event loop.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import http.client
 import json
+import os
 import statistics
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,17 +85,33 @@ def _incoming_pod(pods: list[dict[str, Any]]) -> dict[str, Any]:
     raise RuntimeError("no suitable pod in the generated cluster")
 
 
+def _thread_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """The CPU-time clock of the thread running ``loop`` (the server's)."""
+
+    async def ident() -> int:
+        return threading.get_ident()
+
+    clock = time.pthread_getcpuclockid(asyncio.run_coroutine_threadsafe(ident(), loop).result(30))
+    return lambda: time.clock_gettime(clock)
+
+
 def _measure(
-    conn: http.client.HTTPConnection, path: str, body: bytes, requests: int
-) -> tuple[list[float], float]:
-    """Wall-clock latency of each request, and the process's CPU seconds per request (server and
-    client threads together: a figure that does not depend on what else the machine runs)."""
+    conn: http.client.HTTPConnection,
+    path: str,
+    body: bytes,
+    requests: int,
+    server_cpu: Callable[[], float],
+) -> tuple[list[float], float, float]:
+    """Wall-clock latency of each request, the process's CPU seconds per request (server and
+    client threads together: a figure that does not depend on what else the machine runs), and
+    the server thread's CPU seconds per request (what the extender itself costs)."""
     headers = {"Content-Type": "application/json"}
     out: list[float] = []
-    cpu0 = 0.0
+    cpu0 = server0 = 0.0
     for i in range(WARMUP + requests):
         if i == WARMUP:
             cpu0 = time.process_time()
+            server0 = server_cpu()
         t0 = time.perf_counter()
         conn.request("POST", path, body=body, headers=headers)
         resp = conn.getresponse()
@@ -101,7 +121,8 @@ def _measure(
             raise RuntimeError(f"{path}: HTTP {resp.status}: {data[:300]!r}")
         if i >= WARMUP:
             out.append(elapsed)
-    return out, (time.process_time() - cpu0) / max(requests, 1)
+    n = max(requests, 1)
+    return out, (time.process_time() - cpu0) / n, (server_cpu() - server0) / n
 
 
 def bench_extender(nodes: int = 1000, requests: int = 200) -> dict[str, Any]:
@@ -136,22 +157,26 @@ def bench_extender(nodes: int = 1000, requests: int = 200) -> dict[str, Any]:
         "pods_in_cache": state.pod_count,
         "requests": requests,
         "body_bytes": {mode: len(body) for mode, body in bodies.items()},
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
     with BackgroundServer(ExtenderServer(extender, host="127.0.0.1", port=0)) as bg:
         conn = http.client.HTTPConnection("127.0.0.1", bg.server.port, timeout=60)
+        server_cpu = _thread_clock(bg.loop)
         try:
             for verb in ("prioritize", "filter"):
                 result[verb] = {}
                 for mode, body in bodies.items():
-                    samples, cpu = _measure(conn, f"/{verb}", body, requests)
+                    samples, cpu, server = _measure(conn, f"/{verb}", body, requests, server_cpu)
                     result[verb][mode] = {
                         "p50_ms": round(_percentile(samples, 0.50) * 1000, 2),
                         "p99_ms": round(_percentile(samples, 0.99) * 1000, 2),
                         "mean_ms": round(statistics.fmean(samples) * 1000, 2),
                         "cpu_ms": round(cpu * 1000, 2),
+                        "server_cpu_ms": round(server * 1000, 2),
                     }
         finally:
             conn.close()
+    result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return result
 
 

@@ -25,10 +25,13 @@ sends names only, and the extender takes the nodes from its own cache. Either wa
 each node come from the extender's cache: a :class:`desched.cluster.live_source.LiveCache` of Nodes
 and Pods (or a snapshot file, for offline use) feeding :class:`ClusterState`, which keeps every
 node's allocatable and the running sums of its pods' requests, so a request costs a dictionary
-lookup per node, never a pass over pods. A pod counts on its node from the moment the cache sees
-it bound until it finishes (Succeeded, Failed) or is deleted. kube-scheduler's *assumed* pods
-(bound a moment ago, not yet seen through the watch) are not known to the extender: between pods
-scheduled in quick succession the extender may lag by a few milliseconds of watch latency.
+lookup per node, never a pass over pods; for prioritize the same amounts of the scorer's resources
+are kept as rows of numpy arrays, so a request costs one array indexing and the scorer runs on
+columns (``GenericScorer.score_arrays``, the same floats as its lists). A pod counts on its node
+from the moment the cache sees it bound until it finishes (Succeeded, Failed) or is deleted.
+kube-scheduler's *assumed* pods (bound a moment ago, not yet seen through the watch) are not
+known to the extender: between pods scheduled in quick succession the extender may lag by a few
+milliseconds of watch latency.
 
 A node kube-scheduler names but the cache has not seen yet passes the filter (kube-scheduler's
 own filters have already checked it) and scores 0.
@@ -48,9 +51,10 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
+import numpy as np
 from aiohttp import web
 from prometheus_client import (
     CollectorRegistry,
@@ -74,12 +78,16 @@ from desched.scheduling.placement.filters import (
     tolerates_cordon,
 )
 from desched.scheduling.scorer import (
+    EXACT_IN_FLOAT,
     MAX_EXTENDER_SCORE,
     MAX_NODE_SCORE,
     GenericScorer,
     GenericScorerArgs,
     requesting_of,
 )
+
+if TYPE_CHECKING:
+    from desched.scheduling.scorer import Floats
 
 __all__ = [
     "DEFAULT_PORT",
@@ -105,6 +113,9 @@ DEFAULT_TIMEOUT_BUDGET: Final = 4.0
 CHUNK: Final = 256
 #: The largest request body accepted (a NodeList of thousands of nodes with images is big).
 MAX_BODY: Final = 512 * 1024 * 1024
+#: Request buffers kept between requests (kube-scheduler sends one request at a time; a request
+#: read while the buffer is in use gets a buffer of its own, dropped after unless the pool has room).
+POOLED_BUFFERS: Final = 1
 
 FILTER: Final = "filter"
 PRIORITIZE: Final = "prioritize"
@@ -153,12 +164,12 @@ class _WireNode(msgspec.Struct):
     status: _WireStatus = msgspec.field(default_factory=_WireStatus)
 
 
-class _ScoreMeta(msgspec.Struct, rename="camel"):
+class _ScoreMeta(msgspec.Struct, rename="camel", gc=False):
     name: str = ""
     resource_version: str = ""
 
 
-class _ScoreNode(msgspec.Struct):
+class _ScoreNode(msgspec.Struct, gc=False):  # strings and Raw only: no cycles to collect
     metadata: _ScoreMeta = msgspec.field(default_factory=_ScoreMeta)
     # decoded (allocatable) only when the node's resourceVersion is not cached: parsing the
     # quantities of 1,000 nodes was a third of a prioritize call
@@ -194,7 +205,7 @@ class ExtenderFilterResult(msgspec.Struct, rename="pascal"):
     error: str = ""
 
 
-class HostPriority(msgspec.Struct, rename="pascal"):
+class HostPriority(msgspec.Struct, rename="pascal", gc=False):  # a str and an int: no cycles
     """``extenderv1.HostPriority``: Score is 0..10."""
 
     host: str
@@ -241,6 +252,64 @@ class _NodeEntry:
         self.allocatable: Resources = k8s_resources.node_allocatable(node)
 
 
+class _Rows:
+    """Amounts by name as rows of one float64 array (a column per resource in :attr:`resources`),
+    kept up to date object by object so that a request takes its nodes' rows with one numpy
+    indexing (:meth:`take`) instead of a dictionary lookup per node and resource.
+
+    Row 0 stays all zeros: a name without a row reads as nothing. A name whose amounts are not
+    exact in float64 (beyond :data:`EXACT_IN_FLOAT`) is remembered in :attr:`inexact`; its callers
+    then score with the scorer's lists (exact integers).
+    """
+
+    __slots__ = ("array", "free", "inexact", "resources", "slots")
+
+    def __init__(self, resources: tuple[str, ...]) -> None:
+        self.resources = resources
+        self.slots: dict[str, int] = {}
+        self.free: list[int] = []
+        self.inexact: set[str] = set()
+        self.array: Floats = np.zeros((64, len(resources)))
+
+    def set(self, name: str, amounts: Mapping[str, int]) -> None:
+        slot = self.slots.get(name)
+        if slot is None:
+            slot = self.free.pop() if self.free else len(self.slots) + 1
+            if slot >= len(self.array):
+                grown = np.zeros((2 * len(self.array), len(self.resources)))
+                grown[: len(self.array)] = self.array
+                self.array = grown
+            self.slots[name] = slot
+        row = [amounts.get(r, 0) for r in self.resources]
+        if _exact(row):
+            self.array[slot] = row
+            self.inexact.discard(name)
+        else:
+            self.array[slot] = 0.0
+            self.inexact.add(name)
+
+    def drop(self, name: str) -> None:
+        slot = self.slots.pop(name, None)
+        if slot is not None:
+            self.array[slot] = 0.0
+            self.free.append(slot)
+            self.inexact.discard(name)
+
+    def take(self, names: list[str]) -> Floats | None:
+        """The rows of ``names`` in order (zeros for a name without one); None when one of them
+        is not exact in float64."""
+        if self.inexact and not self.inexact.isdisjoint(names):
+            return None
+        slots = self.slots
+        index = np.fromiter([slots.get(name, 0) for name in names], np.intp, len(names))
+        rows: Floats = self.array[index]
+        return rows
+
+
+def _exact(values: Iterable[int]) -> bool:
+    return all(-EXACT_IN_FLOAT <= v <= EXACT_IN_FLOAT for v in values)
+
+
 def _occupies(pod: Pod) -> bool:
     return bool(pod.spec.node_name) and k8s_pods.occupies_node(pod)
 
@@ -256,6 +325,9 @@ class ClusterState:
         self._pods: dict[str, tuple[str, Resources, Resources]] = {}
         # equal amounts are shared (the replicas of a workload ask alike): ~5x less memory per pod
         self._amounts: dict[tuple[tuple[str, int], ...], Resources] = {}
+        #: allocatable and non-zero usage of the nodes, as rows of arrays (see :meth:`track`)
+        self.alloc_rows: _Rows | None = None
+        self.used_rows: _Rows | None = None
 
     @classmethod
     def from_objects(cls, nodes: Iterable[Node], pods: Iterable[Pod]) -> ClusterState:
@@ -270,11 +342,26 @@ class ClusterState:
     def pod_count(self) -> int:
         return len(self._pods)
 
+    def track(self, resources: tuple[str, ...]) -> None:
+        """Keep :attr:`alloc_rows` and :attr:`used_rows` for these resources from now on."""
+        if self.alloc_rows is not None and self.alloc_rows.resources == resources:
+            return
+        self.alloc_rows = _Rows(resources)
+        self.used_rows = _Rows(resources)
+        for name, entry in self.nodes.items():
+            self.alloc_rows.set(name, entry.allocatable)
+        for name, usage in self.usage.items():
+            self.used_rows.set(name, usage.nonzero)
+
     def set_node(self, node: Node) -> None:
-        self.nodes[node.metadata.name] = _NodeEntry(node)
+        entry = self.nodes[node.metadata.name] = _NodeEntry(node)
+        if self.alloc_rows is not None:
+            self.alloc_rows.set(node.metadata.name, entry.allocatable)
 
     def delete_node(self, name: str) -> None:
         self.nodes.pop(name, None)
+        if self.alloc_rows is not None:
+            self.alloc_rows.drop(name)
 
     def set_pod(self, pod: Pod) -> None:
         key = pod.key
@@ -291,6 +378,8 @@ class ClusterState:
         _accumulate(usage.requested, requested, 1)
         usage.pods += 1
         self._pods[key] = (node, nonzero, requested)
+        if self.used_rows is not None:
+            self.used_rows.set(node, usage.nonzero)
 
     def _shared(self, amounts: Resources) -> Resources:
         key = tuple(sorted(amounts.items()))
@@ -312,6 +401,10 @@ class ClusterState:
         usage.pods -= 1
         if usage.pods == 0:
             del self.usage[node]
+            if self.used_rows is not None:
+                self.used_rows.drop(node)
+        elif self.used_rows is not None:
+            self.used_rows.set(node, usage.nonzero)
 
     def on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
         """(kind, ADDED/MODIFIED/DELETED, old object or None, new object or None)."""
@@ -386,8 +479,10 @@ class Extender:
         self.state = state
         self.budget = budget
         self.clock = clock
-        # allocatable of nodes sent in full, by name: (resourceVersion, amounts)
+        # allocatable of nodes sent in full, by name: (resourceVersion, amounts), and as rows
         self._allocatable: dict[str, tuple[str, Resources]] = {}
+        self._wire_rows = _Rows(scorer.resources)
+        state.track(scorer.resources)
 
     def _allocatable_of(self, meta: _WireMeta | _ScoreMeta, status: _WireStatus | msgspec.Raw) -> Resources:
         rv = meta.resource_version
@@ -402,12 +497,14 @@ class Extender:
         amounts = k8s_resources.resource_list(status.allocatable or status.capacity)
         if len(self._allocatable) > 100_000:
             self._allocatable.clear()
+            self._wire_rows = _Rows(self.scorer.resources)
         self._allocatable[meta.name] = (rv, amounts)
+        self._wire_rows.set(meta.name, amounts)
         return amounts
 
     # ---------------------------------------------------------------- filter
 
-    def filter(self, body: bytes, started: float | None = None) -> Reply:
+    def filter(self, body: bytes | memoryview, started: float | None = None) -> Reply:
         deadline = (self.clock() if started is None else started) + self.budget
         try:
             args = _filter_decoder.decode(body)
@@ -481,7 +578,7 @@ class Extender:
 
     # ---------------------------------------------------------------- prioritize
 
-    def prioritize(self, body: bytes, started: float | None = None) -> Reply:
+    def prioritize(self, body: bytes | memoryview, started: float | None = None) -> Reply:
         deadline = (self.clock() if started is None else started) + self.budget
         try:
             args = _prioritize_decoder.decode(body)
@@ -490,44 +587,110 @@ class Extender:
         if args.pod is None:
             raise BadRequest("not an ExtenderArgs: Pod is missing")
         requesting = requesting_of(args.pod)
-        usage = self.state.usage
-        # the candidates in request order; those the extender knows, with their amounts
+        state = self.state
+        # the candidates in request order; those the extender knows, with their amounts (as
+        # dictionaries on demand, for the scorer's lists; as rows of arrays, for numpy)
         names: list[str]
         known: list[str]
-        allocs: list[Mapping[str, int]]
+        allocs: Callable[[], list[Mapping[str, int]]]
+        alloc_rows: Floats | None
         if args.node_names is not None:
             names = args.node_names
-            nodes = self.state.nodes
+            nodes = state.nodes
             entries = [nodes.get(name) for name in names]
-            if None in entries:
-                known = [name for name, e in zip(names, entries, strict=True) if e is not None]
-                allocs = [e.allocatable for e in entries if e is not None]
-            else:
-                known = names
-                allocs = [e.allocatable for e in entries if e is not None]
+            known = (
+                names
+                if None not in entries
+                else [n for n, e in zip(names, entries, strict=True) if e is not None]
+            )
+
+            def allocs() -> list[Mapping[str, int]]:
+                return [e.allocatable for e in entries if e is not None]
+
+            assert state.alloc_rows is not None
+            alloc_rows = state.alloc_rows.take(known)
         else:
             items = args.nodes.items if args.nodes is not None and args.nodes.items is not None else []
             names = known = [n.metadata.name for n in items]
-            allocs = [self._allocatable_of(n.metadata, n.status) for n in items]
-        used = [u.nonzero if u is not None else _EMPTY for u in (usage.get(name) for name in known)]
+            cache = self._allocatable
+            # status is decoded only for a node whose resourceVersion is new (or not set)
+            for n in [
+                n
+                for n in items
+                if (hit := cache.get(n.metadata.name)) is None
+                or hit[0] != n.metadata.resource_version
+                or not hit[0]
+            ]:
+                self._allocatable_of(n.metadata, n.status)
 
-        scorer = self.scorer
-        raw: list[float] = []
-        over = False
-        for start in range(0, len(known), CHUNK):
-            if start and self.clock() > deadline:
-                over = True
-                break
-            end = start + CHUNK
-            raw.extend(scorer.score_nodes(requesting, allocs[start:end], used[start:end]))
-        step = MAX_NODE_SCORE / MAX_EXTENDER_SCORE
-        scores = [int(s / step + 0.5) for s in scorer.normalize(raw)]
+            def allocs() -> list[Mapping[str, int]]:
+                return [self._allocatable_of(n.metadata, n.status) for n in items]
+
+            alloc_rows = self._wire_rows.take(known)
+        assert state.used_rows is not None
+        used_rows = state.used_rows.take(known) if alloc_rows is not None else None
+        if alloc_rows is not None and used_rows is not None and _exact(requesting.values()):
+            scores, over = self._scores_arrays(requesting, alloc_rows, used_rows, deadline)
+        else:
+            usage = state.usage
+            used = [u.nonzero if u is not None else _EMPTY for u in (usage.get(name) for name in known)]
+            scores, over = self._scores_lists(requesting, allocs(), used, deadline)
         if known is names and not over:
             result = [HostPriority(name, score) for name, score in zip(names, scores, strict=True)]
         else:
             by_name = dict(zip(known, scores, strict=False))
             result = [HostPriority(name, by_name.get(name, 0)) for name in names]
         return Reply(_encoder.encode(result), len(names), over)
+
+    def _scores_arrays(
+        self, requesting: Mapping[str, int], alloc_rows: Floats, used_rows: Floats, deadline: float
+    ) -> tuple[list[int], bool]:
+        """The 0..10 scores of the nodes (as many as the budget allows, in order) and whether the
+        budget ran out, with numpy (the same floats as the scorer's lists:
+        :meth:`GenericScorer.score_arrays`)."""
+        scorer = self.scorer
+        resources = scorer.resources
+        alloc = np.ascontiguousarray(alloc_rows.T)
+        used = np.ascontiguousarray(used_rows.T)
+        chunks: list[Floats] = []
+        over = False
+        for start in range(0, len(alloc_rows), CHUNK):
+            if start and self.clock() > deadline:
+                over = True
+                break
+            end = start + CHUNK
+            chunks.append(
+                scorer.score_arrays(
+                    requesting,
+                    {r: alloc[k, start:end] for k, r in enumerate(resources)},
+                    {r: used[k, start:end] for k, r in enumerate(resources)},
+                )
+            )
+        normalized = scorer.normalize_array(np.concatenate(chunks) if chunks else np.zeros(0))
+        step = MAX_NODE_SCORE / MAX_EXTENDER_SCORE
+        # scores are in 0..100: floor is int() here, as in the lists' version
+        scores: list[int] = np.floor(normalized / step + 0.5).astype(np.int64).tolist()
+        return scores, over
+
+    def _scores_lists(
+        self,
+        requesting: Mapping[str, int],
+        allocs: list[Mapping[str, int]],
+        used: list[Mapping[str, int]],
+        deadline: float,
+    ) -> tuple[list[int], bool]:
+        """As :meth:`_scores_arrays`, with the scorer's lists (exact for any integer amounts)."""
+        scorer = self.scorer
+        raw: list[float] = []
+        over = False
+        for start in range(0, len(allocs), CHUNK):
+            if start and self.clock() > deadline:
+                over = True
+                break
+            end = start + CHUNK
+            raw.extend(scorer.score_nodes(requesting, allocs[start:end], used[start:end]))
+        step = MAX_NODE_SCORE / MAX_EXTENDER_SCORE
+        return [int(s / step + 0.5) for s in scorer.normalize(raw)], over
 
 
 # --------------------------------------------------------------------------- metrics
@@ -598,6 +761,9 @@ class ExtenderServer(HttpServer):
         self.extender = extender
         self.metrics = metrics or ExtenderMetrics()
         self.clock = clock
+        self.max_body = MAX_BODY
+        #: request buffers kept for the next requests (see :meth:`_read_body`)
+        self._buffers: list[bytearray] = []
         super().__init__(
             host,
             port,
@@ -624,11 +790,15 @@ class ExtenderServer(HttpServer):
             return web.Response(status=404, text=f"unknown verb {segment!r}: use filter or prioritize")
         code = 200
         reply: Reply | None = None
+        body: memoryview | None = None
         try:
             if not self.ready():
                 code = 503
                 return web.Response(status=code, text="not ready: the node and pod cache has not synced yet")
-            body = await request.read()
+            body = await self._read_body(request)
+            if body is None:
+                code = 413
+                return web.Response(status=code, text=f"request body over {self.max_body} bytes")
             try:
                 if verb == FILTER:
                     reply = self.extender.filter(body, started)
@@ -651,6 +821,46 @@ class ExtenderServer(HttpServer):
                 if reply.over_budget:
                     m.over_budget.labels(verb).inc()
                     log.warning("%s over its %.3gs budget: answered early", verb, self.extender.budget)
+            if body is not None:
+                self._release(body)
+
+    async def _read_body(self, request: web.Request) -> memoryview | None:
+        """The request body in a buffer of the pool (None: over :attr:`max_body`).
+
+        Not ``request.read()``: that grows a fresh bytearray chunk by chunk and copies it into a
+        fresh ``bytes``, which for a 7.7 MB NodeList cost more CPU than decoding it (a new 8 MB
+        allocation is mapped and page-faulted on every request). A buffer kept from one request to
+        the next is written once per chunk; the verbs decode straight from it.
+        """
+        length = request.content_length
+        if length is not None and length > self.max_body:
+            return None
+        buf = self._buffers.pop() if self._buffers else bytearray()
+        if length is not None and len(buf) < length:
+            buf = bytearray(length)  # never resized in place: a decoded Raw may still point into the old one
+        view = memoryview(buf)
+        size = 0
+        content = request.content
+        while True:
+            chunk = await content.readany()
+            if not chunk:
+                break
+            end = size + len(chunk)
+            if end > self.max_body:
+                return None
+            if end > len(buf):
+                grown = bytearray(max(end, 2 * len(buf)))
+                grown[:size] = view[:size]
+                buf, view = grown, memoryview(grown)
+            view[size:end] = chunk
+            size = end
+        return view[:size]
+
+    def _release(self, body: memoryview) -> None:
+        """Give a body's buffer back to the pool (at most :data:`POOLED_BUFFERS` are kept)."""
+        buf = body.obj
+        if isinstance(buf, bytearray) and len(self._buffers) < POOLED_BUFFERS:
+            self._buffers.append(buf)
 
 
 # --------------------------------------------------------------------------- the command

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
@@ -260,6 +260,18 @@ class _Part:
 
 
 Column = list[float] | list[int]
+if TYPE_CHECKING:
+    # numpy is imported by the array methods only (``desched extender``): the other commands
+    # do not pay its import (0.1-0.4 s)
+    import numpy as np
+    import numpy.typing as npt
+
+    Floats = npt.NDArray[np.float64]
+    Ints = npt.NDArray[np.int64]
+
+#: Amounts up to this magnitude are exact in float64, and so are their sums with a pod's
+#: requests: :meth:`GenericScorer.score_arrays` gives the same floats as :meth:`score_nodes`.
+EXACT_IN_FLOAT: Final = float(1 << 52)
 
 
 class GenericScorer:
@@ -436,6 +448,153 @@ class GenericScorer:
             count = [c + (1 if w else 0) for c, w in zip(count, wcol, strict=True)]
         scale = part.sign * part.total
         return [scale * math.sqrt(s / d) if c >= 2 else 0.0 for s, d, c in zip(var, den, count, strict=True)]
+
+    # ---------------------------------------------------------------- raw scores, as arrays
+
+    def score_arrays(
+        self,
+        pod_requests: Mapping[str, int],
+        allocatable: Mapping[str, Floats],
+        allocated: Mapping[str, Floats],
+    ) -> Floats:
+        """:meth:`score_nodes` on columns: ``allocatable[r][i]``, ``allocated[r][i]`` are node i's
+        amounts of resource ``r``, for every ``r`` in :attr:`resources`, as float64 arrays of one
+        length; every amount and request at most :data:`EXACT_IN_FLOAT` in magnitude (the caller
+        checks; :meth:`score_nodes` takes any integers).
+
+        The same operations in the same order as :meth:`score_nodes`, elementwise in numpy: the
+        answer is the same floats (``tests/unit/scheduling/test_scorer_arrays.py``), at a few
+        microseconds per node-resource instead of a Python step each.
+        """
+        import numpy as np
+
+        n = len(next(iter(allocatable.values()))) if allocatable else 0
+        if n == 0:
+            return np.zeros(0)
+        used_cols: dict[str, Floats] = {}
+
+        def used_col(name: str) -> Floats:
+            col = used_cols.get(name)
+            if col is None:
+                col = used_cols[name] = allocated[name] + float(pod_requests.get(name, 0))
+            return col
+
+        total: Floats | None = None
+        for part in self.parts:
+            contribution = self._part_arrays(part, n, pod_requests, allocatable, used_col)
+            total = contribution if total is None else total + contribution
+        assert total is not None
+        return total
+
+    def _part_arrays(
+        self,
+        part: _Part,
+        n: int,
+        pod_requests: Mapping[str, int],
+        allocatable: Mapping[str, Floats],
+        used_col: Any,
+    ) -> Floats:
+        import numpy as np
+
+        values: list[Floats] = []
+        weights: list[Ints | int] = []
+        for name, w in zip(part.names, part.weights, strict=True):
+            alloc = allocatable[name]
+            amounts: Floats
+            if part.portion == ALLOCATABLE:
+                amounts = alloc
+            elif part.portion == ALLOCATED:
+                amounts = used_col(name)
+            elif part.portion == REQUESTING:
+                amounts = np.full(n, float(pod_requests.get(name, 0)))
+            else:
+                used = used_col(name)
+                amounts = np.where(alloc > used, alloc - used, 0.0)
+            if not part.ratio:
+                values.append(amounts)
+                weights.append(w)
+                continue
+            if name not in _ALWAYS_SCORED and pod_requests.get(name, 0) == 0:
+                continue
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = amounts / alloc
+            values.append(np.where(alloc > 0, np.where(amounts < alloc, ratio, 1.0), 0.0))
+            weights.append(w if alloc.min() > 0 else np.where(alloc > 0, w, 0).astype(np.int64))
+
+        uniform = [w for w in weights if isinstance(w, int)]
+        if len(uniform) == len(weights):
+            return self._uniform_arrays(part, n, values, uniform)
+        return self._varying_arrays(
+            part, n, values, [w if not isinstance(w, int) else np.full(n, w, dtype=np.int64) for w in weights]
+        )
+
+    @staticmethod
+    def _uniform_arrays(part: _Part, n: int, values: list[Floats], weights: list[int]) -> Floats:
+        import numpy as np
+
+        den = sum(weights)
+        if den == 0:
+            return np.full(n, _worst(part))
+        if not part.balanced:
+            scale = part.sign * part.total / den
+            acc: Floats | None = None
+            for col, w in zip(values, weights, strict=True):
+                fw = scale * w
+                acc = fw * col if acc is None else acc + fw * col
+            return acc if acc is not None else np.zeros(n)
+        if len(values) < 2:
+            return np.zeros(n)
+        mean = np.zeros(n)
+        for col, w in zip(values, weights, strict=True):
+            mean = mean + float(w) * col
+        mean = mean / float(den)
+        var = np.zeros(n)
+        for col, w in zip(values, weights, strict=True):
+            d = col - mean
+            var = var + float(w) * d * d
+        return float(part.sign * part.total) * np.sqrt(var / float(den))
+
+    @staticmethod
+    def _varying_arrays(part: _Part, n: int, values: list[Floats], weights: list[Ints]) -> Floats:
+        import numpy as np
+
+        den = np.zeros(n, dtype=np.int64)
+        for wcol in weights:
+            den = den + wcol
+        mean = np.zeros(n)
+        for col, wcol in zip(values, weights, strict=True):
+            mean = mean + wcol * col
+        some = den > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = np.where(some, mean / den, 0.0)
+        scale = float(part.sign * part.total)
+        if not part.balanced:
+            return np.where(some, scale * mean, _worst(part))
+        var = np.zeros(n)
+        count = np.zeros(n, dtype=np.int64)
+        for col, wcol in zip(values, weights, strict=True):
+            d = col - mean
+            var = var + wcol * d * d
+            count = count + (wcol != 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sd = np.sqrt(var / den)
+        return np.where(count >= 2, scale * sd, 0.0)
+
+    def normalize_array(self, raw: Floats) -> Floats:
+        """:meth:`normalize` on an array (the same floats)."""
+        import numpy as np
+
+        if len(raw) == 0:
+            return np.zeros(0)
+        if self.bounded:
+            lo, span = self._lo, self._hi - self._lo
+            return np.minimum(
+                np.maximum((raw - lo) * float(MAX_NODE_SCORE) / span, 0.0), float(MAX_NODE_SCORE)
+            )
+        lo, hi = float(raw.min()), float(raw.max())
+        if hi == lo:
+            return np.zeros(len(raw))
+        return np.minimum((raw - lo) * float(MAX_NODE_SCORE) / (hi - lo), float(MAX_NODE_SCORE))
 
     # ---------------------------------------------------------------- normalised scores
 

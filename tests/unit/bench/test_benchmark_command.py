@@ -59,6 +59,12 @@ def test_benchmark_command_reports_every_figure(tmp_path: Path) -> None:
     ext = next(x["extender"] for x in rows if "extender" in x)
     assert ext["nodes"] == 20
     assert 0 < ext["prioritize"]["nodenames"]["p50_ms"] <= ext["prioritize"]["nodenames"]["p99_ms"]
+    # the extender's own CPU (its thread's) is part of the process's, and the load is reported
+    for verb in ("prioritize", "filter"):
+        for mode in ("nodenames", "nodelist"):
+            row = ext[verb][mode]
+            assert 0 < row["server_cpu_ms"] <= row["cpu_ms"] * 1.05 + 0.05, (verb, mode, row)
+    assert len(ext["load_average"]) == len(ext["load_average_after"]) == 3
     text = md.read_text()
     assert "`simulate --no-placement` s" in text
     assert "| prioritize, NodeNames (nodeCacheCapable) |" in text

@@ -680,3 +680,116 @@ def test_cli_serves_a_snapshot_until_sigterm(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err.decode()
+
+
+# --------------------------------------------------------------------------- scoring as arrays
+
+
+def test_the_rows_of_arrays_follow_the_cache_through_watch_events() -> None:
+    """Prioritize scores from rows of numpy arrays kept beside the dictionaries: after nodes and
+    pods come, change and go, every node's rows are its dictionaries' amounts."""
+    nodes = [node_doc(f"n{i}", cpu=str(2 + i), memory=f"{4 + i}Gi") for i in range(5)]
+    ext = make_extender(SMALL_FIRST, nodes)
+    state = ext.state
+    pods = [as_pod(pod_doc(f"x{i}", f"n{i % 4}", cpu=f"{100 + i}m", phase="Running")) for i in range(12)]
+    for pod in pods:
+        state.on_change("Pod", "ADDED", None, pod)
+    for i in (0, 1, 2, 3, 4, 7, 11):  # n3 loses all three of its pods (x3, x7, x11)
+        state.on_change("Pod", "DELETED", pods[i], None)
+    state.on_change("Node", "DELETED", as_node(nodes[4]), None)
+    state.on_change("Node", "ADDED", None, as_node(node_doc("n9", cpu="7")))
+    state.on_change("Node", "MODIFIED", as_node(nodes[1]), as_node(node_doc("n1", cpu="3", memory="1Gi")))
+    names = ["n0", "n1", "n2", "n3", "n9", "n4"]
+    assert state.alloc_rows is not None and state.used_rows is not None
+    alloc = state.alloc_rows.take(names)
+    used = state.used_rows.take(names)
+    assert alloc is not None and used is not None
+    for i, name in enumerate(names):
+        entry = state.nodes.get(name)
+        usage = state.usage.get(name)
+        for k, resource in enumerate(state.alloc_rows.resources):
+            assert alloc[i, k] == (entry.allocatable.get(resource, 0) if entry else 0)
+            assert used[i, k] == (usage.nonzero.get(resource, 0) if usage else 0)
+    assert "n3" not in state.usage and "n3" not in state.used_rows.slots
+    # a slot given up is used again
+    assert len(state.alloc_rows.slots) == 5 and max(state.alloc_rows.slots.values()) == 5
+
+
+def test_amounts_beyond_float64_exactness_are_scored_with_integers() -> None:
+    """A node with more memory than float64 counts exactly (8Ei) is scored with the scorer's lists of
+    Python integers, with the same answer as the scorer's own."""
+    nodes = [node_doc("huge", "4", "8Ei"), *NODES]
+    incoming = pod_doc("p", cpu="500m", memory="1Gi")
+    scorer = GenericScorer(GenericScorerArgs.model_validate(SMALL_FIRST))
+    allocs = [
+        {"cpu": 4000, "memory": 8 * 1024**6, "pods": 110},
+        *({"cpu": c * 1000, "memory": m * 1024**3, "pods": 110} for c, m in ((4, 16), (16, 64))),
+    ]
+    expected = scorer.extender_scores(requesting_of(as_pod(incoming)), allocs, [{}, {}, {}])
+    for body in (args_names(incoming, ["huge", "small", "big"]), args_nodelist(incoming, nodes)):
+        ext = make_extender(SMALL_FIRST, nodes)
+        assert [h["Score"] for h in json.loads(ext.prioritize(body).body)] == expected
+    ext = make_extender(SMALL_FIRST, nodes)
+    assert ext.state.alloc_rows is not None and ext.state.alloc_rows.take(["huge"]) is None
+
+
+def test_prioritize_scores_as_the_scorer_on_a_larger_cluster() -> None:
+    """Over several chunks of nodes, with pods on most: numpy's answer is the scorer's lists'."""
+    nodes = [node_doc(f"n{i:03d}", cpu=str(1 + i % 13), memory=f"{2 + i % 29}Gi") for i in range(700)]
+    pods = [
+        pod_doc(f"x{i}", f"n{i % 650:03d}", cpu=f"{37 * i % 900}m", memory=f"{i % 300}Mi", phase="Running")
+        for i in range(2000)
+    ]
+    incoming = pod_doc("p", cpu="250m", memory="300Mi")
+    scorer = GenericScorer(GenericScorerArgs.model_validate(SMALL_FIRST))
+    on_node: dict[str, list[Pod]] = {}
+    for p in pods:
+        on_node.setdefault(p["spec"]["nodeName"], []).append(as_pod(p))
+    names = [n["metadata"]["name"] for n in nodes]
+    allocatable = [
+        {"cpu": (1 + i % 13) * 1000, "memory": (2 + i % 29) * 1024**3, "pods": 110} for i in range(700)
+    ]
+    expected = scorer.extender_scores(
+        requesting_of(as_pod(incoming)), allocatable, [allocated_of(on_node.get(name, [])) for name in names]
+    )
+    ext = make_extender(SMALL_FIRST, nodes, pods)
+    for body in (args_names(incoming, names), args_nodelist(incoming, nodes)):
+        got = json.loads(ext.prioritize(body).body)
+        assert [h["Host"] for h in got] == names
+        assert [h["Score"] for h in got] == expected
+    assert len(set(expected)) > 5
+
+
+def test_http_bodies_of_any_size_and_framing(served: tuple[BackgroundServer, dict[str, bool]]) -> None:
+    """The body is read into a buffer kept between requests: a big one after a small one, a small
+    one after a big one, and one sent chunked (no Content-Length) all read whole; one over the
+    limit is refused with 413 before it is read."""
+    bg, _ = served
+    small = args_names(pod_doc("p"), ["small", "big"])
+    padded = args_nodelist(pod_doc("p"), [*NODES * 1, *(node_doc(f"pad{i}") for i in range(3000))])
+    want_small = [{"Host": "small", "Score": 10}, {"Host": "big", "Score": 0}]
+    for body in (small, padded, small):
+        status, _, answer = http(f"{bg.url}/prioritize", body)
+        assert status == 200
+        assert json.loads(answer)[:2] == want_small
+    assert len(padded) > 2 * 1024**2
+    with socket.create_connection(("127.0.0.1", bg.port), timeout=30) as sock:
+        head = (
+            b"POST /prioritize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        )
+        chunks = b"".join(
+            b"%x\r\n%s\r\n" % (len(small[i : i + 7]), small[i : i + 7]) for i in range(0, len(small), 7)
+        )
+        sock.sendall(head + chunks + b"0\r\n\r\n")
+        reply = b""
+        while data := sock.recv(65536):
+            reply += data
+    assert reply.startswith(b"HTTP/1.1 200") and json.loads(reply.split(b"\r\n\r\n", 1)[1]) == want_small
+    with socket.create_connection(("127.0.0.1", bg.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n{" % (2**40)
+        )
+        reply = b""
+        while data := sock.recv(65536):
+            reply += data
+    assert reply.startswith(b"HTTP/1.1 413") and b"request body over 536870912 bytes" in reply
