@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from desched.scheduling.placement.simulator import PlacementSimulator, PodClass, PreFilter
 
 MAX_NODE_SCORE: Final = 100
+_HALF: Final = MAX_NODE_SCORE // 2
 #: Request classes whose per-node resource scores are kept (replicas of a workload share one).
 _RESOURCE_CACHE_CLASSES: Final = 256
 
@@ -415,9 +416,18 @@ class NodeScorer:
                 s_mem = (a_mem - used) * 100 // a_mem if used <= a_mem else 0
                 score = w_fit * ((s_cpu + s_mem) // 2)
                 if w_balanced:
-                    score += w_balanced * balanced_allocation_score(
-                        req_cpu[i] + p_cpu, req_mem[i] + p_mem, req_cpu[i], req_mem[i], a_cpu, a_mem
-                    )
+                    # balanced_allocation_score, inlined (the same arithmetic, in the same order)
+                    r_cpu = req_cpu[i]
+                    r_mem = req_mem[i]
+                    f_cpu = (r_cpu + p_cpu) / a_cpu
+                    f_mem = (r_mem + p_mem) / a_mem
+                    diff = (f_cpu if f_cpu < 1.0 else 1.0) - (f_mem if f_mem < 1.0 else 1.0)
+                    with_pod = int((1 - abs(diff / 2)) * MAX_NODE_SCORE)
+                    f_cpu = r_cpu / a_cpu
+                    f_mem = r_mem / a_mem
+                    diff = (f_cpu if f_cpu < 1.0 else 1.0) - (f_mem if f_mem < 1.0 else 1.0)
+                    without_pod = int((1 - abs(diff / 2)) * MAX_NODE_SCORE)
+                    score += w_balanced * (_HALF + (_HALF + with_pod - without_pod) // 2)
             else:
                 # a node without cpu or memory allocatable: that resource is left out
                 fit = weight = 0
