@@ -401,3 +401,47 @@ def test_a_terminating_pod_that_goes_leaves_the_required_affinity_index() -> Non
     decision = sim.decide(pod)
     assert decision.feasible == 2  # no api pod left: the first of the group may go anywhere
     assert decision == fresh.decide(pod)
+
+
+def exhaustive_best(sim: PlacementSimulator, pod: Pod) -> tuple[str, int] | None:
+    """The winner and its total over every feasible node's exact score (no bound, no cache)."""
+    from desched.scheduling.placement.scores import best_node
+    from desched.scheduling.placement.simulator import PreFilter
+
+    pre = PreFilter(sim, pod)
+    feasible, _ = sim._find_feasible(pre)
+    if len(feasible) < 2:
+        return None
+    scorer = sim.scorer
+    keys, table, exceptions = scorer._other_scores(pre, feasible)
+    others = [table[()]] * len(feasible) if keys is None else [table[k] for k in keys]
+    for j, x in exceptions.items():
+        others[j] = x
+    w_bal = 0 if pre.best_effort else scorer.weights["NodeResourcesBalancedAllocation"]
+    resource = scorer._resource_scores(
+        pre, feasible, scorer.weights["NodeResourcesFit"], w_bal, [None] * sim.cluster.n
+    )
+    best, total = best_node(feasible, [o + r for o, r in zip(others, resource, strict=True)])
+    return sim.cluster.names[best], total
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_strategy())
+def test_the_bounded_scoring_picks_what_scoring_every_feasible_node_picks(
+    case: tuple[list[Node], list[Pod], list[Pod], int],
+) -> None:
+    # NodeScorer.best scores only the nodes whose upper bound (LeastAllocated for an empty
+    # request plus the most BalancedAllocation can give on the node) reaches the best exact total
+    nodes, existing, incoming, to_find = case
+    snapshot = ClusterSnapshot(nodes=nodes, pods=existing)
+    sim = PlacementSimulator(snapshot)
+    sim._to_find = to_find
+    for pod in incoming:
+        start = sim._start
+        expected = exhaustive_best(sim, pod)
+        sim._start = start
+        decision = sim.decide(pod)
+        if expected is not None:
+            assert (decision.node, decision.score) == expected, pod.metadata.name
+        if decision.node:
+            sim.bind(bound(pod, decision.node))

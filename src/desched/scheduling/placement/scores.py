@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from desched.scheduling.placement.simulator import PlacementSimulator, PodClass, PreFilter
 
 MAX_NODE_SCORE: Final = 100
+_HALF: Final = MAX_NODE_SCORE // 2
 #: Request classes whose per-node resource scores are kept (replicas of a workload share one).
 _RESOURCE_CACHE_CLASSES: Final = 256
 
@@ -297,8 +298,15 @@ class NodeScorer:
             else None
         )
         n = sim.cluster.n
-        #: per node, an upper bound of its resource score for any pod (see :meth:`best`)
+        self._w_bal = self.weights.get("NodeResourcesBalancedAllocation", 0)
+        #: per node, the balance of its requests without the pod (the second term of
+        #: BalancedAllocation's change in balance; see :func:`balanced_allocation_score`)
+        self._without = [self._balance_without(i) for i in range(n)]
+        #: per node, an upper bound of its resource score for any best-effort pod (LeastAllocated
+        #: only), and for any other pod (plus the most BalancedAllocation can give there: the
+        #: balance with the pod is at most 100); see :meth:`best`
         self._bound = [self._least_allocated_bound(i) for i in range(n)]
+        self._bound_balanced = [self._balanced_bound(i) for i in range(n)]
         #: resource scores per pod request class, per node (None: not known); a bind clears its
         #: node's entries
         self._resource_cache: dict[tuple[int, ...], list[int | None]] = {}
@@ -306,10 +314,26 @@ class NodeScorer:
 
     def node_changed(self, i: int) -> None:
         """A pod was bound to node ``i`` or left it: its bound and cached scores are stale."""
+        self._without[i] = self._balance_without(i)
         self._bound[i] = self._least_allocated_bound(i)
+        self._bound_balanced[i] = self._balanced_bound(i)
         for cache in self._cached_at[i]:
             cache[i] = None
         self._cached_at[i] = []
+
+    def _balance_without(self, i: int) -> int:
+        """Node ``i``'s balance of its raw cpu and memory requests (100 where it lacks either
+        allocatable: BalancedAllocation then leaves the balance out)."""
+        a_cpu = self.sim.alloc_cpu[i]
+        a_mem = self.sim.alloc_mem[i]
+        if a_cpu > 0 and a_mem > 0:
+            return _balance(self.sim.req_cpu[i] / a_cpu, self.sim.req_mem[i] / a_mem)
+        return MAX_NODE_SCORE
+
+    def _balanced_bound(self, i: int) -> int:
+        """:meth:`_least_allocated_bound` plus the weighted BalancedAllocation score of a pod
+        that would leave node ``i`` perfectly balanced (no pod scores more there)."""
+        return self._bound[i] + self._w_bal * balanced_change(MAX_NODE_SCORE, self._without[i])
 
     def _least_allocated_bound(self, i: int) -> int:
         """Node ``i``'s weighted LeastAllocated score for a pod requesting nothing: no pod scores
@@ -336,8 +360,10 @@ class NodeScorer:
 
         The resource score is computed only for the nodes that can still win: a node's resource
         score is at most its LeastAllocated score for an empty request (``self._bound``) plus
-        the full BalancedAllocation score, and a node whose bound falls short of the exact total
-        of the node with the best bound can neither win nor tie.
+        the BalancedAllocation score of a pod that would balance it perfectly
+        (``self._bound_balanced``; 1.36 scores the change in balance, so a node already near
+        balance has less to gain), and a node whose bound falls short of the exact total of the
+        node with the best bound can neither win nor tie.
         """
         keys, table, exceptions = self._other_scores(pre, feasible)
         if self.generic is not None:
@@ -350,7 +376,7 @@ class NodeScorer:
         w = self.weights
         w_fit = w["NodeResourcesFit"]
         w_bal = w["NodeResourcesBalancedAllocation"] if not pre.best_effort else 0
-        bound_of = self._bound.__getitem__
+        bound_of = (self._bound if not w_bal else self._bound_balanced).__getitem__
         if keys is None:
             constant = table[()]
             bounds = list(map(bound_of, feasible))
@@ -373,7 +399,8 @@ class NodeScorer:
         if score is None:
             (score,) = self._resource_scores(pre, [i0], w_fit, w_bal, cache)
         if pre.nz_cpu >= 0 and pre.nz_mem >= 0 and w_fit >= 0 and w_bal >= 0:
-            threshold = bounds[j0] - self._bound[i0] + score - w_bal * MAX_NODE_SCORE
+            # the exact total of that node; a node whose bound is below it can neither win nor tie
+            threshold = bounds[j0] - bound_of(i0) + score
             at = list(compress(range(len(feasible)), map(threshold.__le__, bounds)))
         else:
             at = list(range(len(feasible)))
@@ -403,6 +430,7 @@ class NodeScorer:
             self.sim.nz_mem,
         )
         req_cpu, req_mem, cached_at = self.sim.req_cpu, self.sim.req_mem, self._cached_at
+        without = self._without
         p_nz_cpu, p_nz_mem, p_cpu, p_mem = pre.nz_cpu, pre.nz_mem, pre.cpu, pre.mem
         out: list[int] = []
         for i in nodes:
@@ -415,9 +443,13 @@ class NodeScorer:
                 s_mem = (a_mem - used) * 100 // a_mem if used <= a_mem else 0
                 score = w_fit * ((s_cpu + s_mem) // 2)
                 if w_balanced:
-                    score += w_balanced * balanced_allocation_score(
-                        req_cpu[i] + p_cpu, req_mem[i] + p_mem, req_cpu[i], req_mem[i], a_cpu, a_mem
-                    )
+                    # balanced_allocation_score, inlined (the same arithmetic), with the
+                    # balance without the pod kept per node
+                    f_cpu = (req_cpu[i] + p_cpu) / a_cpu
+                    f_mem = (req_mem[i] + p_mem) / a_mem
+                    diff = (f_cpu if f_cpu < 1.0 else 1.0) - (f_mem if f_mem < 1.0 else 1.0)
+                    with_pod = int((1 - abs(diff / 2)) * MAX_NODE_SCORE)
+                    score += w_balanced * (_HALF + (_HALF + with_pod - without[i]) // 2)
             else:
                 # a node without cpu or memory allocatable: that resource is left out
                 fit = weight = 0

@@ -333,6 +333,15 @@ class PlacementSimulator:
         self._fit_scalar: list[_FitClass] = []
         self._classes: dict[bytes, PodClass] = {}
 
+    def close(self) -> None:
+        """Let go of the state (the simulator is unusable after). Its indexes refer to one
+        another (the scorer to the simulator, counters to the cluster state), so without this
+        they would wait for the cyclic collector, which the simulation driver pauses: every
+        simulator of a run would stay in memory until the end."""
+        vars(self.cluster).clear()
+        vars(self.scorer).clear()
+        vars(self).clear()
+
     # ---------------------------------------------------------------- state
 
     def _add_requests(self, i: int, pod: Pod, req: Mapping[str, int], sign: int = 1) -> None:
