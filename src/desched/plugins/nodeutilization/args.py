@@ -5,7 +5,16 @@ Thresholds, the metrics source (requests, KubernetesMetrics, Prometheus), evicti
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from typing import Any
+
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from desched.api.types import ArgsModel, EvictionLimits, FieldValueError, Namespaces, policy_checks_enabled
 from desched.framework.metrics import KUBERNETES_METRICS, PROMETHEUS
@@ -75,6 +84,14 @@ class PrometheusQueryArgs(ArgsModel):
                 if not text.strip():
                     raise FieldValueError(f"queries.{name}", "the query must not be empty")
         return self
+
+    @model_serializer(mode="wrap")
+    def _one_form(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # the normalised policy shows the form the user wrote: no empty `query` next to `queries`
+        out: dict[str, Any] = handler(self)
+        if self.queries is not None:
+            out.pop("query", None)
+        return out
 
 
 class MetricsUtilizationArgs(ArgsModel):

@@ -82,7 +82,20 @@ def test_queries_are_accepted_and_printed_back() -> None:
     assert loaded.metrics_utilization.queries_by_resource == QUERIES
     assert loaded.metrics_utilization.per_resource
     dumped = policy.normalised()["profiles"][0]["pluginConfig"][0]["args"]
-    assert dumped["metricsUtilization"]["prometheus"]["queries"] == QUERIES
+    # the form written, no empty `query` beside it; and what is printed loads again
+    assert dumped["metricsUtilization"]["prometheus"] == {"queries": QUERIES}
+    again = load_policy(policy.normalised(), REG).profiles[0].args[LNU]
+    assert isinstance(again, LowNodeUtilizationArgs) and again.metrics_utilization is not None
+    assert again.metrics_utilization.queries_by_resource == QUERIES
+
+
+def test_a_single_query_is_printed_back_as_written() -> None:
+    args = {**lnu_args(), "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "q"}}}
+    args["thresholds"] = {"MetricResource": 30}
+    args["targetThresholds"] = {"MetricResource": 60}
+    policy = load_policy(policy_doc(args), REG)
+    dumped = policy.normalised()["profiles"][0]["pluginConfig"][0]["args"]
+    assert dumped["metricsUtilization"]["prometheus"] == {"query": "q"}
 
 
 @pytest.mark.parametrize(
