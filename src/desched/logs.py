@@ -277,6 +277,8 @@ def cycle_fields(cycle: int, pods: int, result: Any, *, dry_run: bool) -> dict[s
         "evicted": len(result.evictions),
         "refused": len(result.failures),
         "unknown": len(result.unknown),
+        # evictions the evictionPolicy skipped (issue 14), each told at --v=4 and in an Event
+        "evictionsSkipped": len(result.skips),
         "dryRun": dry_run,
         "seconds": round(result.seconds, 3),
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import signal
 import time
 from datetime import datetime
@@ -71,6 +72,8 @@ def test_run_skips_what_the_workload_budget_forbids_and_says_why(cluster: Cluste
         "(maxUnavailablePerWorkload: 1 = 1)"
     )
     assert f"eviction of pod {ns}/{name} skipped (e2e/RemoveDuplicates)" in proc.stderr, proc.stderr
+    # and the cycle's summary line counts it
+    assert re.search(r"cycle done .* evictionsSkipped=1 ", proc.stderr), proc.stderr
 
 
 def test_run_without_the_block_evicts_both_duplicates(cluster: Cluster, tmp_path: Path) -> None:

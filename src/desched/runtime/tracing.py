@@ -71,6 +71,7 @@ class Tracing:
                 span.set_attribute("nodes", result.nodes)
                 span.set_attribute("evicted", len(result.evictions))
                 span.set_attribute("refused", len(result.failures))
+                span.set_attribute("evictionsSkipped", len(result.skips))
                 if result.skipped:
                     span.set_attribute("skipped", result.skipped)
                 return result

@@ -486,6 +486,7 @@ def test_log_sample_is_what_desched_logs(sample: LogSample) -> None:
             evictions=[None] * int(shown["evicted"]),
             failures=[None] * int(shown["refused"]),
             unknown=[None] * int(shown["unknown"]),
+            skips=[None] * int(shown["evictionsSkipped"]),
             seconds=float(shown["seconds"]),
         )
         fields = logs.cycle_fields(

@@ -43,6 +43,7 @@ def test_a_cycle_is_one_span_with_a_child_per_plugin_and_evictions_under_them() 
             cycle.resource["service.name"] == "desched-test" and cycle.resource["service.namespace"] == "ns"
         )
         assert cycle.attributes["evicted"] == len(result.evictions) > 0
+        assert cycle.attributes["evictionsSkipped"] == len(result.skips) == 0
         plugins = receiver.children(cycle)
         assert [(s.attributes["profile"], s.name) for s in plugins] == [
             (r.profile, r.plugin) for r in result.plugin_runs
