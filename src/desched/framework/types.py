@@ -10,6 +10,7 @@ is looked up by name when the framework calls it.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -182,6 +183,9 @@ class PredictedMove:
     cluster: ClusterView
 
 
+_LABEL = re.compile(r"[a-z][a-z0-9_]*")
+
+
 @dataclass(frozen=True, slots=True)
 class NoGain:
     """A plugin's judgement that a predicted move would not reduce the violation it acts on."""
@@ -191,6 +195,12 @@ class NoGain:
     reason: str
     #: why, for people (names and numbers welcome)
     detail: str
+
+    def __post_init__(self) -> None:
+        # a label of descheduler_evictions_skipped_total: one series per kind of judgement, never
+        # one per pod (an out-of-tree plugin putting a name here would grow the metric without end)
+        if not _LABEL.fullmatch(self.reason):
+            raise ValueError(f"NoGain.reason must be snake_case (a metric label), got {self.reason!r}")
 
 
 @runtime_checkable

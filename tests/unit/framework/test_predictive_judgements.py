@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
@@ -555,3 +556,12 @@ def test_anti_affinity_evicts_no_partner_in_a_skipped_pods_stead() -> None:
     result, _ = run("deschedule", plugin, {}, nodes, pods, predictive=True)
     assert skips(result) == [("a", "predicted_pending")]
     assert result.evictions == []
+
+
+@pytest.mark.parametrize("reason", ["", "Bad Reason", "pod web-1 stays", "predicted-skew", "1st"])
+def test_a_skip_reason_must_be_a_label(reason: str) -> None:
+    """NoGain.reason becomes a metric label: a sentence or a name in it is refused where it is made
+    (the judging plugin's run then fails as any raising judgement does)."""
+    with pytest.raises(ValueError, match="snake_case"):
+        NoGain(reason, "detail")
+    assert NoGain("predicted_skew", "any detail, with names: web-1").reason == "predicted_skew"
