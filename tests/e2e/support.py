@@ -135,3 +135,25 @@ class DeschedProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         return self.proc.wait(timeout=60)
+
+
+def single_plugin_policy(path: Path, ns: str, plugin: str, args: dict[str, Any], **top: Any) -> Path:
+    """Write a one-profile policy (``e2e``) acting on the ``e2e/live=true`` nodes with the Deschedule
+    ``plugin`` alone, its ``args`` limited to namespace ``ns``; ``top`` adds top-level keys."""
+    import yaml
+
+    doc = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "nodeSelector": "e2e/live=true",
+        **top,
+        "profiles": [
+            {
+                "name": "e2e",
+                "pluginConfig": [{"name": plugin, "args": {**args, "namespaces": {"include": [ns]}}}],
+                "plugins": {"deschedule": {"enabled": [plugin]}},
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path

@@ -15,11 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tests.e2e import test_live_run
 from tests.e2e.controlplane import ApiError
-from tests.e2e.support import wait_for
+from tests.e2e.support import single_plugin_policy, wait_for
 from tests.e2e.test_live_run import NODES, Cluster, new_namespace, run_once
 from tests.e2e.test_safe_disruption import available, deployment, desched_events
 
@@ -49,30 +47,13 @@ def set_taint(cluster: Cluster, key: str, present: bool, nodes: tuple[str, ...] 
 
 
 def taints_policy(tmp: Path, ns: str, **top: Any) -> Path:
-    path = tmp / f"taints-{len(top)}.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "descheduler/v1alpha2",
-                "kind": "DeschedulerPolicy",
-                "nodeSelector": "e2e/live=true",
-                **top,
-                "profiles": [
-                    {
-                        "name": "e2e",
-                        "pluginConfig": [
-                            {
-                                "name": "RemovePodsViolatingNodeTaints",
-                                "args": {"includePreferNoSchedule": True, "namespaces": {"include": [ns]}},
-                            }
-                        ],
-                        "plugins": {"deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]}},
-                    }
-                ],
-            }
-        )
+    return single_plugin_policy(
+        tmp / f"taints-{len(top)}.yaml",
+        ns,
+        "RemovePodsViolatingNodeTaints",
+        {"includePreferNoSchedule": True},
+        **top,
     )
-    return path
 
 
 def test_predictive_skips_a_move_from_one_prefer_no_schedule_taint_to_another(

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from tests.e2e import test_live_run
-from tests.e2e.support import DeschedProcess, wait_for
+from tests.e2e.support import DeschedProcess, single_plugin_policy, wait_for
 from tests.e2e.test_live_run import (
     CREATED,
     Cluster,
@@ -192,30 +192,9 @@ def test_wait_for_replacement_evicts_a_deployment_one_pod_at_a_time(cluster: Clu
 
 
 def lifetime_policy(tmp: Path, ns: str, **top: Any) -> Path:
-    path = tmp / f"lifetime-{ns}-{len(top)}.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "descheduler/v1alpha2",
-                "kind": "DeschedulerPolicy",
-                "nodeSelector": "e2e/live=true",
-                **top,
-                "profiles": [
-                    {
-                        "name": "e2e",
-                        "pluginConfig": [
-                            {
-                                "name": "PodLifeTime",
-                                "args": {"maxPodLifeTimeSeconds": 1, "namespaces": {"include": [ns]}},
-                            }
-                        ],
-                        "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
-                    }
-                ],
-            }
-        )
+    return single_plugin_policy(
+        tmp / f"lifetime-{ns}-{len(top)}.yaml", ns, "PodLifeTime", {"maxPodLifeTimeSeconds": 1}, **top
     )
-    return path
 
 
 def test_predictive_skips_a_pod_kube_scheduler_would_put_back_on_its_node(
