@@ -360,17 +360,11 @@ class PodWatch:
         self.cp = cp
         self.first: dict[str, float] = {}
         self.cond = threading.Condition()
-        rv = cp.request("GET", "/api/v1/pods?limit=1")["metadata"]["resourceVersion"]
-        q = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": "3000"}
-        req = urllib.request.Request(cp.server + "/api/v1/pods?" + urllib.parse.urlencode(q))
-        req.add_header("Authorization", f"Bearer {cp.admin_token}")
-        self.resp = cp._opener().open(req, timeout=3000)
+        self.events = cp.watch("/api/v1/pods", timeout=3000)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        for line in self.resp:
-            t = time.monotonic()
-            ev = json.loads(line)
+        for t, ev in self.events:
             obj = ev["object"]
             node = obj.get("spec", {}).get("nodeName", "")
             if ev["type"] == "DELETED" or obj.get("metadata", {}).get("deletionTimestamp"):

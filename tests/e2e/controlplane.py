@@ -28,8 +28,9 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -471,6 +472,25 @@ class ControlPlane:
                 return resp.status, resp.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
+
+    def watch(self, path: str, timeout: float = 300.0) -> Iterator[tuple[float, dict[str, Any]]]:
+        """Watch ``path`` (a collection) from now on: the watch is open when this returns; iterating
+        gives ``(time.monotonic() when read, event)`` per watch event until the server ends the
+        watch after ``timeout``."""
+        rv = self.request("GET", f"{path}?limit=1")["metadata"]["resourceVersion"]
+        query = urllib.parse.urlencode(
+            {"watch": "true", "resourceVersion": rv, "timeoutSeconds": str(int(timeout))}
+        )
+        req = urllib.request.Request(f"{self.server}{path}?{query}")
+        req.add_header("Authorization", f"Bearer {self.admin_token}")
+        resp = self._opener().open(req, timeout=timeout + 10)
+
+        def events() -> Iterator[tuple[float, dict[str, Any]]]:
+            with resp:
+                for line in resp:
+                    yield time.monotonic(), json.loads(line)
+
+        return events()
 
     def fake_node(
         self,
