@@ -25,6 +25,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -81,6 +82,9 @@ def _caller(record: logging.LogRecord) -> str:
 
 
 _NEEDS_QUOTES = frozenset(' "=\\\t\n\r')
+#: the same characters as a regex: one C-level scan per value (a generator over the characters cost
+#: a fifth of the CPU of a dry run's 25,000 eviction lines)
+_NEEDS_QUOTES_RE = re.compile("[" + re.escape("".join(sorted(_NEEDS_QUOTES))) + "]")
 
 
 def _text_value(value: Any) -> str:
@@ -89,7 +93,7 @@ def _text_value(value: Any) -> str:
     if isinstance(value, int | float):
         return repr(round(value, 6)) if isinstance(value, float) else str(value)
     text = value if isinstance(value, str) else str(value)
-    if not text or any(c in _NEEDS_QUOTES for c in text):
+    if not text or _NEEDS_QUOTES_RE.search(text):
         return json.dumps(text, ensure_ascii=False)
     return text
 
