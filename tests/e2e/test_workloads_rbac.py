@@ -23,7 +23,6 @@ import os
 import re
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,9 +38,10 @@ from tests.e2e.test_live_run import make_pod, new_namespace
 PLUGIN = "RemovePodsViolatingTopologySpreadConstraint"
 LABEL = "e2e-workloads"
 #: the rules the Component must grant: what the Helm chart adds for defaultConstraints
+READ = ["get", "watch", "list"]
 WORKLOAD_RULES = [
-    {"apiGroups": [""], "resources": ["services", "replicationcontrollers"], "verbs": ["get", "watch", "list"]},
-    {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["get", "watch", "list"]},
+    {"apiGroups": [""], "resources": ["services", "replicationcontrollers"], "verbs": READ},
+    {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": READ},
 ]
 PODS = 6
 
@@ -49,7 +49,7 @@ PODS = 6
 @pytest.fixture(scope="module")
 def cp(control_plane: Any) -> Iterator[ControlPlane]:
     if getattr(control_plane, "external", False):
-        pytest.skip("these tests run kwok and mint ServiceAccount tokens with the built-in control plane's admin")
+        pytest.skip("these tests run kwok and mint ServiceAccount tokens with the built-in control plane")
     plane: ControlPlane = control_plane
     plane.start_kwok()
     yield plane
