@@ -364,6 +364,15 @@ def test_default_spread_constraints_may_read_services_and_controllers(helm: str)
     )
     got = rules("--set-json", spread)
     assert {"services", "replicationcontrollers", "replicasets", "statefulsets"} <= set(got)
+    # exactly what the kustomize Component deploy/kubernetes/workloads grants
+    added = [
+        r
+        for r in docs_of(helm, "--set-json", spread)["ClusterRole"]["rules"]
+        if r not in docs_of(helm)["ClusterRole"]["rules"]
+    ]
+    component = ROOT / "deploy" / "kubernetes" / "workloads" / "rbac.yaml"
+    role = next(d for d in yaml.safe_load_all(component.read_text()) if d["kind"] == "ClusterRole")
+    assert added == role["rules"]
 
 
 def test_null_cmd_options_render_bare_flags(helm: str) -> None:

@@ -467,7 +467,10 @@ class _Lines:
                 if self.silence is None:
                     chunk = await self._chunks.__anext__()
                 else:
-                    chunk = await asyncio.wait_for(self._chunks.__anext__(), self.silence)
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the chunk when a
+                    # cancel lands as it arrives, and the cancelled informer then follows the watch
+                    async with asyncio.timeout(self.silence):
+                        chunk = await self._chunks.__anext__()
             except TimeoutError:
                 raise WatchListUnsupported(
                     f"no initial events for {self.silence:.0f}s: the server does not stream them"

@@ -74,6 +74,12 @@ _REASONS = {
     503: "Service Unavailable",
     504: "Gateway Timeout",
 }
+#: What only RemovePodsViolatingTopologySpreadConstraint's ``defaultConstraints`` (and ``snapshot
+#: --workloads``) read: the resources of ``desched.cluster.live_source.WORKLOAD_KINDS``, granted by
+#: the kustomize Component deploy/kubernetes/workloads, not by the base ClusterRole.
+WORKLOAD_RESOURCES = frozenset(
+    {"services", "replicationcontrollers", "replicasets.apps", "statefulsets.apps"}
+)
 _FORBIDDEN = re.compile(
     r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]*)"'
     r'(?: in API group "(?P<group>[^"]*)")?(?P<scope> at the cluster scope| in the namespace "[^"]*")?'
@@ -120,19 +126,21 @@ def describe(exc: BaseException, source: ClientSource, what: str = "") -> Failur
             )
         if status == 403:
             m = _FORBIDDEN.search(detail)
+            hint = "bind the ClusterRole in deploy/kubernetes/base/rbac.yaml to this identity"
             if m:
                 group = m.group("group")
                 resource = m.group("resource") + (f".{group}" if group else "")
                 scope = (m.group("scope") or "").strip()
                 why = f"{m.group('user')} cannot {m.group('verb')} {resource} {scope}".rstrip()
+                if resource in WORKLOAD_RESOURCES:
+                    hint = (
+                        "defaultConstraints reads Services and workload controllers: add the kustomize "
+                        "component deploy/kubernetes/workloads to your overlay, or bind the ClusterRole "
+                        "in its rbac.yaml to this identity"
+                    )
             else:
                 why = detail or f"{what} is not allowed"
-            return Failure(
-                "http-403",
-                f"{head} from the API server at {server}: {why} (RBAC: bind the ClusterRole in "
-                "deploy/kubernetes/base/rbac.yaml to this identity)",
-                True,
-            )
+            return Failure("http-403", f"{head} from the API server at {server}: {why} (RBAC: {hint})", True)
         if status == 404:
             return Failure(
                 "http-404",

@@ -304,3 +304,36 @@ def test_a_long_initial_stream_reports_progress_as_its_events_come() -> None:
     # the headers, then at least once a second while the 3-second stream comes, then the bookmark
     gaps = [b - a for a, b in zip([start, *progress.at], progress.at, strict=False)]
     assert len(progress.at) >= 4 and max(gaps) < 1.6, gaps
+
+
+def test_cancelling_a_read_of_the_initial_stream_is_never_lost() -> None:
+    """A cancel landing while a chunk is ready must cancel the read (Python 3.11's wait_for lost it
+    then: the informer went on to follow the watch forever, and `desched run` hung at exit)."""
+
+    class Stream:
+        def __init__(self) -> None:
+            self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+            self.content = self
+
+        async def iter_any(self) -> AsyncIterator[bytes]:
+            while True:
+                yield await self.queue.get()
+
+    async def main() -> list[int]:
+        lost = []
+        for delay in range(8):  # cancel 0..7 loop steps after the chunk arrives: one hits the window
+            stream = Stream()
+            lines = live_source._Lines(stream, silence=5.0)
+            read = asyncio.ensure_future(lines.__anext__())
+            for _ in range(3):
+                await asyncio.sleep(0)
+            stream.queue.put_nowait(ev("ADDED", "n1", "1"))
+            for _ in range(delay):
+                await asyncio.sleep(0)
+            if read.cancel():  # it was still reading: it must end cancelled
+                await asyncio.gather(read, return_exceptions=True)
+                if not read.cancelled():
+                    lost.append(delay)
+        return lost
+
+    assert asyncio.run(main()) == []

@@ -15,9 +15,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from desched.cluster.live_source import RESOURCES, WORKLOAD_KINDS
 from desched.errors import UserError
 from desched.kube.client import ApiError, ClientSource, load_client_config, rate_limiter, user_agent
 from desched.kube.connect import (
+    WORKLOAD_RESOURCES,
     ConnectionMonitor,
     StartupFailed,
     _Version,
@@ -189,6 +191,14 @@ def test_user_agent_names_desched_its_version_and_platform() -> None:
     )
 
 
+def test_the_workload_resources_are_what_the_workload_informers_read() -> None:
+    def resource(path: str) -> str:
+        parts = path.strip("/").split("/")  # api/v1/<plural> or apis/<group>/v1/<plural>
+        return parts[-1] + (f".{parts[1]}" if parts[0] == "apis" else "")
+
+    assert {resource(RESOURCES[kind].path) for kind in WORKLOAD_KINDS} == WORKLOAD_RESOURCES
+
+
 def test_http_failures_are_said_for_an_operator() -> None:
     f = describe(ApiError(401, "Unauthorized"), SOURCE)
     assert f.permanent and f.message == (
@@ -209,6 +219,18 @@ def test_http_failures_are_said_for_an_operator() -> None:
         ApiError(403, forbidden.replace('""', '"policy"').replace('"pods"', '"poddisruptionbudgets"')), SOURCE
     )
     assert "cannot list poddisruptionbudgets.policy at the cluster scope" in f.message
+    assert f.message.endswith(
+        "(RBAC: bind the ClusterRole in deploy/kubernetes/base/rbac.yaml to this identity)"
+    )
+    # what only defaultConstraints reads: the hint names the kustomize Component that grants it
+    f = describe(ApiError(403, forbidden.replace('""', '"apps"').replace('"pods"', '"statefulsets"')), SOURCE)
+    assert f.permanent and f.message == (
+        "403 Forbidden from the API server at https://10.0.0.1:6443: "
+        "system:serviceaccount:kube-system:descheduler cannot list statefulsets.apps at the cluster scope "
+        "(RBAC: defaultConstraints reads Services and workload controllers: add the kustomize component "
+        "deploy/kubernetes/workloads to your overlay, or bind the ClusterRole in its rbac.yaml to this "
+        "identity)"
+    )
     f = describe(ApiError(503, "etcd is down"), SOURCE)
     assert not f.permanent and f.key == "http-5xx"
     assert (
