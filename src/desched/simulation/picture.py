@@ -129,9 +129,18 @@ def cluster_picture(
     if state is not None and state.snapshot is snapshot:
         since.state = None  # type: ignore[union-attr]
         if state.catch_up():
-            return state.picture(extra_specs)
+            return _kept(state.picture(extra_specs))
     state = _Picture(snapshot)
-    return state.picture(extra_specs)
+    return _kept(state.picture(extra_specs))
+
+
+def _kept(picture: ClusterPicture) -> ClusterPicture:
+    """The picture, its state without the pods by namespace and label that the counts were made
+    from: a catch-up drops them first anyway, and they would stay in memory in the meantime
+    (through a simulation's cycles and placements)."""
+    if picture.state is not None:
+        picture.state.c.forget_pods()
+    return picture
 
 
 class _Picture:
