@@ -20,6 +20,7 @@ from desched.framework.metrics import (
 from desched.framework.nodeactions import NodeActions
 from desched.framework.types import (
     BalancePlugin,
+    CycleEndHook,
     CycleStartHook,
     DeclaresLiveInputs,
     DeschedulePlugin,
@@ -50,6 +51,7 @@ __all__ = [
     "ArgsModel",
     "BalancePlugin",
     "ClusterView",
+    "CycleEndHook",
     "CycleStartHook",
     "DeclaresLiveInputs",
     "DeschedulePlugin",

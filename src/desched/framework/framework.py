@@ -47,6 +47,7 @@ from desched.framework.safety import Safety
 from desched.framework.types import (
     EXTENSION_PROTOCOLS,
     BalancePlugin,
+    CycleEndHook,
     CycleStartHook,
     DeclaresLiveInputs,
     DeschedulePlugin,
@@ -321,6 +322,7 @@ class Profile:
         ]
         self.balancers = [p for p in self._enabled(ExtensionPoint.BALANCE) if isinstance(p, BalancePlugin)]
         self.cycle_hooks = [inst for inst in self.instances.values() if isinstance(inst, CycleStartHook)]
+        self.cycle_end_hooks = [inst for inst in self.instances.values() if isinstance(inst, CycleEndHook)]
         #: each plugin's judgement of a predicted move, by plugin name (``predictive``)
         self.judges = {name: i.judge_move for name, i in self.instances.items() if isinstance(i, JudgesMoves)}
         self.sort_less = [s.less for s in self.sorters]
@@ -515,6 +517,9 @@ class Framework:
         result.records = list(self.ctx.evictor.records)
         result.node_actions = list(self.ctx.node_actions.records)
         result.reports = list(self.ctx.reports)
+        for profile in self.profiles:
+            for end in profile.cycle_end_hooks:
+                end.on_cycle_end()
         result.seconds = time.perf_counter() - start
         return result
 

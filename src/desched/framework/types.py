@@ -123,6 +123,15 @@ class CycleStartHook(Protocol):
 
 
 @runtime_checkable
+class CycleEndHook(Protocol):
+    """Called at the end of every cycle, once its result is made: let go of what only the cycle
+    needed (indexes, plans, verdicts), which would otherwise stay in memory until the next cycle
+    starts (in ``simulate``, through the placement of every replacement)."""
+
+    def on_cycle_end(self) -> None: ...
+
+
+@runtime_checkable
 class SortKeyPlugin(Protocol):
     """A Sort plugin that also offers a key consistent with its ``less``: ``less(a, b)`` exactly
     when ``sort_key(a) < sort_key(b)``. When every Sort plugin of a profile offers one, pods are

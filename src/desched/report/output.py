@@ -106,25 +106,58 @@ def _write_json_doc(doc: dict[str, Any], out: TextIO) -> None:
     each top-level value compact and msgspec re-indents it, keeping every token's text (``json.dump``
     with an indent runs the pure-Python encoder, one write per token: millions on a large cluster).
     One value at a time keeps the text in memory small (figures: docs/performance.md)."""
-    if not doc:
-        out.write("{}\n")
-        return
-    out.write("{")
-    sep = "\n  "
-    for key, value in doc.items():
-        out.write(f"{sep}{json.dumps(key)}: {_indented(value)}")
-        sep = ",\n  "
-    out.write("\n}\n")
+    _write_indented(doc, out, "")
+    out.write("\n")
 
 
-def _indented(value: Any) -> str:
-    """``value`` as ``json.dumps(value, indent=2)`` writes it one level down (lines indented by 2)."""
+#: Items of a long list encoded in one call (a few hundred KiB of text at most).
+_CHUNK = 256
+#: Lists up to this long are written item by item, each as its own value (a cycle's record).
+_FEW = 8
+
+
+def _write_indented(value: Any, out: TextIO, pad: str) -> None:
+    """Write ``json.dumps(value, indent=2)`` with every line after the first indented by ``pad``,
+    a piece at a time: a dict key by key, a short list item by item, a long one ``_CHUNK`` items
+    per encoding. The whole text of a large list (4 MB for 12,000 evictions, three copies while
+    it is re-indented) never is in memory at once."""
+    if isinstance(value, dict) and value:
+        inner = pad + "  "
+        sep = "\n" + inner
+        out.write("{")
+        for key, item in value.items():
+            out.write(f"{sep}{json.dumps(key)}: ")
+            _write_indented(item, out, inner)
+            sep = ",\n" + inner
+        out.write(f"\n{pad}}}")
+    elif isinstance(value, list) and value:
+        inner = pad + "  "
+        out.write("[")
+        if len(value) <= _FEW:
+            sep = "\n" + inner
+            for item in value:
+                out.write(sep)
+                _write_indented(item, out, inner)
+                sep = ",\n" + inner
+        else:
+            sep = "\n" + inner
+            for k in range(0, len(value), _CHUNK):
+                # "[\n  a,\n  b\n]": its items, each line one level down from ``pad``
+                text = _formatted(value[k : k + _CHUNK])
+                out.write(sep + text[4:-2].replace("\n", "\n" + pad))
+                sep = ",\n" + inner
+        out.write(f"\n{pad}]")
+    else:
+        out.write(_formatted(value).replace("\n", "\n" + pad) if pad else _formatted(value))
+
+
+def _formatted(value: Any) -> str:
+    """``json.dumps(value, indent=2)``, by the C encoder and msgspec's re-indenting."""
     text = json.dumps(value)
     try:
-        text = msgspec.json.format(text, indent=2)
+        return msgspec.json.format(text, indent=2)
     except msgspec.DecodeError:  # NaN or Infinity, which json writes and msgspec does not read
-        text = json.dumps(value, indent=2)
-    return text.replace("\n", "\n  ")  # a JSON string never holds a raw newline
+        return json.dumps(value, indent=2)
 
 
 def anomaly_findings(reports: Iterable[PluginReport]) -> list[dict[str, Any]]:

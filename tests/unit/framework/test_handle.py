@@ -16,6 +16,7 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
 from desched.framework import (
     AnomalyReport,
+    CycleEndHook,
     CycleStartHook,
     DeschedulePlugin,
     EvictResult,
@@ -48,6 +49,10 @@ class InOrder:
 
     def on_cycle_start(self) -> None:
         self.cycles += 1
+
+    def on_cycle_end(self) -> None:
+        # the cycle is over: its evictions are made and the handle still reaches its snapshot
+        SEEN["ended"] = [*SEEN.get("ended", []), (self.cycles, len(self.handle.snapshot.pods))]
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
         pods = sorted(self.handle.snapshot.pods, key=lambda p: p.metadata.name)
@@ -211,6 +216,17 @@ def test_hooks_are_found_once_by_protocol() -> None:
     cycle(fw, [pod("a", "n1")])
     cycle(fw, [pod("a", "n1")])
     assert hooked.cycles == 2
+    [ended] = profile.cycle_end_hooks
+    assert ended is hooked and isinstance(hooked, CycleEndHook)
+    assert not isinstance(Quiet, CycleEndHook)
+
+
+def test_the_cycle_end_hook_runs_once_per_cycle_after_its_evictions() -> None:
+    fw = framework(["InOrder", "Quiet"])
+    result = cycle(fw, [pod("a", "n1"), pod("b", "n2"), pod("skip", "n2")])
+    # one call, once InOrder had evicted a and b (one pod left in the snapshot)
+    assert SEEN["ended"] == [(1, 1)]
+    assert [r.name for r in result.evictions] == ["a", "b"]
     assert extension_points_of(NotAFilter) == frozenset({ExtensionPoint.DESCHEDULE})
 
 

@@ -364,6 +364,28 @@ def test_a_picture_falls_back_to_counting_afresh_when_the_order_changed() -> Non
     assert (kept.nodes, kept.skew, kept.violations) == (fresh.nodes, fresh.skew, fresh.violations)
 
 
+def test_catching_up_follows_the_pods_that_came_and_went_and_refuses_one_that_moved() -> None:
+    pods = [bound(replica(f"web-{k}", "100m"), "n1") for k in range(4)]
+    snapshot = ClusterSnapshot(nodes=[node("n1", cpu="8")], pods=pods)
+    state = cluster_picture(snapshot).state
+    assert state is not None
+    snapshot.remove_pod(pods[1])
+    snapshot.remove_pod(pods[3])
+    new = bound(replica("web-new", "100m"), "n1")
+    snapshot.add_pod(new)
+    assert state.catch_up()
+    assert state.pods == [pods[0], pods[2], new]
+    # a pod that went and came back (the same object, now last) moved: no catching up
+    snapshot.remove_pod(pods[0])
+    snapshot.add_pod(pods[0])
+    assert not state.catch_up()
+    # nor when the pods that stayed changed places
+    state = cluster_picture(snapshot).state
+    assert state is not None
+    snapshot.add_pod(pods[2])
+    assert not state.catch_up()
+
+
 def test_own_anti_affinity_follows_the_pods_bound_since() -> None:
     # web keeps off nodes with db pods; the db pods (without terms of their own) come after the
     # first web replica was decided; n3, the smallest node, is where only the rule sends web

@@ -160,6 +160,13 @@ class DefaultEvictor:
             kept for reason, kept in self._constraints if reason not in (_BELOW_MIN_REPLICAS, _TOO_YOUNG)
         )
 
+    def on_cycle_end(self) -> None:
+        """Let go of the cycle's verdicts, owner counts and snapshot (a later call rebinds)."""
+        self._snapshot = None
+        self._ready_nodes = None
+        self._owner_counts = {}
+        self._verdicts = {}
+
     def _current(self) -> None:
         if self._snapshot is not self.handle.snapshot:
             self.on_cycle_start()

@@ -423,6 +423,11 @@ class LowNodeUtilization(_NodeUtilization):
             return Status("metricsUtilization is not configured")
         return PrometheusUsage(metrics.queries_by_resource, prometheus, per_resource=metrics.per_resource)
 
+    def on_cycle_end(self) -> None:
+        """Let go of the cycle's usage source and the snapshot it reads."""
+        self._cycle = None
+        self._requested = RequestedUsage(self._resource_names)
+
     def balance(self, nodes: Sequence[Node]) -> Status | None:
         self._cycle = None
         source = self.usage_source()
@@ -570,6 +575,11 @@ class HighNodeUtilization(_NodeUtilization):
             "predicted_under_utilized",
             f"its replacement would land on {name}, an under-utilised node this plugin empties",
         )
+
+    def on_cycle_end(self) -> None:
+        """Let go of the nodes this cycle emptied and the snapshot the usage source reads."""
+        self._emptying = set()
+        self._requested = RequestedUsage(self._resource_names)
 
     def balance(self, nodes: Sequence[Node]) -> Status | None:
         self._emptying = set()

@@ -244,6 +244,10 @@ class RemovePodsViolatingTopologySpreadConstraint:
         """See :meth:`Plan.judge` (the plan of this cycle's Balance call)."""
         return self._plan.judge(move) if self._plan is not None else None
 
+    def on_cycle_end(self) -> None:
+        """Let go of the cycle's plan (its namespaces' pods, spreads and indexes)."""
+        self._plan = None
+
     def balance(self, nodes: Sequence[Node]) -> Status | None:
         self._plan = None
         ev = self.handle.evictor

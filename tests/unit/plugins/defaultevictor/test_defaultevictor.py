@@ -354,6 +354,18 @@ def test_min_replicas_counts_the_owners_pods_at_the_cycle_start() -> None:
     assert "owner has fewer replicas than minReplicas" not in ev.filter_reasons(make_pod("b", owners=[]))
 
 
+def test_the_cycle_end_lets_go_of_the_cycle_and_a_later_call_counts_again() -> None:
+    pods = [make_pod(f"p{i}") for i in range(3)]
+    snap = ClusterSnapshot(pods=pods)
+    ev = evictor({"minReplicas": 3}, snap)
+    assert ev.filter(pods[0])
+    snap.remove_pod(pods[2])
+    ev.on_cycle_end()  # the verdicts, the owner counts and the snapshot go
+    assert ev._verdicts == {} and ev._owner_counts == {} and ev._snapshot is None
+    # asked again, it binds to the snapshot as it is now: two pods left, below minReplicas
+    assert not ev.filter(pods[0])
+
+
 def test_min_pod_age_uses_start_time_and_the_handle_clock() -> None:
     ev = evictor({"minPodAge": "30m"})
     assert ev.filter(make_pod(startTime="2026-01-01T11:00:00Z"))
