@@ -137,6 +137,22 @@ class DeschedProcess:
         return self.proc.wait(timeout=60)
 
 
+def lease_args(lease: str = "6s", renew: str = "4s", interval: str = "1s") -> tuple[str, ...]:
+    """``desched run``'s flags for a short leader election (retry every second) and a cycle every
+    ``interval``: what the leader-election tests give each replica, beside its own identity."""
+    return (
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        lease,
+        "--leader-elect-renew-deadline",
+        renew,
+        "--leader-elect-retry-period",
+        "1s",
+        "--descheduling-interval",
+        interval,
+    )
+
+
 def single_plugin_policy(path: Path, ns: str, plugin: str, args: dict[str, Any], **top: Any) -> Path:
     """Write a one-profile policy (``e2e``) acting on the ``e2e/live=true`` nodes with the Deschedule
     ``plugin`` alone, its ``args`` limited to namespace ``ns``; ``top`` adds top-level keys."""

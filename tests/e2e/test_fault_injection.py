@@ -32,7 +32,7 @@ import yaml
 
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.faultproxy import Eviction, FaultProxy, token_of
-from tests.e2e.support import DeschedProcess, run_desched, wait_for
+from tests.e2e.support import DeschedProcess, lease_args, run_desched, wait_for
 from tests.e2e.test_live_run import NODES, Cluster, cluster, make_pod, new_namespace, wait_running
 
 __all__ = ["cluster"]  # the module-scoped fixture, shared with test_live_run
@@ -358,22 +358,6 @@ def stop(d: DeschedProcess) -> int:
         raise AssertionError(f"desched did not exit within 60s of SIGTERM:\n{d.text()}") from None
 
 
-def lease_args(identity: str) -> tuple[str, ...]:
-    return (
-        "--leader-elect",
-        "--leader-elect-lease-duration",
-        "4s",
-        "--leader-elect-renew-deadline",
-        "3s",
-        "--leader-elect-retry-period",
-        "1s",
-        "--leader-elect-identity",
-        identity,
-        "--descheduling-interval",
-        "1s",
-    )
-
-
 @pytest.mark.parametrize("mode", ["hold", "blackhole"])
 def test_requests_end_before_the_lease_could_pass(
     cluster: Cluster, proxy: FaultProxy, via_proxy: Path, tmp_path: Path, mode: str
@@ -387,7 +371,15 @@ def test_requests_end_before_the_lease_could_pass(
     since = len(proxy.records())
     if mode == "hold":  # evictions only: the lease is taken through the proxy all the same
         proxy.set_mode(mode)
-    d = DeschedProcess(via_proxy, tmp_path, scene.policy, *lease_args(f"fault-{mode}"), name=mode)
+    d = DeschedProcess(
+        via_proxy,
+        tmp_path,
+        scene.policy,
+        *lease_args("4s", "3s"),
+        "--leader-elect-identity",
+        f"fault-{mode}",
+        name=mode,
+    )
     try:
         wait_for(lambda: "became the leader" in d.text(), "the lease", timeout=60)
         proxy.set_mode(mode)

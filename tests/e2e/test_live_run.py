@@ -24,7 +24,7 @@ import yaml
 
 from tests import builders
 from tests.e2e.controlplane import ApiError, ControlPlane
-from tests.e2e.support import DeschedProcess, apply_manifest, run_desched, wait_for
+from tests.e2e.support import DeschedProcess, apply_manifest, lease_args, run_desched, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 RBAC = ROOT / "deploy" / "kubernetes" / "base" / "rbac.yaml"
@@ -506,17 +506,7 @@ def test_leader_election_only_the_leader_evicts(cluster: Cluster, tmp_path: Path
     pol = single_plugin_policy(
         tmp_path, "PodLifeTime", {"namespaces": {"include": [ns]}, "maxPodLifeTimeSeconds": 1}
     )
-    lease = (
-        "--leader-elect",
-        "--leader-elect-lease-duration",
-        "6s",
-        "--leader-elect-renew-deadline",
-        "4s",
-        "--leader-elect-retry-period",
-        "1s",
-        "--descheduling-interval",
-        "1s",
-    )
+    lease = lease_args()
     a = DeschedProcess(
         cluster.kubeconfig, tmp_path, pol, *lease, "--leader-elect-identity", "replica-a", name="a"
     )

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from tests.e2e import test_live_run
-from tests.e2e.support import DeschedProcess, single_plugin_policy, wait_for
+from tests.e2e.support import DeschedProcess, lease_args, single_plugin_policy, wait_for
 from tests.e2e.test_live_run import (
     CREATED,
     Cluster,
@@ -435,17 +435,7 @@ def test_a_new_leader_keeps_the_cooldown_of_the_old_one(cluster: Cluster, tmp_pa
     path = lifetime_policy(
         tmp_path, ns, evictionPolicy={"cooldown": {"base": "10m"}, "maxEvictionsPerWorkload": 1}
     )
-    lease = (
-        "--leader-elect",
-        "--leader-elect-lease-duration",
-        "6s",
-        "--leader-elect-renew-deadline",
-        "4s",
-        "--leader-elect-retry-period",
-        "1s",
-        "--descheduling-interval",
-        "1s",
-    )
+    lease = lease_args()
     a = DeschedProcess(
         cluster.kubeconfig, tmp_path, path, *lease, "--leader-elect-identity", "state-a", name="a"
     )
