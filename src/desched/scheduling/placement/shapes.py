@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import msgspec
 
 from desched.k8s import resources as k8s_resources
-from desched.k8s.objects import Pod, PodAffinityTerm
+from desched.k8s.objects import Pod
 from desched.k8s.resources import CPU, MEMORY
 
 encode = msgspec.msgpack.Encoder().encode
@@ -26,16 +26,6 @@ def affinity_shape(pod: Pod) -> bytes:
 
 def has_node_constraint(pod: Pod) -> bool:
     return bool(pod.spec.node_selector) or required_node_affinity(pod) is not None
-
-
-def required_terms(pod: Pod, anti: bool) -> list[PodAffinityTerm]:
-    aff = pod.spec.affinity
-    if aff is None:
-        return []
-    pa = aff.pod_anti_affinity if anti else aff.pod_affinity
-    if pa is None:
-        return []
-    return pa.required_during_scheduling_ignored_during_execution or []
 
 
 def missing_cpu_or_memory(pod: Pod) -> bool:

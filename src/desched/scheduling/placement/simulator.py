@@ -41,7 +41,6 @@ from desched.scheduling.placement.shapes import (
     encode,
     missing_cpu_or_memory,
     non_zero_cpu_memory,
-    required_terms,
 )
 from desched.scheduling.placement.state import BIG, ClusterState, Matcher, SpreadConstraint, TermIndex
 
@@ -209,8 +208,9 @@ class PodClass:
                 self.soft = c.default_spread_constraints(pod, SCHEDULE_ANYWAY)
                 # (kube-scheduler's scoring keeps nodes lacking a key only for the System defaults)
                 self.soft_defaulted = bool(self.soft) and c.defaults.system
-            self.own_anti = [(c.term_index(pod, t), t.topology_key) for t in required_terms(pod, anti=True)]
-            terms = required_terms(pod, anti=False)
+            anti = k8s_affinity.required_pod_anti_affinity_terms(pod)
+            self.own_anti = [(c.term_index(pod, t), t.topology_key) for t in anti]
+            terms = k8s_affinity.required_pod_affinity_terms(pod)
             self.affinity_keys = [t.topology_key for t in terms]
             if terms:
                 self.affinity_terms = terms
@@ -360,7 +360,7 @@ class PlacementSimulator:
         """The pod's required anti-affinity terms as (topology key, group), memoised per set of
         terms (and namespace); terms with an invalid selector are left out (kube-scheduler could
         not have admitted such a pod's terms either)."""
-        terms = required_terms(pod, anti=True)
+        terms = k8s_affinity.required_pod_anti_affinity_terms(pod)
         if not terms:
             return []
         memo_key = encode((pod.metadata.namespace, terms))
