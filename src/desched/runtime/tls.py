@@ -1,8 +1,16 @@
-"""The serving certificate for ``desched run``: given files, or a self-signed one (as upstream)."""
+"""The serving certificate for ``desched run``: given files, or a self-signed one (as upstream).
+
+Processes that share a ``--cert-dir`` (two replicas given one host directory, a restart racing
+the old process) make the pair under an exclusive lock on a file in that directory, and write
+each file whole under a temporary name before renaming it, so each finds either no pair or one
+whose key matches its certificate.
+"""
 
 from __future__ import annotations
 
 import datetime
+import fcntl
+import os
 import socket
 import ssl
 import tempfile
@@ -26,10 +34,23 @@ def serving_certificate(cert_file: str, key_file: str, cert_dir: str) -> tuple[s
         return str(cert), str(key)
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / ".desched-cert.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            if not (cert.is_file() and key.is_file()):  # another process may have made it meanwhile
+                _self_signed(cert, key)
     except OSError as e:
-        raise UserError("--cert-dir", f"cannot create {directory}: {e.strerror or e}") from None
-    _self_signed(cert, key)
+        raise UserError("--cert-dir", f"cannot write in {directory}: {e.strerror or e}") from None
     return str(cert), str(key)
+
+
+def _write_whole(path: Path, data: bytes, mode: int) -> None:
+    """Write ``data`` under a temporary name in ``path``'s directory, then rename it to ``path``:
+    a reader sees the old file or the new one, never a part."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def _self_signed(cert_path: Path, key_path: Path) -> None:
@@ -55,13 +76,11 @@ def _self_signed(cert_path: Path, key_path: Path) -> None:
         )
         .sign(key, hashes.SHA256())
     )
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    key_path.chmod(0o600)
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_whole(key_path, pem_key, 0o600)
+    _write_whole(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
 
 #: Go's TLS version names (--tls-min-version) and what they mean here.

@@ -135,3 +135,42 @@ def test_https_with_a_self_signed_certificate(tmp_path: Any) -> None:
             assert resp.status == 200
     finally:
         server.stop()
+
+
+def _make_pair(cert_dir: str, start: Any, out: Any) -> None:
+    from desched.runtime.tls import serving_certificate
+
+    start.wait()  # every process at once: the race a shared --cert-dir has
+    out.put(serving_certificate("", "", cert_dir))
+
+
+def test_processes_sharing_a_cert_dir_all_get_one_matching_pair(tmp_path: Any) -> None:
+    """Replicas started together on one --cert-dir: each gets the same pair, and its key matches its
+    certificate (without the lock, two writers interleaved their key and certificate files)."""
+    import multiprocessing
+    import ssl
+
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(6), ctx.Queue()
+    cert_dir = str(tmp_path / "shared")
+    procs = [ctx.Process(target=_make_pair, args=(cert_dir, start, out)) for _ in range(6)]
+    for proc in procs:
+        proc.start()
+    pairs = [out.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join(10)
+    assert len(set(pairs)) == 1
+    cert, key = pairs[0]
+    ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)  # raises on a mismatch
+    assert (tmp_path / "shared" / "desched.key").stat().st_mode & 0o777 == 0o600
+    assert not list((tmp_path / "shared").glob(".*.tmp"))
+
+
+def test_an_unwritable_cert_dir_is_one_line(tmp_path: Any) -> None:
+    from desched.errors import UserError
+    from desched.runtime.tls import serving_certificate
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    with pytest.raises(UserError, match="--cert-dir"):
+        serving_certificate("", "", str(blocked / "certs"))
