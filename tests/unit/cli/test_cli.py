@@ -55,6 +55,21 @@ def test_validate_prints_normalised_policy() -> None:
     assert doc["profiles"][0]["plugins"]["filter"]["enabled"] == ["DefaultEvictor"]
 
 
+def test_validate_tells_each_warning_once(tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: p, pluginConfig: "
+        "[{name: PodLifeTime, args: {maxPodLifeTimeSeconds: 60}}], plugins: {presort: {enabled: "
+        "[PodAgeSort]}, deschedule: {enabled: [PodLifeTime]}, filter: {disabled: [DefaultEvictor]}}}]\n"
+    )
+    proc = desched("validate", str(policy))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert sum("does not disable DefaultEvictor" in line for line in lines) == 1
+    assert sum("PodAgeSort does not change the order" in line for line in lines) == 1
+
+
 def test_version() -> None:
     assert desched("version").stdout.startswith("desched ")
 
