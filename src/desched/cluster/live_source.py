@@ -12,8 +12,10 @@ that fails before the bookmark (an ERROR event, a cut) falls back to a LIST for 
 (backoff, reported by the monitor). ``DESCHED_WATCH_LIST=false`` in the environment makes every
 informer LIST+WATCH. Streaming spares the server a paginated LIST of every object and this process
 a whole page in memory, and it is one request (the client-side rate limit applies per page to a
-LIST). A ``410 Gone`` (or an ERROR event) on the watch re-lists; a dropped connection re-watches
-from the last seen
+LIST). A ``410 Gone`` (or an ERROR event) on the watch re-lists: at once the first time, and
+after a wait when it comes again within ``GONE_WINDOW`` of the last one (0.8 s doubling to 30 s, as
+client-go's reflector waits before every re-list), so a watch that keeps expiring cannot make the
+informer re-list every object in a loop; a dropped connection re-watches from the last seen
 resourceVersion; API errors back off exponentially (0.5 s doubling to 30 s, like client-go's
 reflector). With a :class:`~desched.kube.connect.ConnectionMonitor`, every good answer is
 reported as progress (it bounds the start) and every failure is classified and logged at most
@@ -152,6 +154,13 @@ class _StreamBroke(Exception):
 
 ChangeCallback = Callable[[str, str, Any, Any], None]
 """(kind, event type, old object or None, new object or None)."""
+
+
+#: A ``410 Gone`` within this many seconds of the last one waits before re-listing, starting at
+#: ``GONE_BACKOFF`` seconds and doubling (client-go's reflector: 800 ms doubling to 30 s, reset
+#: after two minutes).
+GONE_WINDOW = 120.0
+GONE_BACKOFF = 0.8
 
 
 class Informer:
@@ -387,9 +396,26 @@ class Informer:
         if self.on_change is not None:
             self.on_change(self.resource.kind, event.type, prev, None if event.type == "DELETED" else obj)
 
+    async def _pause(self, stop: asyncio.Event, seconds: float, *, until_answered: bool) -> None:
+        """Wait ``seconds`` (plus up to a quarter, jitter), or until ``stop``; with
+        ``until_answered`` also until another request got an answer: the server is back (after an
+        apiserver restart, every informer recovers with the first one)."""
+        waiters = [asyncio.ensure_future(stop.wait())]
+        if until_answered and self.monitor is not None:
+            waiters.append(asyncio.ensure_future(self.monitor.answered().wait()))
+        try:
+            await asyncio.wait(
+                waiters, timeout=seconds * (1 + random.random() / 4), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for w in waiters:
+                w.cancel()
+
     async def run(self, stop: asyncio.Event) -> None:
         """List, then watch until ``stop``; recover from every failure with backoff."""
         backoff = 0.5
+        gone_backoff = 0.0  # the wait before re-listing after a 410 that repeats within GONE_WINDOW
+        last_gone = -GONE_WINDOW
         need_list = True
         while not stop.is_set():
             try:
@@ -419,9 +445,24 @@ class Informer:
                 await self.watch_once()
                 backoff = 0.5
             except GoneError:
-                log.info("%s watch expired (410 Gone): re-listing", self.resource.kind)
+                now = time.monotonic()
+                repeated = now - last_gone < GONE_WINDOW
+                gone_backoff = min(max(GONE_BACKOFF, gone_backoff * 2), 30.0) if repeated else 0.0
+                last_gone = now
                 self._failed("watch expired (410 Gone), re-listing")
                 need_list = True
+                if not gone_backoff:
+                    log.info("%s watch expired (410 Gone): re-listing", self.resource.kind)
+                    continue
+                log.warning(
+                    "%s watch expired (410 Gone) again within %.0fs: re-listing in %.1fs",
+                    self.resource.kind,
+                    GONE_WINDOW,
+                    gone_backoff,
+                )
+                await self._pause(
+                    stop, gone_backoff, until_answered=False
+                )  # the server answers: it expired us
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -431,20 +472,7 @@ class Informer:
                 else:
                     self._failed(f"{type(e).__name__}: {e}")
                     log.warning("%s failed: %s; retrying in %.1fs", what, e, backoff)
-                # back off, but retry at once when another request got an answer: the server is back
-                # (after an apiserver restart, every informer recovers with the first one)
-                waiters = [asyncio.ensure_future(stop.wait())]
-                if self.monitor is not None:
-                    waiters.append(asyncio.ensure_future(self.monitor.answered().wait()))
-                try:
-                    await asyncio.wait(
-                        waiters,
-                        timeout=backoff * (1 + random.random() / 4),
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
-                finally:
-                    for w in waiters:
-                        w.cancel()
+                await self._pause(stop, backoff, until_answered=True)  # unless the server is back meanwhile
                 backoff = min(backoff * 2, 30.0)
 
 

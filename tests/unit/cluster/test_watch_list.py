@@ -9,6 +9,7 @@ stalls watches.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -337,3 +338,31 @@ def test_cancelling_a_read_of_the_initial_stream_is_never_lost() -> None:
         return lost
 
     assert asyncio.run(main()) == []
+
+
+def test_a_watch_that_keeps_expiring_backs_off_before_each_re_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every watch answers 410 Gone: the first re-list is at once, the next ones wait GONE_BACKOFF,
+    doubling (without the wait the informer re-listed every object in a tight loop)."""
+    monkeypatch.setattr(live_source, "GONE_BACKOFF", 0.2)
+
+    async def main() -> None:
+        lists: list[float] = []
+
+        def answer(p: Params) -> Answer:
+            if p.get("watch"):
+                return Answer([b'{"type": "ERROR", "object": {"code": 410}}\n'])
+            if not p.get("continue"):
+                lists.append(asyncio.get_running_loop().time())
+            return Answer([LIST_PAGES[p.get("continue", "")]])
+
+        inf = Informer(Api(answer), RESOURCES["Node"])  # type: ignore[arg-type]
+        inf.use_watch_list = False
+        await run_until(inf, lambda: len(lists) >= 5, timeout=10)
+        gaps = [b - a for a, b in itertools.pairwise(lists)]
+        assert gaps[0] < 0.15  # the first 410: re-listed at once
+        # then 0.2, 0.4, 0.8 s (+ up to a quarter of jitter)
+        for gap, wait in zip(gaps[1:], (0.2, 0.4, 0.8), strict=False):
+            assert wait * 0.95 <= gap <= wait * 1.25 + 0.15, gaps
+        assert not inf.healthy
+
+    asyncio.run(main())
