@@ -38,6 +38,7 @@ from desched.scheduling.placement.scores import (
     ScorePlan,
 )
 from desched.scheduling.placement.shapes import (
+    digest,
     encode,
     missing_cpu_or_memory,
     non_zero_cpu_memory,
@@ -112,10 +113,10 @@ class _FitClass:
 
 def _class_key(pod: Pod) -> bytes:
     """Everything the filters and scores read of a pod (its *class*: the replicas of a workload
-    share one)."""
+    share one), digested."""
     meta = pod.metadata
     spec = pod.spec
-    return encode(
+    return digest(
         (
             meta.namespace,
             meta.labels,
