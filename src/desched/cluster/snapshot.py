@@ -212,8 +212,7 @@ class ClusterSnapshot:
             _accumulate(usage.requested, self._shared_requests(pod), 1)
             usage.pod_count += 1
 
-    def _unindex(self, pod: Pod) -> None:
-        key = pod.key
+    def _unindex(self, pod: Pod, key: str) -> None:
         self._by_node.get(pod.spec.node_name, {}).pop(key, None)
         self._by_namespace.get(pod.metadata.namespace, {}).pop(key, None)
         for ref in pod.metadata.owner_references or ():
@@ -221,30 +220,32 @@ class ClusterSnapshot:
         if pod.spec.node_name and occupies_node(pod):
             usage = self._usage.get(pod.spec.node_name)
             if usage is not None:
-                _accumulate(usage.requested, self.requests(pod), -1)
+                _accumulate(usage.requested, self._shared_requests(pod), -1)
                 usage.pod_count -= 1
 
     # ------------------------------------------------------------------ mutation
 
     def remove_pod(self, pod: Pod) -> bool:
         """Take an evicted pod out of the view. Returns False if it was not (or no longer) there."""
-        current = self._pods.pop(pod.key, None)
+        key = pod.key
+        current = self._pods.pop(key, None)
         if current is None:
             return False
-        self._unindex(current)
-        self._removed[current.key] = current
+        self._unindex(current, key)
+        self._removed[key] = current
         self.version += 1
         return True
 
     def add_pod(self, pod: Pod) -> None:
         """Put a pod in (the placement simulator binds evicted pods again with this)."""
-        old = self._pods.pop(pod.key, None)
+        key = pod.key  # (one string for every index: a pod's key is made afresh each time)
+        old = self._pods.pop(key, None)
         if old is not None:
-            self._unindex(old)
-        self._requests.pop(pod.key, None)
-        self._pods[pod.key] = pod
-        self._removed.pop(pod.key, None)
-        self._index(pod, pod.key)
+            self._unindex(old, key)
+        self._requests.pop(key, None)
+        self._pods[key] = pod
+        self._removed.pop(key, None)
+        self._index(pod, key)
         self.version += 1
         self.additions += 1
 
@@ -337,6 +338,11 @@ class ClusterSnapshot:
             # each pod its own copy (computed when first asked for)
             cached = self._requests[key] = dict(self._shared_requests(pod))
         return cached
+
+    def shared_requests(self, pod: Pod) -> Resources:
+        """:meth:`requests`, but one dict shared by the pods of one resource spec and not kept
+        per pod: never change it."""
+        return self._shared_requests(pod)
 
     def _shared_requests(self, pod: Pod) -> Resources:
         """The pod's requests, one dict shared by the pods of one resource spec: never change it."""

@@ -39,12 +39,7 @@ def make_replacement(pod: Pod, name: str, now: datetime, cycle: int) -> Pod:
 
 def bound_replacement(pod: Pod, node: str, now: datetime) -> Pod:
     """The replacement once bound to ``node`` and started."""
-    running = ContainerState(running=ContainerStateRunning(started_at=now))
-    statuses = [ContainerStatus(name=c.name, ready=True, state=running) for c in pod.spec.containers]
-    conditions = [
-        PodCondition(type=t, status="True", last_transition_time=now)
-        for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-    ]
+    started = _started(now)
     return Pod(
         metadata=pod.metadata,
         spec=msgspec.structs.replace(pod.spec, node_name=node),
@@ -52,10 +47,47 @@ def bound_replacement(pod: Pod, node: str, now: datetime) -> Pod:
             phase="Running",
             start_time=now,
             qos_class=pod.status.qos_class,
-            conditions=conditions,
-            container_statuses=statuses,
+            conditions=started.conditions,
+            container_statuses=started.statuses(pod),
         ),
     )
+
+
+class _Started:
+    """What every replacement started at ``now`` shows alike: its conditions, and its containers'
+    statuses per list of container names. Shared, never changed (as no pod is): a simulation
+    binds thousands of replacements, each would otherwise carry its own equal copies."""
+
+    __slots__ = ("_statuses", "conditions", "now", "running")
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.running = ContainerState(running=ContainerStateRunning(started_at=now))
+        self.conditions = [
+            PodCondition(type=t, status="True", last_transition_time=now)
+            for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ]
+        self._statuses: dict[tuple[str, ...], list[ContainerStatus]] = {}
+
+    def statuses(self, pod: Pod) -> list[ContainerStatus]:
+        names = tuple(c.name for c in pod.spec.containers)
+        hit = self._statuses.get(names)
+        if hit is None:
+            running = self.running
+            hit = self._statuses[names] = [ContainerStatus(name=n, ready=True, state=running) for n in names]
+        return hit
+
+
+#: the latest ``now``'s (by identity: an equal time in another zone is written differently)
+_latest: list[_Started] = []
+
+
+def _started(now: datetime) -> _Started:
+    memo = _latest[0] if _latest else None
+    if memo is None or memo.now is not now:
+        memo = _Started(now)
+        _latest[:] = [memo]
+    return memo
 
 
 def pending_replacement(pod: Pod, message: str, now: datetime) -> Pod:

@@ -58,6 +58,21 @@ def test_requests_once_per_spec_each_pod_its_own_dict() -> None:
     assert snap.requests(twin) == a and snap.requested_on("n3") == a
 
 
+def test_shared_requests_are_the_specs_dict_and_no_pod_keeps_a_copy() -> None:
+    """What the placement simulator and the snapshot's own bookkeeping read: equal to
+    :meth:`requests`, one dict per resource spec, and nothing kept per pod (a removed pod's
+    requests taken off its node without a copy of them)."""
+    shared = _containers("500m")
+    pods = [_pod("ns", f"p{i}", shared) for i in range(3)]
+    snap = ClusterSnapshot(pods=pods)
+    a, b = snap.shared_requests(pods[0]), snap.shared_requests(pods[1])
+    assert a is b and a == {"cpu": 500, "memory": 1024**3}
+    snap.remove_pod(pods[0])
+    snap.add_pod(pods[0])
+    assert snap._requests == {}
+    assert snap.requests(pods[0]) == a and snap.requests(pods[0]) is not a
+
+
 def test_pods_of_one_key_the_last_one_stays_indexed_once() -> None:
     first = _pod("ns", "p", _containers("1"), node="n1")
     last = _pod("ns", "p", _containers("2"), node="n2")

@@ -962,3 +962,32 @@ def test_default_constraints_use_the_snapshots_services_and_controllers_when_it_
     s = ClusterSnapshot(nodes=nodes, pods=pods, workloads=[builders.service("web", {"app": "web"})])
     # with the Service: 2 in a, 1 in b -> a1 would make it 3-1
     assert decide(s, new, hard).node == "b1"
+
+
+def test_bound_replacements_share_what_every_pod_started_then_shows() -> None:
+    """A simulation binds thousands of replacements: those started at one ``now`` share their
+    conditions and, per list of container names, their containers' statuses (equal values, one
+    copy); another ``now`` (even an equal time) gets its own."""
+    from datetime import timedelta, timezone
+
+    from desched.k8s.replacements import bound_replacement
+
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    a = builders.pod("a", node="", containers=[{"name": "app"}, {"name": "side"}])
+    b = builders.pod("b", node="", containers=[{"name": "app"}, {"name": "side"}])
+    c = builders.pod("c", node="", containers=[{"name": "other"}])
+    ra, rb, rc = (bound_replacement(p, "n1", now) for p in (a, b, c))
+    assert ra.spec.node_name == "n1" and ra.status.phase == "Running"
+    assert ra.status.conditions is rb.status.conditions is rc.status.conditions
+    assert [x.type for x in ra.status.conditions or ()] == [
+        "PodScheduled",
+        "Initialized",
+        "ContainersReady",
+        "Ready",
+    ]
+    assert ra.status.container_statuses is rb.status.container_statuses
+    assert [s.name for s in rc.status.container_statuses or ()] == ["other"]
+    same_time = now.astimezone(timezone(timedelta(hours=1)))
+    later = bound_replacement(a, "n1", same_time)
+    assert later.status.conditions is not ra.status.conditions
+    assert (later.status.conditions or [])[0].last_transition_time is same_time

@@ -313,26 +313,10 @@ class _Run:
         #: reasons are composed only when someone listens (checked once per constraint)
         self.reporting = self.findings.enabled
         self.plan = Plan()
-        self.defaults = plugin.defaults
-        #: id(pod) -> its default constraints; equal lists are one object (replicas share it)
-        self._defaulted: dict[int, list[TopologySpreadConstraint] | None] = {}
-        self._default_lists: dict[bytes, list[TopologySpreadConstraint]] = {}
-
-    def constraints_of(self, pod: Pod) -> list[TopologySpreadConstraint] | None:
-        """The pod's constraints as kube-scheduler applies them: its own, or (with
-        ``defaultConstraints``) the cluster's defaults with the pod's default selector."""
-        own = pod.spec.topology_spread_constraints
-        if own or self.defaults is None:
-            return own
-        key = id(pod)
-        if key in self._defaulted:
-            return self._defaulted[key]
-        found = self.snapshot.default_spread_constraints(pod, self.defaults)
-        shared: list[TopologySpreadConstraint] | None = None
-        if found:
-            shared = self._default_lists.setdefault(msgspec.json.encode(found), found)
-        self._defaulted[key] = shared
-        return shared
+        #: (its own object, not a method of the run: the plan's namespaces keep it, and a cycle
+        #: back to the run would keep the whole plan alive after the cycle, until the garbage
+        #: collector runs, which the simulation driver pauses)
+        self.constraints_of = _ConstraintsOf(self.snapshot, plugin.defaults)
 
     def scan(self) -> tuple[list[str], dict[str, list[Pod]], dict[str, list[Pod]]]:
         """One pass over the pods: the namespaces where a pod bound to a given node declares a
@@ -520,6 +504,34 @@ class _Run:
             for pod in d.pods:
                 if id(pod) not in planned:
                     left(pod, why.get(id(pod), general))
+
+
+class _ConstraintsOf:
+    """A pod's constraints as kube-scheduler applies them: its own, or (with
+    ``defaultConstraints``) the cluster's defaults with the pod's default selector."""
+
+    __slots__ = ("_default_lists", "_defaulted", "defaults", "snapshot")
+
+    def __init__(self, snapshot: ClusterView, defaults: DefaultConstraints | None) -> None:
+        self.snapshot = snapshot
+        self.defaults = defaults
+        #: id(pod) -> its default constraints; equal lists are one object (replicas share it)
+        self._defaulted: dict[int, list[TopologySpreadConstraint] | None] = {}
+        self._default_lists: dict[bytes, list[TopologySpreadConstraint]] = {}
+
+    def __call__(self, pod: Pod) -> list[TopologySpreadConstraint] | None:
+        own = pod.spec.topology_spread_constraints
+        if own or self.defaults is None:
+            return own
+        key = id(pod)
+        if key in self._defaulted:
+            return self._defaulted[key]
+        found = self.snapshot.default_spread_constraints(pod, self.defaults)
+        shared: list[TopologySpreadConstraint] | None = None
+        if found:
+            shared = self._default_lists.setdefault(msgspec.json.encode(found), found)
+        self._defaulted[key] = shared
+        return shared
 
 
 class _Namespace:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 import msgspec
@@ -11,6 +12,13 @@ from desched.k8s.objects import Pod
 from desched.k8s.resources import CPU, MEMORY
 
 encode = msgspec.msgpack.Encoder().encode
+
+
+def digest(value: object) -> bytes:
+    """A 16-byte digest of ``value``'s encoding (BLAKE2b): the key of a memo that is kept for
+    the whole placement, where the encoding itself (a kilobyte or more for a pod's spec) would
+    be kept once per entry."""
+    return hashlib.blake2b(encode(value), digest_size=16).digest()
 
 
 def required_node_affinity(pod: Pod) -> object:

@@ -38,6 +38,7 @@ from desched.scheduling.placement.scores import (
     ScorePlan,
 )
 from desched.scheduling.placement.shapes import (
+    digest,
     encode,
     missing_cpu_or_memory,
     non_zero_cpu_memory,
@@ -111,10 +112,10 @@ class _FitClass:
 
 def _class_key(pod: Pod) -> bytes:
     """Everything the filters and scores read of a pod (its *class*: the replicas of a workload
-    share one)."""
+    share one), digested."""
     meta = pod.metadata
     spec = pod.spec
-    return encode(
+    return digest(
         (
             meta.namespace,
             meta.labels,
@@ -305,7 +306,7 @@ class PlacementSimulator:
         self._anti_by_ns: dict[str, list[_AntiGroup]] = {}
         self._anti_terms: dict[bytes, list[tuple[str, _AntiGroup]]] = {}
         index_get = c.index.get
-        requests = snapshot.requests
+        requests = snapshot.shared_requests
         nz_cpu, nz_mem = self.nz_cpu, self.nz_mem
         for pod in snapshot.iter_pods():
             spec = pod.spec
@@ -401,7 +402,7 @@ class PlacementSimulator:
             raise ValueError(f"pod {pod.key}: node {pod.spec.node_name!r} is not one of the simulated nodes")
         self.snapshot.add_pod(pod)
         if k8s_pods.occupies_node(pod):
-            req = self.snapshot.requests(pod)
+            req = self.snapshot.shared_requests(pod)  # (not a copy kept per pod)
             before = (self.free_cpu[i], self.free_mem[i], self.free_eph[i], self.free_pods[i])
             self.pod_count[i] += 1
             self._add_requests(i, pod, req)
@@ -446,7 +447,7 @@ class PlacementSimulator:
         classes it did not)."""
         c = self.cluster
         i = c.index.get(pod.spec.node_name)
-        req = self.snapshot.requests(pod)
+        req = self.snapshot.shared_requests(pod)
         if not self.snapshot.remove_pod(pod):
             return
         c.pod_unlisted(pod)

@@ -36,6 +36,7 @@ from desched.scheduling.placement.filters import (
 from desched.scheduling.placement.order import scheduler_node_order
 from desched.scheduling.placement.shapes import (
     affinity_shape,
+    digest,
     encode,
     has_node_constraint,
     required_node_affinity,
@@ -637,7 +638,7 @@ class ClusterState:
         if not tscs:
             return []
         spec = pod.spec
-        cache_key = encode(
+        cache_key = digest(
             (
                 when,
                 pod.metadata.namespace,
