@@ -20,6 +20,7 @@ JSON lines carry ``ts`` (seconds since the epoch, as klog's JSON), ``level``, ``
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import logging
@@ -29,6 +30,7 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 import msgspec
@@ -214,6 +216,69 @@ class _WarningAndUp(logging.Filter):
         return record.levelno >= logging.WARNING
 
 
+class _StreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A StreamHandler that can hold its lines and write them in batches (:func:`log_each`): a
+    write and a flush per line cost a dry run's 25,000 eviction lines ~20 µs each on a pipe."""
+
+    #: lines written together at most
+    BATCH = 512
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__(stream)
+        #: lines held (formatted, with their terminators) while :meth:`holding`; None: written at once
+        self.held: list[str] | None = None
+        self._last_held: logging.LogRecord | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        held = self.held
+        if held is None:
+            super().emit(record)
+            return
+        try:
+            held.append(self.format(record) + self.terminator)
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+            return
+        self._last_held = record
+        if len(held) >= self.BATCH:
+            self._write_held()
+
+    def _write_held(self) -> None:
+        held, record = self.held, self._last_held
+        if not held or record is None:
+            return
+        held_text = "".join(held)
+        held.clear()
+        try:
+            self.stream.write(held_text)
+            self.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Hold the lines emitted in the block: written in order, in batches, the last at its end."""
+        if self.held is not None:  # nested: the outer block writes them
+            yield
+            return
+        self.acquire()
+        self.held = []
+        self.release()
+        try:
+            yield
+        finally:
+            self.acquire()
+            try:
+                self._write_held()
+            finally:
+                self.held = self._last_held = None
+                self.release()
+
+
 _vmodule: _VModuleFilter | None = None
 
 
@@ -233,13 +298,13 @@ def configure(
     _vmodule = _VModuleFilter(threshold, patterns)
     handlers: list[logging.Handler] = []
     if split_stream:
-        out = logging.StreamHandler(sys.stdout)
+        out = _StreamHandler(sys.stdout)
         out.addFilter(_BelowWarning())
-        err = logging.StreamHandler(sys.stderr)
+        err = _StreamHandler(sys.stderr)
         err.addFilter(_WarningAndUp())
         handlers = [out, err]
     else:
-        handlers = [logging.StreamHandler(stream if stream is not None else sys.stderr)]
+        handlers = [_StreamHandler(stream if stream is not None else sys.stderr)]
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -259,6 +324,42 @@ def v_enabled(logger: logging.Logger, v: int) -> bool:
     if not logger.isEnabledFor(level):
         return False
     return _vmodule is None or level >= _vmodule.threshold(logger.name)
+
+
+def log_each(logger: logging.Logger, level: int, msg: str, extras: Iterable[dict[str, Any]]) -> None:
+    """``logger.log(level, msg, extra=extra)`` for each of ``extras``, called from where this is,
+    with the same lines, cheaper for many (a dry-run cycle's tens of thousands of evictions): the
+    caller is found once and each record is a copy of one made once, with its own time and
+    fields; desched's handlers write the lines in batches, not one write and flush each.
+
+    The records go through the logger's filters and handlers as ``logger.log``'s do; ``msg`` is
+    taken as is (no ``%`` arguments).
+    """
+    if not logger.isEnabledFor(level):
+        return
+    # stacklevel 2: the caller of log_each (logs.py is not logging's own file, so it is not skipped)
+    fn, lno, func, sinfo = logger.findCaller(False, 2)
+    template = logger.makeRecord(logger.name, level, fn, lno, msg, (), None, func, None, sinfo)
+    base = template.__dict__
+    created0, relative0 = template.created, template.relativeCreated
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, _StreamHandler)]
+    with contextlib.ExitStack() as stack:
+        for h in handlers:
+            stack.enter_context(h.holding())
+        record_class = type(template)
+        for extra in extras:
+            record = record_class.__new__(record_class)
+            fields = record.__dict__
+            fields.update(base)
+            now = time.time()
+            record.created = now
+            record.msecs = int((now - int(now)) * 1000) + 0.0
+            record.relativeCreated = relative0 + (now - created0) * 1000
+            for key in extra:
+                if key in ("message", "asctime") or key in fields:
+                    raise KeyError(f"Attempt to overwrite {key!r} in LogRecord")
+            fields.update(extra)
+            logger.handle(record)
 
 
 def eviction_fields(record: Any) -> dict[str, Any]:

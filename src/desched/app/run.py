@@ -59,7 +59,7 @@ from desched.framework.types import EvictResult
 from desched.k8s.objects import Event, Node, Pod
 from desched.kube.client import RateLimiter, api_client, rate_limiter
 from desched.kube.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
-from desched.logs import V0, cycle_fields, eviction_fields
+from desched.logs import V0, cycle_fields, eviction_fields, log_each
 from desched.plugins import default_registry
 from desched.runtime.leader import LeaderConfig, LeaderElector
 from desched.runtime.metrics import Metrics
@@ -462,8 +462,8 @@ class Descheduler:
             self.metrics.observe_reports(result.reports)
             if downgrades is not None:
                 self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
-        for r in result.evictions:
-            log.log(V0, "would evict" if opts.dry_run else "evicted", extra=eviction_fields(r))
+        verb = "would evict" if opts.dry_run else "evicted"  # one line per eviction, in batches
+        log_each(log, V0, verb, map(eviction_fields, result.evictions))
         for r in result.records:
             if r.result is EvictResult.BACKGROUND:
                 log.log(V0, "eviction goes on in background", extra=eviction_fields(r))

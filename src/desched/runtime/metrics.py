@@ -106,6 +106,10 @@ class Metrics:
             ["result", "strategy", "profile", "namespace", "node"],
             registry=self.registry,
         )
+        #: ``pods_evicted``'s children by their label values: ``labels()`` validated and looked them
+        #: up again for every eviction (a sixth of a dry-run cycle evicting 25,000 pods); no child
+        #: is ever removed, so the one a tuple names stays the metric's
+        self._pods_evicted_children: dict[tuple[str, ...], Counter] = {}
         self.outcome_unknown = Counter(
             "descheduler_eviction_outcome_unknown",
             "Evictions whose answer was lost (5xx, reset, timeout), by what reconciliation found: "
@@ -196,7 +200,13 @@ class Metrics:
         if record.result in (EvictResult.FILTERED, EvictResult.ALREADY_EVICTED, EvictResult.UNKNOWN):
             return
         result = record.result.value
-        self.pods_evicted.labels(result, record.plugin, record.profile, record.namespace, record.node).inc()
+        self._pods_evicted(result, record.plugin, record.profile, record.namespace, record.node).inc()
+
+    def _pods_evicted(self, *labels: str) -> Counter:
+        child = self._pods_evicted_children.get(labels)
+        if child is None:
+            child = self._pods_evicted_children[labels] = self.pods_evicted.labels(*labels)
+        return child
 
     def observe_reconciled(self, record: EvictionRecord, outcome: str) -> None:
         """An outcome-unknown eviction, reconciled: ``evicted``, ``not evicted`` or ``unknown``.
@@ -208,7 +218,7 @@ class Metrics:
             outcome, "unknown"
         )
         labels = (record.plugin, record.profile, record.namespace)
-        self.pods_evicted.labels(result, *labels, record.node).inc()
+        self._pods_evicted(result, *labels, record.node).inc()
         self.outcome_unknown.labels(outcome.replace(" ", "_"), *labels).inc()
 
     def observe_plugin(self, run: PluginRun) -> None:

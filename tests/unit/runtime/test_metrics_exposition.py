@@ -68,6 +68,28 @@ def test_no_created_series_and_eviction_counter_labels() -> None:
     assert len(re.findall(r"^descheduler_pods_evicted_total\{", text, re.M)) == 2
 
 
+def test_eviction_counter_series_are_kept_by_label_values() -> None:
+    """The counter's children are looked up once per label set (Metrics keeps them): evictions and
+    reconciled outcomes with the same labels count on one series, other labels on their own."""
+    m = Metrics()
+
+    def record(node: str, result: EvictResult = EvictResult.EVICTED) -> EvictionRecord:
+        return EvictionRecord("ns", "p", node, "prof", "RemoveDuplicates", "dup", result)
+
+    for node in ("n1", "n2", "n1", "n1"):
+        m.observe_eviction(record(node))
+    m.observe_reconciled(record("n2", EvictResult.UNKNOWN), "evicted")
+    m.observe_reconciled(record("n2", EvictResult.UNKNOWN), "not evicted")
+
+    def value(node: str, result: str) -> float | None:
+        labels = {"result": result, "strategy": "RemoveDuplicates", "profile": "prof", "namespace": "ns"}
+        return m.registry.get_sample_value("descheduler_pods_evicted_total", labels | {"node": node})
+
+    assert (value("n1", "success"), value("n2", "success"), value("n2", "error")) == (3.0, 2.0, 1.0)
+    assert value("n1", "error") is None
+    assert len(re.findall(r"^descheduler_pods_evicted_total\{", exposition(m), re.M)) == 3
+
+
 def test_process_metrics_on_linux() -> None:
     text = exposition(Metrics())
     for name, kind in (
