@@ -73,6 +73,22 @@ def default_evictor(fw: Framework) -> DefaultEvictor:
 # ---------------------------------------------------------------------------- DefaultEvictor
 
 
+def _spread_only_framework() -> Framework:
+    """A framework whose one profile runs RemovePodsViolatingTopologySpreadConstraint alone."""
+    policy = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [
+            {
+                "name": "p",
+                "plugins": {"balance": {"enabled": ["RemovePodsViolatingTopologySpreadConstraint"]}},
+            }
+        ],
+    }
+    registry = default_registry(entry_points=False)
+    return Framework(load_policy(policy, registry), registry, clock=lambda: NOW)
+
+
 def test_verdicts_are_per_cycle_for_what_the_snapshot_says_about_a_pod() -> None:
     """The same pod object, judged again in a new cycle where a PDB now covers it and the
     priority threshold's class changed value."""
@@ -244,22 +260,7 @@ def test_invalid_constraints_are_reported_for_every_pod_sharing_them(
     twin = msgspec.structs.replace(first, metadata=msgspec.structs.replace(first.metadata, name="p1"))
     nodes = [make_node("n1", {"zone": "a"}), make_node("n2", {"zone": "b"})]
     snap = ClusterSnapshot(nodes=nodes, pods=[first, twin])
-    policy = {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "plugins": {"balance": {"enabled": ["RemovePodsViolatingTopologySpreadConstraint"]}},
-            }
-        ],
-    }
-
-    fw = Framework(
-        load_policy(policy, default_registry(entry_points=False)),
-        default_registry(entry_points=False),
-        clock=lambda: NOW,
-    )
+    fw = _spread_only_framework()
     with caplog.at_level(logging.ERROR):
         fw.run_cycle(snap, SimulatedBackend(snap))
     reported = [r.getMessage() for r in caplog.records if "cannot process topology spread" in r.getMessage()]
@@ -302,18 +303,7 @@ def test_a_finished_cycle_leaves_no_cycle_of_the_spread_plans_objects() -> None:
     ]
     nodes = [make_node("n1", {"zone": "a"}), make_node("n2", {"zone": "b"})]
     snap = ClusterSnapshot(nodes=nodes, pods=pods)
-    policy = {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "plugins": {"balance": {"enabled": ["RemovePodsViolatingTopologySpreadConstraint"]}},
-            }
-        ],
-    }
-    registry = default_registry(entry_points=False)
-    fw = Framework(load_policy(policy, registry), registry, clock=lambda: NOW)
+    fw = _spread_only_framework()
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
