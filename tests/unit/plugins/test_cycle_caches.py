@@ -70,9 +70,6 @@ def default_evictor(fw: Framework) -> DefaultEvictor:
     return inst
 
 
-# ---------------------------------------------------------------------------- DefaultEvictor
-
-
 def _spread_only_framework() -> Framework:
     """A framework whose one profile runs RemovePodsViolatingTopologySpreadConstraint alone."""
     policy = {
@@ -87,6 +84,9 @@ def _spread_only_framework() -> Framework:
     }
     registry = default_registry(entry_points=False)
     return Framework(load_policy(policy, registry), registry, clock=lambda: NOW)
+
+
+# ---------------------------------------------------------------------------- DefaultEvictor
 
 
 def test_verdicts_are_per_cycle_for_what_the_snapshot_says_about_a_pod() -> None:
