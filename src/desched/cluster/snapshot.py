@@ -137,7 +137,7 @@ class ClusterSnapshot:
         What the indexes need of each pod is read in the source's order (the order of the pods'
         records in memory, when they were just decoded), and only these rows are then sorted.
         """
-        shared_requests = self._shared_requests
+        shared_requests = self.shared_requests
         rows_by_namespace: dict[str, list[_Row]] = {}
         for pod in pods:
             meta = pod.metadata
@@ -209,7 +209,7 @@ class ClusterSnapshot:
             usage = self._usage.get(node)
             if usage is None:
                 usage = self._usage[node] = _NodeUsage()
-            _accumulate(usage.requested, self._shared_requests(pod), 1)
+            _accumulate(usage.requested, self.shared_requests(pod), 1)
             usage.pod_count += 1
 
     def _unindex(self, pod: Pod, key: str) -> None:
@@ -220,7 +220,7 @@ class ClusterSnapshot:
         if pod.spec.node_name and occupies_node(pod):
             usage = self._usage.get(pod.spec.node_name)
             if usage is not None:
-                _accumulate(usage.requested, self._shared_requests(pod), -1)
+                _accumulate(usage.requested, self.shared_requests(pod), -1)
                 usage.pod_count -= 1
 
     # ------------------------------------------------------------------ mutation
@@ -336,16 +336,12 @@ class ClusterSnapshot:
         cached = self._requests.get(key)
         if cached is None:
             # each pod its own copy (computed when first asked for)
-            cached = self._requests[key] = dict(self._shared_requests(pod))
+            cached = self._requests[key] = dict(self.shared_requests(pod))
         return cached
 
     def shared_requests(self, pod: Pod) -> Resources:
         """:meth:`requests`, but one dict shared by the pods of one resource spec and not kept
         per pod: never change it."""
-        return self._shared_requests(pod)
-
-    def _shared_requests(self, pod: Pod) -> Resources:
-        """The pod's requests, one dict shared by the pods of one resource spec: never change it."""
         # The pods of one workload share their resource specs: computed once per distinct spec
         # (the quantities as written).
         spec = pod.spec
