@@ -6,8 +6,9 @@ Starts the e2e control plane (etcd + kube-apiserver + kwok, built by hack/e2e/bu
 creates kwok nodes and pods bound to them, then measures (docs/performance.md, "Live"):
 
 1. the apiserver alone: the time to answer a paginated LIST of every pod (500 per page, what a
-   LIST-based informer asks) and a watch-list stream (``sendInitialEvents=true``) up to its
-   ``k8s.io/initial-events-end`` bookmark, read by this process without decoding;
+   LIST-based informer asks), one unpaged LIST from its watch cache in JSON and in protobuf (what
+   encoding the pods costs it in each), and a watch-list stream (``sendInitialEvents=true``) up to
+   its ``k8s.io/initial-events-end`` bookmark, each read by this process without decoding;
 2. ``desched run --dry-run --descheduling-interval 1h`` with every plugin (benchmarks/policy-all.yaml):
    the time from the process's start to its cache synced (its ``cache synced`` line) and to the
    end of its first cycle; its RSS sampled every 20 ms (peak, and steady state a few seconds after
@@ -158,6 +159,21 @@ def apiserver_list_times(cp: ControlPlane) -> dict[str, Any]:
         if not cont:
             break
     listed = time.monotonic() - t0
+    # one unpaged LIST from the watch cache (resourceVersion=0) in each encoding the apiserver
+    # serves pods in: what it costs the apiserver to encode them, JSON against protobuf
+    encodings: dict[str, Any] = {}
+    for name, accept in (("json", "application/json"), ("protobuf", "application/vnd.kubernetes.protobuf")):
+        req = urllib.request.Request(cp.server + "/api/v1/pods?resourceVersion=0")
+        req.add_header("Authorization", f"Bearer {cp.admin_token}")
+        req.add_header("Accept", accept)
+        t2 = time.monotonic()
+        with cp._opener().open(req, timeout=300) as resp:
+            body = resp.read()
+            served = resp.headers.get("Content-Type", "")
+        encodings[f"apiserver_list_rv0_{name}_s"] = round(time.monotonic() - t2, 2)
+        encodings[f"apiserver_list_rv0_{name}_mb"] = round(len(body) / 1e6, 2)
+        encodings[f"apiserver_list_rv0_{name}_served"] = served.split(";")[0]
+        del body
     q = {
         "watch": "true",
         "sendInitialEvents": "true",
@@ -177,6 +193,7 @@ def apiserver_list_times(cp: ControlPlane) -> dict[str, Any]:
             events += 1
     return {
         "apiserver_list_s": round(listed, 2),
+        **encodings,
         "list_pages": pages,
         "list_mb": round(size / 1e6, 1),
         "apiserver_watchlist_s": round(streamed, 2) if streamed is not None else None,

@@ -33,6 +33,11 @@ def test_live_benchmark_reports_every_figure(control_plane: Any) -> None:
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["watchlist_supported"] is True and result["watchlist_events"] == 40
     assert result["list_pages"] == 1 and result["apiserver_list_s"] > 0
+    # the unpaged LISTs came in the encoding asked for, protobuf smaller than JSON
+    assert result["apiserver_list_rv0_json_served"] == "application/json"
+    assert result["apiserver_list_rv0_protobuf_served"] == "application/vnd.kubernetes.protobuf"
+    assert 0 < result["apiserver_list_rv0_protobuf_mb"] < result["apiserver_list_rv0_json_mb"]
+    assert result["apiserver_list_rv0_json_s"] > 0 and result["apiserver_list_rv0_protobuf_s"] > 0
     for mode in ("watch-list", "list"):
         assert "cache synced: 4 Node, 40 Pod" in result[f"{mode}:synced_line"]
         assert 0 < result[f"{mode}:synced_s"] <= result[f"{mode}:first_cycle_done_s"]
