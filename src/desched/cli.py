@@ -803,11 +803,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    import asyncio
-
     from desched.app.snapshot import save_snapshot
+    from desched.kube import loop as kube_loop
 
-    count = asyncio.run(
+    count = kube_loop.run(
         save_snapshot(
             args.output,
             args.kubeconfig,

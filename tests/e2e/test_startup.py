@@ -317,6 +317,31 @@ def test_exec_credential_plugin_that_fails_or_hangs(
         assert BOUND <= took < BOUND + START_SLACK
 
 
+def test_a_hanging_exec_credential_plugin_does_not_outlive_desched(policy: Path, tmp_path: Path) -> None:
+    """The plugin given up on at the bound is ended (SIGTERM), not left waiting after desched exits."""
+    pidfile = tmp_path / "plugin.pid"
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
+    )
+    api_version = "client.authentication.k8s.io/v1"
+    exec_user = {"exec": {"apiVersion": api_version, "command": sys.executable, "args": [str(plugin)]}}
+    kc = write_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{closed_port()}", exec_user)
+    code, err, took = desched(*run_args(policy, kc))
+    assert_one_line(
+        code,
+        err,
+        rf"desched: error: loading the credentials of {re.escape(str(kc))} did not finish within 3s "
+        r"\(does its exec credential plugin wait for input\?\)",
+    )
+    assert BOUND <= took < BOUND + START_SLACK
+    pid = int(pidfile.read_text())
+    # desched has exited: its plugin, reparented if it were still there, must not be running
+    stat = Path(f"/proc/{pid}/stat")
+    state = stat.read_text().rsplit(")", 1)[1].split()[0] if stat.exists() else "gone"
+    assert state in ("gone", "Z", "X"), f"the exec credential plugin (pid {pid}) is still running: {state}"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_during_start_ends_it_at_once(policy: Path, tmp_path: Path, sig: signal.Signals) -> None:
     with broken_server("blackhole") as server:

@@ -44,7 +44,6 @@ not yet looked at pass the filter, and score 0 in prioritize, and the answer goe
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import ssl
 import sys
@@ -68,6 +67,7 @@ from desched.k8s import pods as k8s_pods
 from desched.k8s import resources as k8s_resources
 from desched.k8s.objects import Node, NodeSpec, ObjectMeta, Pod, ResourceList
 from desched.k8s.resources import PODS, Resources
+from desched.kube import loop as kube_loop
 from desched.runtime.server import HttpServer
 from desched.runtime.signals import stop_on_signals
 from desched.runtime.tls import server_context
@@ -881,7 +881,7 @@ class ExtenderOptions:
 
 def run_extender(options: ExtenderOptions) -> int:
     """Serve until SIGTERM or SIGINT."""
-    return asyncio.run(_serve(options))
+    return kube_loop.run(_serve(options))
 
 
 async def _serve(options: ExtenderOptions) -> int:

@@ -57,6 +57,7 @@ from desched.framework.framework import Framework, FrameworkError
 from desched.framework.safety import is_available
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Event, Node, Pod
+from desched.kube import loop as kube_loop
 from desched.kube.client import RateLimiter, api_client, rate_limiter
 from desched.kube.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
 from desched.logs import V0, cycle_fields, eviction_fields, log_each
@@ -550,7 +551,7 @@ def run(options: RunOptions) -> int:
         Framework(policy, default_registry())
     except FrameworkError as e:
         raise UserError("policy", str(e)) from None
-    return asyncio.run(Descheduler(options, policy).run())
+    return kube_loop.run(Descheduler(options, policy).run())
 
 
 def _cached_nodes(cache: LiveCache) -> list[Node]:

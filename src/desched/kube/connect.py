@@ -42,6 +42,7 @@ from kubernetes_asyncio import client
 
 from desched.errors import UserError
 from desched.kube.client import ApiError, ClientSource, load_client_config, request
+from desched.kube.loop import end_processes_started_after, started_processes
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +387,15 @@ async def load_config_bounded(
         silence=f"loading the credentials of {origin} did not finish within {bound:g}s (does its exec "
         "credential plugin wait for input?)",
     )
-    return await probe.start(load_client_config(kubeconfig, context), stop, signals)
+    before = started_processes()
+    try:
+        return await probe.start(load_client_config(kubeconfig, context), stop, signals)
+    except BaseException:
+        # a credential plugin given up on (the bound, a signal) is ended, not left to outlive desched
+        ended = await end_processes_started_after(before)
+        if ended:
+            log.debug("ended %d exec credential plugin process(es) still running", ended)
+        raise
 
 
 # --------------------------------------------------------------------------- discovery
