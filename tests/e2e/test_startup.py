@@ -440,6 +440,71 @@ def test_bad_token_401_fails_fast(control_plane: Any, policy: Path) -> None:
     assert took < START_SLACK  # permanent: not retried for the 60 s bound
 
 
+def test_exec_credentials_are_refreshed_in_a_running_desched(
+    control_plane: Any, policy: Path, tmp_path: Path
+) -> None:
+    """``desched run`` runs its exec credential plugin again before the token expires, and its next
+    requests carry the new token: here the plugin's second token is the unprivileged identity's, so
+    the leader election's next lease request is refused as that user."""
+    cp = real_plane(control_plane)
+    counter = tmp_path / "runs"
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import datetime, json, os, sys\n"
+        f"counter = {str(counter)!r}\n"
+        "n = int(open(counter).read()) + 1 if os.path.exists(counter) else 1\n"
+        "open(counter, 'w').write(str(n))\n"
+        f"token = {cp.admin_token!r} if n == 1 else {cp.unprivileged_token!r}\n"
+        "at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=302)\n"
+        "status = {'token': token, 'expirationTimestamp': at.strftime('%Y-%m-%dT%H:%M:%SZ')}\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential', "
+        "'status': status}))\n"
+    )
+    admin = json.loads(cp.kubeconfig.read_text())
+    admin["users"] = [
+        {
+            "name": "refreshing",
+            "user": {
+                "exec": {
+                    "apiVersion": "client.authentication.k8s.io/v1",
+                    "command": sys.executable,
+                    "args": [str(plugin)],
+                }
+            },
+        }
+    ]
+    admin["contexts"][0]["context"]["user"] = "refreshing"
+    kc = tmp_path / "kc"
+    kc.write_text(json.dumps(admin))
+    lease = f"desched-e2e-refresh-{os.getpid()}"
+    d = DeschedProcess(
+        kc,
+        tmp_path,
+        policy,
+        "--descheduling-interval",
+        "1h",
+        "--leader-elect",
+        "--leader-elect-resource-name",
+        lease,
+        "--leader-elect-lease-duration",
+        "6s",
+        "--leader-elect-renew-deadline",
+        "4s",
+        "--leader-elect-retry-period",
+        "1s",
+    )
+    try:
+        refreshed = "refreshed the credentials of user 'refreshing'"
+        wait_for(lambda: refreshed in d.log.read_text(), "a refresh", 30)
+        wait_for(lambda: "e2e-unprivileged" in d.log.read_text(), "a request with the new token", 30)
+    finally:
+        d.stop()
+    assert counter.read_text() in ("2", "3")  # once at the start, then about 2 s later (and 5 s after)
+    log = d.log.read_text()
+    assert "Traceback" not in log
+    assert log.index("refreshed the credentials") < log.index("e2e-unprivileged")
+
+
 def test_missing_rbac_403_fails_fast(control_plane: Any, policy: Path) -> None:
     cp = real_plane(control_plane)
     kc = cp.kubeconfig_for_token(cp.unprivileged_token, name="e2e-unprivileged")

@@ -44,6 +44,8 @@ not yet looked at pass the filter, and score 0 in prioritize, and the answer goe
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import ssl
 import sys
@@ -890,6 +892,7 @@ async def _serve(options: ExtenderOptions) -> int:
     cache: Any = None
     api: Any = None
     monitor: Any = None
+    refresher: asyncio.Task[None] | None = None
     stop, signals = stop_on_signals()
     if options.snapshot:
         from desched.cluster.file_source import load_snapshot_file
@@ -902,12 +905,14 @@ async def _serve(options: ExtenderOptions) -> int:
     else:
         from desched.cluster.live_source import LiveCache
         from desched.kube.client import api_client
-        from desched.kube.connect import ConnectionMonitor, load_config_bounded
+        from desched.kube.connect import ConnectionMonitor, keep_credentials_fresh, load_config_bounded
 
         cfg, source = await load_config_bounded(
             options.kubeconfig, options.context, options.connect_timeout, stop, signals
         )
         monitor = ConnectionMonitor(source, bound=options.connect_timeout)
+        # an exec credential plugin's token is replaced before it expires, for as long as we serve
+        refresher = asyncio.create_task(keep_credentials_fresh(source, options.connect_timeout, stop))
         api = api_client(cfg)
         state = ClusterState()
         cache = LiveCache(api, ("Node", "Pod"), on_change=state.on_change, monitor=monitor)
@@ -938,6 +943,10 @@ async def _serve(options: ExtenderOptions) -> int:
         await stop.wait()
     finally:
         await server.stop()
+        if refresher is not None:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
         if cache is not None:
             await cache.stop()
         if api is not None:

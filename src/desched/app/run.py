@@ -59,7 +59,13 @@ from desched.framework.types import EvictResult
 from desched.k8s.objects import Event, Node, Pod
 from desched.kube import loop as kube_loop
 from desched.kube.client import RateLimiter, api_client, rate_limiter
-from desched.kube.connect import DEFAULT_CONNECT_TIMEOUT, ConnectionMonitor, discover, load_config_bounded
+from desched.kube.connect import (
+    DEFAULT_CONNECT_TIMEOUT,
+    ConnectionMonitor,
+    discover,
+    keep_credentials_fresh,
+    load_config_bounded,
+)
 from desched.logs import V0, cycle_fields, eviction_fields, log_each
 from desched.plugins import default_registry
 from desched.runtime.leader import LeaderConfig, LeaderElector
@@ -239,6 +245,8 @@ class Descheduler:
         tasks: list[asyncio.Task[None]] = []
         usage: UsageMetrics | None = None
         try:
+            # an exec credential plugin's token is replaced before it expires, for as long as we run
+            tasks.append(asyncio.create_task(keep_credentials_fresh(source, opts.connect_timeout, self.stop)))
             usage = UsageMetrics.for_policy(self.policy, framework, api, loop, limiter=limiter)
 
             async def connect() -> None:

@@ -22,7 +22,8 @@ import logging
 import os
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
 
@@ -42,11 +43,55 @@ DEFAULT_BURST = 10
 
 @dataclass(frozen=True)
 class ClientSource:
-    """Where the connection settings came from, for messages: the server URL, the file(s), the user."""
+    """Where the connection settings came from, for messages: the server URL, the file(s), the user;
+    and, for a user whose token comes from an exec credential plugin, how to run it again."""
 
     server: str
     origin: str
     user: str = ""
+    credentials: ExecCredentials | None = field(default=None, compare=False, repr=False)
+
+
+class ExecCredentials:
+    """A kubeconfig user's exec credential plugin, run again when the token it gave is about to
+    expire.
+
+    kubernetes_asyncio runs the plugin once, when the kubeconfig is loaded, and keeps the token in
+    the client configuration; a long-running ``desched run`` or ``extender`` would then be refused
+    (401) once it expires (15 minutes for ``aws eks get-token``, an hour for GKE's plugin). The
+    loader knows the plugin's ``expirationTimestamp`` and, asked again, runs the plugin only within
+    :data:`REFRESH_AHEAD` of it (its own margin); the new token goes into the configuration, which
+    every request reads its ``Authorization`` from. A plugin that gives no expiry is run once (client-go
+    runs it again after a 401; desched does not), and a plugin that gives a client certificate instead
+    of a token is not run again (the TLS context is made once).
+    """
+
+    #: How long before its expiry a token is replaced (kubernetes_asyncio's EXPIRY_SKEW_PREVENTION_DELAY).
+    REFRESH_AHEAD = 300.0
+
+    def __init__(self, loader: KubeConfigLoader, cfg: client.Configuration) -> None:
+        self._loader = loader
+        self._cfg = cfg
+
+    def expires_in(self) -> float | None:
+        """Seconds until the token in use expires (negative once it has), or None when the plugin
+        gave no expiry (or no token)."""
+        expiry: datetime | None = getattr(self._loader, "exec_plugin_expiry", None)
+        if expiry is None or not getattr(self._loader, "token", None):
+            return None
+        return expiry.timestamp() - time.time()
+
+    def due_in(self) -> float | None:
+        """Seconds until the token should be replaced (0 when it should be now), or None."""
+        left = self.expires_in()
+        return None if left is None else max(left - self.REFRESH_AHEAD, 0.0)
+
+    async def refresh(self) -> None:
+        """Run the plugin again (if the token is due) and use the token it gives from now on."""
+        await self._loader.load_from_exec_plugin()
+        token = getattr(self._loader, "token", None)
+        if token:
+            self._cfg.api_key["BearerToken"] = token
 
 
 def user_agent() -> str:
@@ -173,7 +218,9 @@ async def load_client_config(
         raise UserError("kubeconfig", f"credentials of user {user!r} in {origin}: {first}") from None
     except (OSError, ValueError) as e:
         raise UserError("kubeconfig", f"cannot use {origin}: {e}") from None
-    return cfg, ClientSource(str(cfg.host), origin, user)
+    # the loader notes an expiry only for a token an exec credential plugin gave
+    expiring = getattr(loader, "exec_plugin_expiry", None) is not None
+    return cfg, ClientSource(str(cfg.host), origin, user, ExecCredentials(loader, cfg) if expiring else None)
 
 
 def api_client(cfg: client.Configuration) -> client.ApiClient:

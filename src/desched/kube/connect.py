@@ -41,8 +41,9 @@ import msgspec
 from kubernetes_asyncio import client
 
 from desched.errors import UserError
-from desched.kube.client import ApiError, ClientSource, load_client_config, request
+from desched.kube.client import ApiError, ClientSource, ExecCredentials, load_client_config, request
 from desched.kube.loop import end_processes_started_after, started_processes
+from desched.logs import V2
 
 log = logging.getLogger(__name__)
 
@@ -396,6 +397,68 @@ async def load_config_bounded(
         if ended:
             log.debug("ended %d exec credential plugin process(es) still running", ended)
         raise
+
+
+#: Longest sleep of :func:`keep_credentials_fresh` between looks at the token's expiry.
+CREDENTIALS_TICK = 60.0
+#: Shortest wait before running a credential plugin again (after a failure, the wait doubles to
+#: CREDENTIALS_TICK; a plugin whose tokens are always due is not run in a tight loop).
+CREDENTIALS_RETRY = 5.0
+
+
+async def keep_credentials_fresh(source: ClientSource, bound: float, stop: asyncio.Event) -> None:
+    """Until ``stop``: run the exec credential plugin of ``source`` again before its token expires
+    (:class:`~desched.kube.client.ExecCredentials`), each run bounded by ``bound`` (a plugin that
+    hangs is ended), a failure logged as a warning and retried with backoff, the old token kept
+    meanwhile. Returns at once when there is nothing to refresh."""
+    credentials = source.credentials
+    if credentials is None:
+        return
+    who = f"user {source.user!r} in {source.origin}" if source.user else source.origin
+    retry = CREDENTIALS_RETRY
+    wait = credentials.due_in()
+    while wait is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), min(wait, CREDENTIALS_TICK))
+        if stop.is_set():
+            return
+        due = credentials.due_in()
+        if due is None or due > 0:
+            wait = due
+            continue
+        before = started_processes()
+        try:
+            await asyncio.wait_for(credentials.refresh(), bound)
+        except asyncio.CancelledError:  # desched stops: a plugin still running does not outlive it
+            await end_processes_started_after(before)
+            raise
+        except Exception as e:  # the plugin failed, hung or gave nothing usable: keep the old token
+            await end_processes_started_after(before)
+            reason = (
+                f"did not finish within {bound:g}s"
+                if isinstance(e, TimeoutError)
+                else str(e) or type(e).__name__
+            )
+            log.warning(
+                "refreshing the credentials of %s failed: %s (the token in use: %s; retrying in %gs)",
+                who,
+                " ".join(reason.split()),
+                _expires_in(credentials),
+                retry,
+            )
+            wait, retry = retry, min(2 * retry, CREDENTIALS_TICK)
+            continue
+        retry = CREDENTIALS_RETRY
+        due = credentials.due_in()
+        log.log(V2, "refreshed the credentials of %s", who)
+        wait = None if due is None else max(due, CREDENTIALS_RETRY)
+
+
+def _expires_in(credentials: ExecCredentials) -> str:
+    left = credentials.expires_in()
+    if left is None:
+        return "expiry unknown"
+    return f"expires in {left:.0f}s" if left > 0 else f"expired {-left:.0f}s ago"
 
 
 # --------------------------------------------------------------------------- discovery
