@@ -4,8 +4,10 @@ sockets) against handlers a test writes in a few lines, answering as the apiserv
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -35,3 +37,29 @@ def status(code: int, message: str, reason: str = "", **headers: str) -> web.Res
         body["reason"] = reason
     body["code"] = code
     return web.json_response(body, status=code, headers=headers or None)
+
+
+def exec_kubeconfig(path: Path, server: str, argv: list[str], user: str = "u") -> Path:
+    """Write a kubeconfig for ``server`` whose user ``user`` gets its credentials from the exec
+    plugin ``argv`` (client.authentication.k8s.io/v1), and return its path."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1",
+                        "command": argv[0],
+                        "args": argv[1:],
+                    }
+                },
+            }
+        ],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": user}}],
+        "current-context": "x",
+    }
+    path.write_text(json.dumps(doc))
+    return path

@@ -5,7 +5,6 @@ fails or hangs on a refresh is reported in one warning, ended, retried, and the 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import sys
@@ -14,6 +13,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
+from tests.kubeapi import exec_kubeconfig
 
 from desched.kube import loop as kube_loop
 from desched.kube.client import ExecCredentials, api_client, load_client_config, request
@@ -53,30 +54,7 @@ def _kubeconfig(tmp_path: Path, server: str, mode: str = "") -> tuple[Path, Path
     plugin.write_text(PLUGIN)
     counter = tmp_path / "runs"
     args = [str(plugin), str(counter)] + ([mode] if mode else [])
-    kc = tmp_path / "kc"
-    kc.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": server}}],
-                "users": [
-                    {
-                        "name": "u",
-                        "user": {
-                            "exec": {
-                                "apiVersion": "client.authentication.k8s.io/v1",
-                                "command": sys.executable,
-                                "args": args,
-                            }
-                        },
-                    }
-                ],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kc = exec_kubeconfig(tmp_path / "kc", server, [sys.executable, *args])
     return kc, counter
 
 
@@ -90,13 +68,10 @@ def test_the_next_request_carries_the_new_token(tmp_path: Path, caplog: pytest.L
     async def main() -> None:
         app = web.Application()
         app.router.add_get("/version", version)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
         try:
-            kc, counter = _kubeconfig(tmp_path, f"http://127.0.0.1:{port}")
+            kc, counter = _kubeconfig(tmp_path, f"http://127.0.0.1:{server.port}")
             cfg, source = await load_client_config(str(kc))
             assert source.credentials is not None
             due = source.credentials.due_in()
@@ -117,7 +92,7 @@ def test_the_next_request_carries_the_new_token(tmp_path: Path, caplog: pytest.L
             finally:
                 await api.close()
         finally:
-            await runner.cleanup()
+            await server.close()
 
     with caplog.at_level(logging.DEBUG, logger="desched"):
         kube_loop.run(main())

@@ -4,13 +4,13 @@ credential plugin that a bounded start gave up on is ended instead of outliving 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from tests.kubeapi import exec_kubeconfig
 
 from desched.errors import UserError
 from desched.kube import loop as kube_loop
@@ -97,30 +97,7 @@ def test_a_hanging_exec_credential_plugin_is_ended_when_the_start_gives_up(
     plugin.write_text(
         f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
     )
-    kc = tmp_path / "kc"
-    kc.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-                "users": [
-                    {
-                        "name": "u",
-                        "user": {
-                            "exec": {
-                                "apiVersion": "client.authentication.k8s.io/v1",
-                                "command": sys.executable,
-                                "args": [str(plugin)],
-                            }
-                        },
-                    }
-                ],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kc = exec_kubeconfig(tmp_path / "kc", "https://127.0.0.1:1", [sys.executable, str(plugin)])
 
     async def main() -> None:
         stop, signals = asyncio.Event(), []
