@@ -42,7 +42,7 @@ from kubernetes_asyncio import client
 
 from desched.errors import UserError
 from desched.kube.client import ApiError, ClientSource, ExecCredentials, load_client_config, request
-from desched.kube.loop import end_processes_started_after, started_processes
+from desched.kube.loop import ending_processes_on_failure
 from desched.logs import V2
 
 log = logging.getLogger(__name__)
@@ -388,15 +388,9 @@ async def load_config_bounded(
         silence=f"loading the credentials of {origin} did not finish within {bound:g}s (does its exec "
         "credential plugin wait for input?)",
     )
-    before = started_processes()
-    try:
+    # a credential plugin given up on (the bound, a signal) is ended, not left to outlive desched
+    async with ending_processes_on_failure():
         return await probe.start(load_client_config(kubeconfig, context), stop, signals)
-    except BaseException:
-        # a credential plugin given up on (the bound, a signal) is ended, not left to outlive desched
-        ended = await end_processes_started_after(before)
-        if ended:
-            log.debug("ended %d exec credential plugin process(es) still running", ended)
-        raise
 
 
 #: Longest sleep of :func:`keep_credentials_fresh` between looks at the token's expiry.
@@ -426,14 +420,11 @@ async def keep_credentials_fresh(source: ClientSource, bound: float, stop: async
         if due is None or due > 0:
             wait = due
             continue
-        before = started_processes()
         try:
-            await asyncio.wait_for(credentials.refresh(), bound)
-        except asyncio.CancelledError:  # desched stops: a plugin still running does not outlive it
-            await end_processes_started_after(before)
-            raise
+            # a plugin that hangs past the bound, or is still running when desched stops, is ended
+            async with ending_processes_on_failure():
+                await asyncio.wait_for(credentials.refresh(), bound)
         except Exception as e:  # the plugin failed, hung or gave nothing usable: keep the old token
-            await end_processes_started_after(before)
             reason = (
                 f"did not finish within {bound:g}s"
                 if isinstance(e, TimeoutError)

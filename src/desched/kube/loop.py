@@ -6,7 +6,7 @@ and keeps the process object to itself. When desched gives up on a plugin that h
 bound of ``--client-connection-timeout``, or SIGTERM), cancelling the wait does not end the
 plugin: it would outlive desched, still waiting for input. :class:`ProcessTrackingLoop` is
 asyncio's own loop that also keeps the transport of every process started on it, so that
-:func:`end_processes_started_after` can end the ones a failed start left running.
+:func:`ending_processes_on_failure` can end the ones a failed start left running.
 
 Hand-written: neither asyncio nor kubernetes_asyncio exposes the processes started on a loop, and a
 subclass overriding the one method that starts them is smaller than any process-listing
@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 P = TypeVar("P", bound=asyncio.BaseProtocol)
@@ -75,3 +78,18 @@ async def end_processes_started_after(before: list[asyncio.SubprocessTransport])
             with contextlib.suppress(ProcessLookupError):
                 t.kill()
     return len(running)
+
+
+@contextlib.asynccontextmanager
+async def ending_processes_on_failure() -> AsyncIterator[None]:
+    """Around a block that may start processes on the running loop: when it raises (a timeout, a
+    cancellation, an error), the processes it started that still run are ended
+    (:func:`end_processes_started_after`) before the exception goes on."""
+    before = started_processes()
+    try:
+        yield
+    except BaseException:
+        ended = await end_processes_started_after(before)
+        if ended:
+            log.debug("ended %d child process(es) left running by a failed step", ended)
+        raise
