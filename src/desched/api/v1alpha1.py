@@ -34,6 +34,10 @@ _TOP_LEVEL = {
 }
 _STRATEGY_KEYS = {"enabled", "weight", "params"}
 _COMMON_PARAMS = {"namespaces", "thresholdPriority", "thresholdPriorityClassName", "labelSelector", "nodeFit"}
+#: Strategies upstream's v1alpha1 never filtered by ``params.labelSelector`` (its docs leave them out
+#: of "Label filtering", and its conversion to plugins drops the field without a word): desched
+#: refuses the field there rather than evict pods the selector was meant to leave alone.
+_NO_LABEL_SELECTOR = frozenset({"RemoveDuplicates", "LowNodeUtilization", "HighNodeUtilization"})
 
 Args = dict[str, Any]
 
@@ -201,6 +205,13 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
         for key in params:
             if key not in _COMMON_PARAMS | own:
                 raise PolicyError(f"{path}.params.{excerpt(str(key))[1:-1]}", f"not a parameter of {name}")
+        if name in _NO_LABEL_SELECTOR and params.get("labelSelector") is not None:
+            raise PolicyError(
+                f"{path}.params.labelSelector",
+                f"{name} does not filter pods by label (upstream's v1alpha1 ignored the selector, "
+                f"so every pod would be considered, got {excerpt(params['labelSelector'])}); "
+                "remove it, or select pods with DefaultEvictor's labelSelector in a v1alpha2 policy",
+            )
         if not enabled:
             continue
         _check_namespaces(params, f"{path}.params")

@@ -1,0 +1,89 @@
+"""Edge cases of the user's inputs (issue 30 item 2): each ends in one line naming the field and
+exit 2, or is read exactly as meant; never a traceback, never a pod evicted by a selector dropped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.builders import list_doc, node_doc, pod_doc
+
+from desched.cli import main
+
+NOW = "2025-06-01T12:00:00Z"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run(capsys, *argv)
+    assert code == 2, out + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("desched: error: ")
+    return lines[0][len("desched: error: ") :]
+
+
+def _duplicates_snapshot(tmp_path: Path) -> Path:
+    """Three replicas of one ReplicaSet on node-a (only web-2 and web-3 labelled app=web), node-b empty."""
+    rs = ("ReplicaSet", "web-rs")
+    items = [
+        node_doc("node-a"),
+        node_doc("node-b"),
+        pod_doc("web-1", node="node-a", owner=rs, cpu="100m", created="2025-05-01T00:00:00Z"),
+        *(
+            pod_doc(
+                n, node="node-a", owner=rs, cpu="100m", labels={"app": "web"}, created="2025-05-01T00:00:00Z"
+            )
+            for n in ("web-2", "web-3")
+        ),
+    ]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(list_doc(items)))
+    return path
+
+
+def _v1alpha1(strategy: str, params: dict[str, object]) -> dict[str, object]:
+    return {
+        "apiVersion": "descheduler/v1alpha1",
+        "kind": "DeschedulerPolicy",
+        "strategies": {strategy: {"enabled": True, "params": params}},
+    }
+
+
+@pytest.mark.parametrize("strategy", ["RemoveDuplicates", "LowNodeUtilization", "HighNodeUtilization"])
+@pytest.mark.parametrize(
+    "selector", [{"matchLabels": {"app": "web"}}, {"matchLabels": {"app": "not a valid value!"}}]
+)
+def test_v1alpha1_label_selector_is_refused_where_upstream_ignored_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], strategy: str, selector: dict[str, object]
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(_v1alpha1(strategy, {"labelSelector": selector})))
+    line = one_line_error(capsys, "validate", str(policy))
+    assert line.startswith(
+        f"strategies.{strategy}.params.labelSelector: {strategy} does not filter pods by label"
+    )
+    line = one_line_error(
+        capsys, "simulate", str(_duplicates_snapshot(tmp_path)), "--policy", str(policy), "--now", NOW
+    )
+    assert line.startswith(f"strategies.{strategy}.params.labelSelector:")
+
+
+def test_v1alpha1_label_selector_still_filters_where_upstream_honoured_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    params = {"podLifeTime": {"maxPodLifeTimeSeconds": 60}, "labelSelector": {"matchLabels": {"app": "web"}}}
+    policy.write_text(yaml.safe_dump(_v1alpha1("PodLifeTime", params)))
+    snap = _duplicates_snapshot(tmp_path)
+    code, out, err = run(capsys, "simulate", str(snap), "--policy", str(policy), "--now", NOW, "-o", "json")
+    assert code == 0, err
+    evicted = sorted(e["name"] for e in json.loads(out)["evictions"])
+    assert evicted == ["web-2", "web-3"]  # web-1 has no labels: outside the selector
