@@ -152,8 +152,11 @@ _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m":
 def parse_go_duration(text: str) -> timedelta:
     """A Go ``time.Duration`` string (``"50m0s"``, ``"1h"``, ``"1.5s"``), as metav1.Duration accepts."""
     s = text.strip()
+    if not s:
+        # (Go's time.ParseDuration refuses "" too)
+        raise ValueError("must be a duration such as '5m', '1h30m' or '90s', got an empty string")
     sign = 1.0
-    if s[:1] in "+-":
+    if s[0] in "+-":
         sign = -1.0 if s[0] == "-" else 1.0
         s = s[1:]
     if s == "0":

@@ -87,3 +87,80 @@ def test_v1alpha1_label_selector_still_filters_where_upstream_honoured_it(
     assert code == 0, err
     evicted = sorted(e["name"] for e in json.loads(out)["evictions"])
     assert evicted == ["web-2", "web-3"]  # web-1 has no labels: outside the selector
+
+
+def _v2(profile: dict[str, object], **top: object) -> dict[str, object]:
+    return {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [{"name": "p", **profile}],
+        **top,
+    }
+
+
+_LIFETIME = {
+    "pluginConfig": [{"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}}],
+    "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
+}
+_ANOMALY = {"plugins": {"deschedule": {"enabled": ["RemoveAnomalyPods"]}}}
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        (
+            _v2({"pluginConfig": [{"name": "DefaultEvictor", "args": {"minPodAge": "{}"}}]}),
+            "profiles[0].pluginConfig[0].args.minPodAge",
+        ),
+        (
+            _v2(
+                {
+                    **_ANOMALY,
+                    "pluginConfig": [
+                        {"name": "RemoveAnomalyPods", "args": {"anomalyCondition": {"timeout": "{}"}}}
+                    ],
+                }
+            ),
+            "profiles[0].pluginConfig[0].args.anomalyCondition.timeout",
+        ),
+        (
+            _v2(
+                {
+                    **_ANOMALY,
+                    "pluginConfig": [
+                        {"name": "RemoveAnomalyPods", "args": {"nodeDowngradePolicy": {"ttl": "{}"}}}
+                    ],
+                }
+            ),
+            "profiles[0].pluginConfig[0].args.nodeDowngradePolicy.ttl",
+        ),
+        (_v2(_LIFETIME, evictionPolicy={"cooldown": {"base": "{}"}}), "evictionPolicy.cooldown.base"),
+        (
+            _v2(
+                _LIFETIME, evictionPolicy={"disruptionWindows": [{"schedule": "0 1 * * *", "duration": "{}"}]}
+            ),
+            "evictionPolicy.disruptionWindows[0].duration",
+        ),
+        (
+            _v2(_LIFETIME, evictionPolicy={"waitForReplacement": {"timeout": "{}"}}),
+            "evictionPolicy.waitForReplacement.timeout",
+        ),
+    ],
+)
+def test_an_empty_duration_is_one_line_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, object], field: str, blank: str
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(json.dumps(doc).replace('"{}"', json.dumps(blank)))
+    line = one_line_error(capsys, "validate", str(policy))
+    assert line.startswith(f"{field}: ") and "empty" in line, line
+
+
+def test_an_empty_duration_flag_is_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--descheduling-interval", ""])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err)
+    assert err[-1].startswith("desched: error: argument --descheduling-interval: ") and "empty" in err[-1]
