@@ -25,7 +25,7 @@ import cronsim
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from desched.api.documents import excerpt
-from desched.api.types import FieldValueError, parse_go_duration
+from desched.api.types import FieldValueError, format_go_duration, parse_go_duration
 
 _PERCENT = re.compile(r"(\d{1,3})%")
 #: any start for checking that a cron expression parses
@@ -270,7 +270,10 @@ class EvictionPolicy:
 
 
 def format_duration(d: timedelta) -> str:
-    """``1h30m``, ``45s`` (whole seconds)."""
+    """For messages: ``1h30m``, ``45s`` (whole seconds), a duration under a second exactly (``500ms``).
+    The policy as ``desched validate`` prints it uses :func:`format_go_duration`, which is exact."""
+    if timedelta(0) < d < timedelta(seconds=1):
+        return format_go_duration(d)
     seconds = int(d.total_seconds())
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
@@ -343,15 +346,15 @@ def to_wire(policy: EvictionPolicy) -> dict[str, Any]:
     if policy.cooldown is not None:
         c = policy.cooldown
         out["cooldown"] = {
-            "base": format_duration(c.base),
-            "max": format_duration(c.maximum),
-            "window": format_duration(c.window),
+            "base": format_go_duration(c.base),
+            "max": format_go_duration(c.maximum),
+            "window": format_go_duration(c.window),
         }
     if policy.disruption_windows:
         out["disruptionWindows"] = [
             {
                 "schedule": w.schedule,
-                "duration": format_duration(w.duration),
+                "duration": format_go_duration(w.duration),
                 "timeZone": w.time_zone,
                 "action": w.action.value,
             }
@@ -360,7 +363,7 @@ def to_wire(policy: EvictionPolicy) -> dict[str, Any]:
     if policy.predictive:
         out["predictive"] = True
     if policy.wait_for_replacement is not None:
-        out["waitForReplacement"] = {"timeout": format_duration(policy.wait_for_replacement)}
+        out["waitForReplacement"] = {"timeout": format_go_duration(policy.wait_for_replacement)}
     if policy.rate_limits:
         out["rateLimits"] = {
             scope.value: {"evictionsPerMinute": rate.per_minute, "burst": rate.burst}

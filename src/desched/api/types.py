@@ -145,35 +145,80 @@ Seconds = Annotated[int, pydantic.Field(ge=0, le=MAX_DURATION_SECONDS)]
 #: both is refused by its decoder whatever the field.
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
-_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_DURATION = re.compile(r"(\d*)(?:\.(\d*))?(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_NANOS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,  # U+00B5 micro sign
+    "μs": 1_000,  # U+03BC Greek mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+_MAX_NANOS = 2**63 - 1
 
 
 def parse_go_duration(text: str) -> timedelta:
-    """A Go ``time.Duration`` string (``"50m0s"``, ``"1h"``, ``"1.5s"``), as metav1.Duration accepts."""
+    """A Go ``time.Duration`` string (``"50m0s"``, ``"1h"``, ``"1.5s"``), as metav1.Duration accepts.
+
+    Summed exactly in whole nanoseconds as Go does (a fraction below 1ns is dropped), then kept to
+    the microsecond a timedelta holds, so that :func:`format_go_duration` prints it back exactly."""
     s = text.strip()
     if not s:
         # (Go's time.ParseDuration refuses "" too)
         raise ValueError("must be a duration such as '5m', '1h30m' or '90s', got an empty string")
-    sign = 1.0
+    negative = False
     if s[0] in "+-":
-        sign = -1.0 if s[0] == "-" else 1.0
+        negative = s[0] == "-"
         s = s[1:]
     if s == "0":
         return timedelta(0)
     pos = 0
-    total = 0.0
+    nanos = 0
     for m in _GO_DURATION.finditer(s):
-        if m.start() != pos:
+        whole, frac, unit = m.group(1), m.group(2) or "", m.group(3)
+        if m.start() != pos or not (whole or frac):
             break
-        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        if len(whole) > 20:
+            raise ValueError(f"duration {excerpt(text)} is out of range (at most about 292 years)")
+        frac = frac[:18]  # (digits past a nanosecond of an hour change nothing)
+        scale = _UNIT_NANOS[unit]
+        nanos += int(whole or "0") * scale + (int(frac) * scale // 10 ** len(frac) if frac else 0)
         pos = m.end()
+        if nanos > _MAX_NANOS:
+            # time.ParseDuration refuses what does not fit in an int64 of nanoseconds
+            raise ValueError(f"duration {excerpt(text)} is out of range (at most about 292 years)")
     if pos != len(s) or not s:
         raise ValueError(f"invalid duration {excerpt(text)} (expected e.g. '5m', '1h30m', '90s')")
-    if total > MAX_DURATION_SECONDS:
-        # time.ParseDuration refuses what does not fit in an int64 of nanoseconds
-        raise ValueError(f"duration {excerpt(text)} is out of range (at most about 292 years)")
-    return timedelta(seconds=sign * total)
+    micros = min((nanos + 500) // 1000, _MAX_NANOS // 1000)  # (rounded, and still in range)
+    return timedelta(microseconds=-micros if negative else micros)
+
+
+def format_go_duration(d: timedelta) -> str:
+    """``d`` as a Go duration string that :func:`parse_go_duration` reads back to the same value,
+    to the microsecond: ``1h30m``, ``45s``, ``1m0.5s``, ``500ms``, ``1.25ms``, ``7us``, ``0s``."""
+    micros = d // timedelta(microseconds=1)
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    if micros == 0:
+        return "0s"
+    if micros < 1000:
+        return f"{sign}{micros}us"
+    if micros < 1_000_000:
+        ms, rest = divmod(micros, 1000)
+        return f"{sign}{ms}{_fraction(rest, 3)}ms"
+    h, rest = divmod(micros, 3_600_000_000)
+    m, rest = divmod(rest, 60_000_000)
+    sec, rest = divmod(rest, 1_000_000)
+    out = sign + (f"{h}h" if h else "") + (f"{m}m" if m else "")
+    if sec or rest:
+        out += f"{sec}{_fraction(rest, 6)}s"
+    return out
+
+
+def _fraction(value: int, digits: int) -> str:
+    return f".{value:0{digits}d}".rstrip("0") if value else ""
 
 
 _MODEL = TypeVar("_MODEL", bound=BaseModel)

@@ -10,7 +10,9 @@ import pytest
 import yaml
 from tests.builders import list_doc, node_doc, pod_doc
 
+from desched.api.policy import load_policy_file
 from desched.cli import main
+from desched.plugins import default_registry
 
 NOW = "2025-06-01T12:00:00Z"
 
@@ -164,3 +166,45 @@ def test_an_empty_duration_flag_is_one_line_naming_the_flag(capsys: pytest.Captu
     err = capsys.readouterr().err.strip().splitlines()
     assert "Traceback" not in "\n".join(err)
     assert err[-1].startswith("desched: error: argument --descheduling-interval: ") and "empty" in err[-1]
+
+
+@pytest.mark.parametrize(
+    "durations",
+    [
+        {"base": "500ms"},
+        {"base": "1.5s", "max": "1m0.25s", "window": "36h"},
+        {"base": "250us", "max": "1.25ms", "window": "1h0m0.000001s"},
+        {"base": "7µs", "window": "2562047h47m16.854775807s"},
+        {"base": "90s", "max": "1h30m"},
+    ],
+)
+def test_validate_prints_durations_that_validate_to_the_same_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], durations: dict[str, str]
+) -> None:
+    """Issue 24: `base: 500ms` was printed as `0s`, which validate then refused."""
+    first = tmp_path / "policy.yaml"
+    windows = [{"schedule": "0 1 * * *", "duration": durations["base"]}]
+    first.write_text(
+        json.dumps(
+            _v2(
+                _LIFETIME,
+                evictionPolicy={
+                    "cooldown": durations,
+                    "disruptionWindows": windows,
+                    "waitForReplacement": {"timeout": durations["base"]},
+                },
+            )
+        )
+    )
+    code, printed, err = run(capsys, "validate", str(first))
+    assert code == 0, err
+    second = tmp_path / "normalised.yaml"
+    second.write_text(printed)
+    code, again, err = run(capsys, "validate", str(second))
+    assert code == 0, err
+    assert again == printed
+    registry = default_registry(entry_points=False)
+    assert (
+        load_policy_file(second, registry).eviction_policy
+        == load_policy_file(first, registry).eviction_policy
+    )
