@@ -30,6 +30,7 @@ _PLURALS = {
     "RoleBinding": "rolebindings",
     "Service": "services",
     "PodDisruptionBudget": "poddisruptionbudgets",
+    "Pod": "pods",
 }
 
 

@@ -60,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "desched"
 KUSTOMIZE = ROOT / "deploy" / "kubernetes"
 UPSTREAM_VALUES = Path(__file__).resolve().parent / "data" / "upstream-chart-values.yaml"
+UPSTREAM_STYLE = Path(__file__).resolve().parent / "data" / "upstream-values"
 VENV_BIN = Path(sys.executable).parent
 #: the image's programs (deploy/Dockerfile) -> this checkout's
 IMAGE_PROGRAMS = {
@@ -516,6 +517,32 @@ def test_helm_upstream_values_file_runs_as_shipped(cp: ControlPlane, helm: str, 
         "DELETE", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/descheduler-upstream-values"
     )
     run_as_shipped(cp, form, tmp_path, prepare(cp, "h-upstream"))
+
+
+def test_helm_with_the_users_own_policy_configmap_runs_as_shipped(
+    cp: ControlPlane, helm: str, tmp_path: Path
+) -> None:
+    """Upstream's `deschedulerPolicy: null`: the chart renders no ConfigMap; the user's ConfigMap
+    (named as the release's full name), applied next to the release, is the policy the run uses."""
+    form = shipped(
+        helm_template(
+            helm, "shipped-own-policy", "-f", str(UPSTREAM_STYLE / "existing-configmap-values.yaml")
+        )
+    )
+    assert "ConfigMap" not in {d["kind"] for d in form.docs}
+    users = yaml.safe_load((UPSTREAM_STYLE / "existing-configmap.yaml").read_text())
+    form.docs.append(users)  # what the user applies (GitOps) next to `helm install`
+    facts = run_as_shipped(cp, form, tmp_path, prepare(cp, "h-own-policy"))
+    assert 'profile="gitops"' in facts["log"] or "gitops" in facts["log"], facts["log"][-2000:]
+
+
+def test_helm_v1alpha1_values_run_as_shipped(cp: ControlPlane, helm: str, tmp_path: Path) -> None:
+    """An upstream values file with a v1alpha1 `strategies:` policy: rendered alone, converted by
+    desched at start, and its RemovePodsViolatingNodeTaints evicts."""
+    form = shipped(helm_template(helm, "shipped-v1alpha1", "-f", str(UPSTREAM_STYLE / "v1alpha1.yaml")))
+    assert form.kind == "CronJob"
+    facts = run_as_shipped(cp, form, tmp_path, prepare(cp, "h-v1alpha1"))
+    assert "v1alpha1" in facts["log"], facts["log"][-2000:]
 
 
 def test_a_rendered_argument_desched_does_not_know_fails_the_run(

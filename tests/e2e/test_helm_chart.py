@@ -19,6 +19,9 @@ from tests.e2e.support import apply_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "desched"
+UPSTREAM_STYLE = Path(__file__).resolve().parent / "data" / "upstream-values"
+DEFAULT_REPOSITORY = "ghcr.io/your-org/desched"
+APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +96,11 @@ def test_chart_objects_pass_server_side_validation(
     assert {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "ConfigMap"} <= kinds
     kind = next((v.split("=", 1)[1] for v in values if v.startswith("kind=")), "CronJob")
     assert kind in kinds
+    assert "Pod" in kinds  # the `helm test` hook
     for doc in docs:
         try:
-            apply_manifest(cp, doc, dry_run=True)
+            # `helm test`'s pod runs after the install: its ServiceAccount exists by then
+            apply_manifest(cp, doc, dry_run=doc["kind"] != "ServiceAccount")
         except ApiError as e:
             raise AssertionError(f"{doc['kind']} {doc['metadata']['name']}: {e}") from None
         if doc["kind"] == "ConfigMap":
@@ -197,6 +202,9 @@ UPSTREAM_PATHS = [
     "tolerations",
     "topologySpreadConstraints",
     "ttlSecondsAfterFinished",
+    # chart 0.37
+    "schedulerName",
+    "runtimeClassName",
 ]
 
 
@@ -252,7 +260,8 @@ def test_upstream_values_file_is_honoured(helm: str) -> None:
     assert spec["securityContext"] == values["podSecurityContext"]
     assert container["securityContext"] == values["securityContext"]
     assert container["livenessProbe"] == values["livenessProbe"]
-    assert container["image"] == "registry.k8s.io/descheduler/descheduler:v0.36.0"
+    # upstream's image (and its tag) would run upstream's binary: desched's default image instead
+    assert container["image"] == f"{DEFAULT_REPOSITORY}:{APP_VERSION}"
     assert container["command"] == ["/bin/descheduler"]
     assert "--v=4" in container["args"] and "--logging-format=text" in container["args"]
     assert "--leader-elect-resource-name=descheduler-upstream-values" in container["args"]
@@ -524,3 +533,158 @@ def test_the_safety_state_role_only_with_a_rule_that_remembers(helm: str) -> Non
         deployment = next(d for d in docs if d["kind"] == "Deployment")
         container_args = pod_spec(deployment)["containers"][0]["args"]
         assert "--safety-state-configmap=rel-desched-safety-state" in container_args
+
+
+# ------------------------------------------------------------------ upstream values files users have
+
+
+def rendered_policy(docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return dict(yaml.safe_load(docs["ConfigMap"]["data"]["policy.yaml"]))
+
+
+def policy_volume(spec: dict[str, Any]) -> str:
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "policy-volume"]
+    return str(volume["configMap"]["name"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("-f", str(UPSTREAM_STYLE / "null-policy.yaml")),
+        ("-f", str(UPSTREAM_STYLE / "existing-configmap-values.yaml")),
+        ("--set", "deschedulerPolicy=null"),
+    ],
+    ids=["null", "empty", "set-null"],
+)
+def test_a_null_policy_renders_no_configmap_and_mounts_the_users(helm: str, args: tuple[str, ...]) -> None:
+    """Upstream's way to keep the policy out of the chart: no ConfigMap, and the pods (and the
+    `helm test` pod) mount the one named as the release's full name."""
+    out = template(helm, *args).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert "null" not in out.split("policy.yaml")[-1].split("\n")[0]
+    assert not [d for d in docs if d["kind"] == "ConfigMap"], out
+    (workload,) = [d for d in docs if d["kind"] in ("CronJob", "Deployment", "Job")]
+    name = workload["metadata"]["name"]
+    assert policy_volume(pod_spec(workload)) == name
+    (hook,) = [d for d in docs if d["kind"] == "Pod"]
+    assert policy_volume(hook["spec"]) == name
+
+
+def test_the_policy_goes_through_tpl(helm: str) -> None:
+    docs = docs_of(helm, "-f", str(UPSTREAM_STYLE / "tpl.yaml"))
+    text = docs["ConfigMap"]["data"]["policy.yaml"]
+    assert "{{" not in text, text
+    plugins = {c["name"]: c["args"] for c in rendered_policy(docs)["profiles"][0]["pluginConfig"]}
+    assert plugins["LowNodeUtilization"]["evictableNamespaces"] == {"exclude": ["kube-system"]}
+    assert plugins["DefaultEvictor"]["priorityThreshold"] == {"name": "batch-low"}
+    load_policy(rendered_policy(docs), default_registry(entry_points=False))
+
+
+def test_a_v1alpha1_policy_is_rendered_alone(helm: str) -> None:
+    """Helm merges the user's `strategies:` with the chart's default `profiles`; the chart renders the
+    v1alpha1 document alone, and desched converts it (here as at start)."""
+    docs = docs_of(helm, "-f", str(UPSTREAM_STYLE / "v1alpha1.yaml"))
+    policy = rendered_policy(docs)
+    assert policy["apiVersion"] == "descheduler/v1alpha1"
+    assert "profiles" not in policy
+    user = yaml.safe_load((UPSTREAM_STYLE / "v1alpha1.yaml").read_text())["deschedulerPolicy"]
+    assert {k: v for k, v in policy.items() if k not in ("apiVersion", "kind")} == user
+    loaded = load_policy(policy, default_registry(entry_points=False))
+    assert "RemovePodsViolatingNodeTaints" in repr(loaded)
+
+
+def test_scheduler_name_and_runtime_class(helm: str) -> None:
+    for kind in ("CronJob", "Deployment", "Job"):
+        docs = docs_of(
+            helm,
+            *("--set", f"kind={kind}", "--set", "schedulerName=second-scheduler"),
+            *("--set", "runtimeClassName=gvisor"),
+        )
+        spec = pod_spec(docs[kind])
+        assert spec["schedulerName"] == "second-scheduler" and spec["runtimeClassName"] == "gvisor", kind
+    spec = pod_spec(docs_of(helm)["CronJob"])
+    assert "schedulerName" not in spec and "runtimeClassName" not in spec
+
+
+@pytest.mark.parametrize(
+    ("repository", "tag", "image"),
+    [
+        ("registry.k8s.io/descheduler/descheduler", "", f"{DEFAULT_REPOSITORY}:{APP_VERSION}"),
+        ("registry.k8s.io/descheduler/descheduler", "v0.36.0", f"{DEFAULT_REPOSITORY}:{APP_VERSION}"),
+        ("k8s.gcr.io/descheduler/descheduler", "v0.25.1", f"{DEFAULT_REPOSITORY}:{APP_VERSION}"),
+        ("registry.example.com/platform/desched", "", f"registry.example.com/platform/desched:{APP_VERSION}"),
+        (
+            "registry.example.com/platform/desched",
+            "0.1.0-rc1",
+            "registry.example.com/platform/desched:0.1.0-rc1",
+        ),
+    ],
+)
+def test_upstreams_image_block_becomes_desched_image(
+    helm: str, repository: str, tag: str, image: str
+) -> None:
+    docs = docs_of(helm, "--set", f"image.repository={repository}", "--set-string", f"image.tag={tag}")
+    assert pod_spec(docs["CronJob"])["containers"][0]["image"] == image
+    assert docs["Pod"]["spec"]["containers"][0]["image"] == image  # the helm test pod's
+
+
+def test_the_default_repository_is_values_yamls() -> None:
+    """The helper that replaces upstream's image names the same repository as values.yaml."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["repository"] == DEFAULT_REPOSITORY
+    assert f'"{DEFAULT_REPOSITORY}"' in (CHART / "templates" / "_helpers.tpl").read_text()
+
+
+def run_helm_test_pod(helm: str, tmp_path: Path, *args: str, user_configmap: Path | None = None) -> Any:
+    """`helm test`'s pod, run as a process: its command, with /policy-dir holding the ConfigMap it
+    mounts (the chart's, or the user's), and the image's `desched` this checkout's."""
+    docs = [d for d in yaml.safe_load_all(template(helm, *args).stdout) if d]
+    (hook,) = [d for d in docs if d["kind"] == "Pod"]
+    assert hook["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (container,) = hook["spec"]["containers"]
+    configmaps = [d for d in docs if d["kind"] == "ConfigMap"]
+    if user_configmap is not None:
+        configmaps.append(yaml.safe_load(user_configmap.read_text()))
+    (mounted,) = [c for c in configmaps if c["metadata"]["name"] == policy_volume(hook["spec"])]
+    (mount,) = container["volumeMounts"]
+    local = tmp_path / mount["mountPath"].strip("/")
+    local.mkdir(parents=True)
+    for key, value in mounted["data"].items():
+        (local / key).write_text(value)
+    command = list(container["command"])
+    assert command[0] == "desched", command
+    venv_desched = str(Path(os.sys.executable).parent / "desched")
+    argv = [venv_desched, *(a.replace(mount["mountPath"], str(local)) for a in command[1:])]
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("args", "user_configmap"),
+    [
+        ((), None),
+        (("-f", str(UPSTREAM_STYLE / "tpl.yaml")), None),
+        (("-f", str(UPSTREAM_STYLE / "v1alpha1.yaml")), None),
+        (
+            ("-f", str(UPSTREAM_STYLE / "existing-configmap-values.yaml")),
+            UPSTREAM_STYLE / "existing-configmap.yaml",
+        ),
+    ],
+    ids=["defaults", "tpl", "v1alpha1", "existing-configmap"],
+)
+def test_helm_test_pod_passes_a_good_policy(
+    helm: str, tmp_path: Path, args: tuple[str, ...], user_configmap: Path | None
+) -> None:
+    proc = run_helm_test_pod(helm, tmp_path, *args, user_configmap=user_configmap)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_helm_test_pod_fails_a_bad_policy(helm: str, tmp_path: Path) -> None:
+    """A threshold above 100% in the values: `helm test` fails, naming the field, before any cycle."""
+    bad = (
+        'deschedulerPolicy.profiles=[{"name":"p","pluginConfig":[{"name":"LowNodeUtilization","args":'
+        '{"thresholds":{"cpu":20},"targetThresholds":{"cpu":150}}}],'
+        '"plugins":{"balance":{"enabled":["LowNodeUtilization"]}}}]'
+    )
+    proc = run_helm_test_pod(helm, tmp_path, "--set-json", bad)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "targetThresholds" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -53,6 +53,44 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (eq .Values.kind "Deployment") (not $off) }}true{{ end -}}
 {{- end -}}
 
+{{/* The container image. Upstream's own repository (a whole upstream values file brings
+registry.k8s.io/descheduler/descheduler, often with upstream's tag) would run upstream's binary, or
+pull a tag it never had: it is replaced by this chart's default repository (values.yaml's
+image.repository, kept equal by tests/e2e/test_helm_chart.py) and appVersion; NOTES.txt says so. */}}
+{{- define "desched.upstreamImage" -}}
+{{- if regexMatch "^(registry[.]k8s[.]io|k8s[.]gcr[.]io)/descheduler/descheduler$" (toString .Values.image.repository) }}true{{ end -}}
+{{- end -}}
+
+{{- define "desched.image" -}}
+{{- $default := "ghcr.io/your-org/desched" -}}
+{{- $repository := .Values.image.repository | default $default -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion | toString -}}
+{{- if include "desched.upstreamImage" . -}}
+{{- $repository = $default -}}
+{{- $tag = .Chart.AppVersion -}}
+{{- end -}}
+{{- printf "%s:%s" $repository $tag -}}
+{{- end -}}
+
+{{/* The rendered policy document ("" when deschedulerPolicy is null or empty: the user keeps the
+ConfigMap). As upstream's chart, the policy goes through `tpl` ({{ .Release.Namespace }} and
+.Values work in it). A v1alpha1 policy (`strategies:`) is rendered alone, as descheduler/v1alpha1
+(desched converts it at start): Helm merges a user's deschedulerPolicy with the chart's default
+one, whose v1alpha2 `profiles` would otherwise ride along (a v1alpha1 document has no profiles). */}}
+{{- define "desched.policy" -}}
+{{- $policy := .Values.deschedulerPolicy -}}
+{{- if $policy -}}
+{{- $apiVersion := .Values.deschedulerPolicyAPIVersion | default "descheduler/v1alpha2" -}}
+{{- if hasKey $policy "strategies" -}}
+{{- $policy = omit $policy "profiles" -}}
+{{- $apiVersion = "descheduler/v1alpha1" -}}
+{{- end -}}
+apiVersion: {{ $apiVersion | quote }}
+kind: "DeschedulerPolicy"
+{{ tpl (toYaml $policy) . | trim }}
+{{- end -}}
+{{- end -}}
+
 {{/* "true" when the policy's evictionPolicy (top level or a profile's) has a rule that remembers
 across cycles (cooldown, rateLimits, waitForReplacement): desched keeps that memory in the ConfigMap
 "<fullname>-safety-state" (docs/operations.md, "The safety state"). */}}
@@ -112,6 +150,12 @@ spec:
   {{- with .Values.priorityClassName }}
   priorityClassName: {{ . }}
   {{- end }}
+  {{- with .Values.schedulerName }}
+  schedulerName: {{ . }}
+  {{- end }}
+  {{- with .Values.runtimeClassName }}
+  runtimeClassName: {{ . }}
+  {{- end }}
   serviceAccountName: {{ include "desched.serviceAccountName" . }}
   {{- if hasKey .Values "automountServiceAccountToken" }}
   automountServiceAccountToken: {{ .Values.automountServiceAccountToken }}
@@ -150,7 +194,7 @@ spec:
   {{- end }}
   containers:
     - name: {{ .Chart.Name }}
-      image: "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
+      image: {{ include "desched.image" . | quote }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
       command:
         {{- toYaml .Values.command | nindent 8 }}
