@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import os
 import re
 import stat
@@ -27,7 +28,7 @@ import msgspec
 import yaml
 
 from desched.api.documents import MAX_SNAPSHOT_DEPTH, excerpt, user_error
-from desched.cluster.compact import CompactDecoder, Interner
+from desched.cluster.compact import CompactDecoder
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.validation import validate_objects
 from desched.errors import SnapshotError
@@ -42,9 +43,11 @@ _TOO_DEEP = "nested too deeply (arrays or objects inside one another about a tho
 _MIN_YAML_NODES = 1_000_000
 
 
-class _RawList(msgspec.Struct):
-    items: list[msgspec.Raw] = msgspec.field(default_factory=list)
-    kind: str = ""
+class _Top(msgspec.Struct):
+    """A JSON snapshot's top-level object, as far as telling a List from a single object needs."""
+
+    kind: Any = ""
+    items: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 class _Probe(msgspec.Struct, rename="camel"):
@@ -94,11 +97,11 @@ def parse_snapshot_bytes(data: bytes, source: str = "snapshot") -> list[AnyObjec
         raise SnapshotError(source, "empty file (expected a v1 List of the cluster's objects)")
     try:
         with gc_paused():
-            if head == b"{":
-                return _decode_json(data, source, CompactDecoder())
-            objects = _decode_yaml(data, source)
-            Interner().objects(objects)
-            return objects
+            if head != b"{":
+                # YAML is turned into the JSON of a List and read by the JSON decoder: one decoder
+                # contract (same types, same checks, same errors) for both formats
+                data = _yaml_as_json(data, source)
+            return _decode_json(data, source, CompactDecoder())
     except RecursionError:
         raise SnapshotError(source, _TOO_DEEP) from None
 
@@ -335,20 +338,46 @@ def _decode_json(data: bytes, source: str, records: CompactDecoder, index_base: 
     # would take it for a core Event with most fields missing.
     if _EVENTS_API not in data:
         try:
-            return records.decode_list(data)
+            objects = records.decode_list(data)
+            if objects:  # (none: an empty List, or no List at all: see below)
+                return objects
         except msgspec.DecodeError:
             pass  # unknown kinds, a single object, or a real error: go item by item
     try:
-        top = msgspec.json.decode(data, type=_RawList)
+        top = msgspec.json.decode(data, type=_Top)
+    except msgspec.ValidationError as e:
+        raise SnapshotError(
+            source, f"expected a v1 List of the cluster's objects, got {_json_type(e)}"
+        ) from None
     except msgspec.DecodeError as e:
         raise SnapshotError(source, f"not valid JSON: {e}") from None
-    raws = top.items if top.items or top.kind == "List" else [msgspec.Raw(data)]
+    raws: list[msgspec.Raw]
+    item_kind = _listed_kind(top.kind, top.items is not msgspec.UNSET, source)
+    if item_kind is None:
+        raws = [msgspec.Raw(data)]
+    else:
+        assert not isinstance(top.items, msgspec.UnsetType)
+        try:
+            listed = msgspec.json.decode(top.items, type=list[msgspec.Raw] | None)
+        except msgspec.ValidationError as e:
+            raise SnapshotError(
+                f"{source}: items", f"must be a list of objects, got {_json_type(e)}"
+            ) from None
+        if listed is None:
+            raise SnapshotError(f"{source}: items", "must be a list of objects, got null")
+        raws = listed
     out: list[AnyObject] = []
     for i, raw in enumerate(raws):
         try:
             probe = msgspec.json.decode(raw, type=_Probe)
         except msgspec.ValidationError as e:
             raise _item_error(source, index_base + i, e) from None
+        if not probe.kind:
+            if not item_kind:
+                raise SnapshotError(
+                    f"{source}: items[{index_base + i}]", "kind: required (each listed object names its kind)"
+                )
+            probe.kind = item_kind  # (the items of a PodList, NodeList, ... need not say it)
         cls = KINDS.get(probe.kind)
         if cls is None:
             _refuse_policy(probe.kind, source)
@@ -369,6 +398,44 @@ def _decode_json(data: bytes, source: str, records: CompactDecoder, index_base: 
     return out
 
 
+def _listed_kind(kind: Any, has_items: bool, source: str) -> str | None:
+    """How a top-level object holds the snapshot's objects, the one rule of both formats: None for
+    a single object; for a list, the kind its items are of when they need not say it (``Pod`` for
+    a ``PodList``), else "". A ``List`` without ``items`` is not an empty cluster: it is refused,
+    as is an object that is neither a list nor a Kubernetes object."""
+    if not isinstance(kind, str):
+        raise SnapshotError(f"{source}: kind", f"must be a string, got {excerpt(kind)}")
+    if not has_items:
+        if kind == "List":
+            raise SnapshotError(
+                f"{source}: items",
+                "required field is missing (a List holds the cluster's objects in items; "
+                "an empty cluster is items: [])",
+            )
+        if not kind:
+            raise SnapshotError(
+                source, "an object with neither kind nor items (expected a v1 List of the cluster's objects)"
+            )
+        return None
+    if kind == "List" or not kind:
+        return ""
+    return kind[: -len("List")] if kind.endswith("List") else None
+
+
+def _json_type(err: msgspec.ValidationError) -> str:
+    """``null``, ``an array`` ... from msgspec's "Expected `object`, got `null`"."""
+    got = str(err).partition("got `")[2].partition("`")[0]
+    return {
+        "null": "null",
+        "array": "a list",
+        "object": "an object",
+        "str": "a string",
+        "int": "a number",
+        "float": "a number",
+        "bool": "a boolean",
+    }.get(got, got or "something else")
+
+
 # ---------------------------------------------------------------------------- YAML
 
 
@@ -381,53 +448,83 @@ def _yaml_documents(data: bytes, source: str) -> Iterator[Any]:
     )
 
 
-def _iter_yaml_items(data: bytes, source: str) -> Iterator[dict[str, Any]]:
+def _iter_yaml_items(data: bytes, source: str) -> Iterator[Any]:
+    """The listed objects of every document (a List's items, or the document itself), by the rule
+    of :func:`_listed_kind`; a stream of no document at all, or only of empty ones, is refused."""
+    documents = 0
     try:
         for doc in _yaml_documents(data, source):
             if doc is None:
                 continue
+            documents += 1
             if not isinstance(doc, dict):
-                raise SnapshotError(source, f"expected an object or a List, got {type(doc).__name__}")
+                names: dict[type, str] = {
+                    list: "a list",
+                    str: "a string",
+                    int: "a number",
+                    float: "a number",
+                    bool: "a boolean",
+                }
+                what = names.get(type(doc), type(doc).__name__)
+                raise SnapshotError(source, f"expected a v1 List of the cluster's objects, got {what}")
             if isinstance(doc.get("kind"), str):
                 _refuse_policy(doc["kind"], source)
-            if doc.get("kind") == "List" or ("items" in doc and "kind" not in doc):
-                items = doc.get("items") or []
-                if not isinstance(items, list):
-                    raise SnapshotError(f"{source}: items", "must be a list")
-                yield from items
-            elif str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-                kind = str(doc["kind"])[: -len("List")]
-                for item in doc["items"]:
-                    if isinstance(item, dict):
-                        item.setdefault("kind", kind)
-                    yield item
-            else:
+            item_kind = _listed_kind(doc.get("kind", ""), "items" in doc, source)
+            if item_kind is None:
                 yield doc
+                continue
+            items = doc["items"]
+            if not isinstance(items, list):
+                got = "null" if items is None else "an object" if isinstance(items, dict) else excerpt(items)
+                raise SnapshotError(f"{source}: items", f"must be a list of objects, got {got}")
+            for item in items:
+                if item_kind and isinstance(item, dict) and not item.get("kind"):
+                    item["kind"] = item_kind
+                yield item
     except yaml.YAMLError as e:
-        where = yaml_error_position(e)
-        raise SnapshotError(source, f"not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+        raise SnapshotError(source, describe_yaml_problem(e)) from None
+    if not documents:
+        raise SnapshotError(
+            source, "holds no object, only null (expected a v1 List of the cluster's objects)"
+        )
 
 
-def _decode_yaml(data: bytes, source: str) -> list[AnyObject]:
-    out: list[AnyObject] = []
-    for i, item in enumerate(_iter_yaml_items(data, source)):
-        if not isinstance(item, dict):
-            raise SnapshotError(f"{source}: items[{i}]", f"expected an object, got {type(item).__name__}")
-        kind = item.get("kind")
-        if not isinstance(kind, str):
-            raise SnapshotError(f"{source}: items[{i}]", f"kind: must be a string, got {excerpt(kind)}")
-        if kind not in KINDS:
-            continue
-        api_version = item.get("apiVersion", "")
-        if not isinstance(api_version, str):
-            raise SnapshotError(
-                f"{source}: items[{i}]", f"apiVersion: must be a string, got {excerpt(api_version)}"
-            )
-        probe = _Probe(kind=kind, api_version=api_version, metadata=item.get("metadata"))
-        if kind == "Event" and probe.api_version.startswith("events.k8s.io"):
-            item = _event_from_events_api(item, i, probe, source)
-        out.append(_convert(item, i, probe, source))
-    return out
+def describe_yaml_problem(e: yaml.YAMLError) -> str:
+    """``not valid YAML at line L, column C: <problem>``, without PyYAML's own rendering of where
+    (``in "<byte string>", position 36``)."""
+    problem = getattr(e, "problem", None) or type(e).__name__
+    return f"not valid YAML{yaml_error_position(e)}: {problem}"
+
+
+def _yaml_as_json(data: bytes, source: str) -> bytes:
+    """A YAML snapshot as the JSON of a List of its objects. What JSON cannot hold is refused here,
+    naming the object and the field: a key that is not a string, a number that is not finite.
+    (A timestamp YAML read as a date is written back as its RFC 3339 text.)"""
+    items = list(_iter_yaml_items(data, source))
+    for i, item in enumerate(items):
+        problem = _not_json(item)
+        if problem is not None:
+            meta = item.get("metadata") if isinstance(item, dict) else None
+            who = _object_who(str(item.get("kind", "?")), meta if isinstance(meta, dict) else {})
+            raise SnapshotError(f"{source}: items[{i}] ({who})", problem)
+    return msgspec.json.encode({"kind": "List", "items": items})
+
+
+def _not_json(value: Any) -> str | None:
+    """Why ``value`` has no JSON form (``field: reason``), or None."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if not isinstance(k, str):
+                    return f"{path or 'key'}: a key must be a string, got {excerpt(k)} (quote it)"
+                stack.append((v, f"{path}.{k}" if path else k))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{j}]") for j, v in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{path}: {item} is not a number JSON can hold"
+    return None
 
 
 def _convert(item: dict[str, Any], index: int, probe: _Probe, source: str) -> AnyObject:

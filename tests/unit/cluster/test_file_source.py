@@ -92,5 +92,5 @@ def test_usage_counts_requests_of_running_pods() -> None:
 def test_not_a_snapshot(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("- 1\n- 2\n")
-    with pytest.raises(SnapshotError, match="expected an object or a List"):
+    with pytest.raises(SnapshotError, match=r"expected a v1 List of the cluster.s objects, got a list"):
         load_snapshot_file(path)
