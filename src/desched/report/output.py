@@ -387,12 +387,28 @@ def _placement_json(p: PodPlacement) -> dict[str, Any]:
     return doc
 
 
+def _number_cycles(doc: dict[str, Any], sim: Simulation) -> None:
+    """Give each entry of the lists merged over the cycles (``evictions``, ``refused``,
+    ``evictionsSkipped``, ``nodeActions``) its ``cycle``, first, as ``placements`` have it: the
+    merged lists are the cycles' lists one after the other."""
+    per_list = {
+        "evictions": [c.cycle for c in sim.cycles for _ in c.result.evictions],
+        "refused": [c.cycle for c in sim.cycles for _ in c.result.failures],
+        "evictionsSkipped": [c.cycle for c in sim.cycles for _ in c.result.skips],
+        "nodeActions": [c.cycle for c in sim.cycles for _ in c.result.node_actions],
+    }
+    for key, cycles in per_list.items():
+        if key in doc:
+            doc[key] = [{"cycle": k, **entry} for k, entry in zip(cycles, doc[key], strict=True)]
+
+
 def simulation_to_json(sim: Simulation, *, now: str) -> dict[str, Any]:
     """The JSON document of ``desched simulate``: the keys of :func:`result_to_json` over every
     cycle, plus where the evicted pods go and the before/after picture."""
     doc = result_to_json(merged_cycle_result(sim), now=now)
-    if not sim.placement:
+    if not sim.placement:  # (one cycle: --cycles needs placement)
         return doc
+    _number_cycles(doc, sim)
     placements = sim.placements
     doc["placements"] = [_placement_json(p) for p in placements if p.outcome == "placed"]
     doc["pending"] = [_placement_json(p) for p in placements if p.outcome == "pending"]

@@ -22,7 +22,7 @@ from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod
 from desched.report.charts import MAX_NODE_BARS, MISSING_MATPLOTLIB, write_charts
 from desched.report.html import write_report
-from desched.report.output import write_table
+from desched.report.output import simulation_to_json, write_table
 from desched.simulation import EvictionRecorder, simulate
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,7 +55,9 @@ def test_json_keeps_its_keys_and_adds_placement(capsys: pytest.CaptureFixture[st
     for key in ("now", "nodes", "skipped", "evictions", "refused", "nodeActions", "summary"):
         assert key in doc
     for e in doc["evictions"]:
-        assert set(e) == {"namespace", "name", "node", "profile", "plugin", "reason"}
+        # a plain cycle's keys, and the cycle the eviction was made in
+        assert set(e) == {"cycle", "namespace", "name", "node", "profile", "plugin", "reason"}
+        assert e["cycle"] == 1
     assert doc["summary"]["evicted"] == len(doc["evictions"])
     placed, pending, gone = doc["placements"], doc["pending"], doc["gone"]
     assert len(placed) + len(pending) + len(gone) == len(doc["evictions"])
@@ -340,3 +342,85 @@ def test_many_nodes_are_drawn_as_a_histogram(tmp_path: Path) -> None:
     assert "no topology spread constraints" in charts["topology-skew.png"].description
     few = {c.file: c for c in write_charts(small_simulation(3), tmp_path / "few")}
     assert "one pair of bars per node" in few["utilisation-cpu.png"].description
+
+
+def test_every_merged_list_says_which_cycle_its_entries_are_from() -> None:
+    """With ``--cycles``, ``evictions``, ``refused``, ``evictionsSkipped`` and ``nodeActions`` hold
+    every cycle's entries one after the other: each says its cycle, as ``placements`` do (a pod
+    skipped in cycles 1 and 2 is two entries that differ only there)."""
+    node_objs = [
+        msgspec.convert(
+            {
+                "metadata": {"name": f"n{i}", "labels": {"kubernetes.io/hostname": f"n{i}"}},
+                "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "20"}},
+            },
+            Node,
+            strict=False,
+        )
+        for i in range(2)
+    ]
+    pods = [
+        msgspec.convert(
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "ownerReferences": [{"kind": "ReplicaSet", "name": "web"}],
+                },
+                "spec": {"nodeName": "n0", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"},
+            },
+            Pod,
+            strict=False,
+        )
+        for name in ("a", "b", "c", "d")
+    ]
+
+    def run_cycle(snap: ClusterSnapshot, backend: EvictionRecorder, k: int) -> CycleResult:
+        cycle = CycleResult(started=datetime(2026, 11, 21, tzinfo=UTC), nodes=2)
+        victim = "abc"[k - 1]
+        p = snap.pod("default", victim)
+        assert p is not None
+        backend.evict(p, EvictionRequest("p", "Test", "test"))
+        cycle.records += [
+            EvictionRecord("default", victim, "n0", "p", "Test", "r", EvictResult.EVICTED),
+            EvictionRecord("default", "d", "n0", "p", "Test", "r", EvictResult.NODE_LIMIT),
+            EvictionRecord(
+                "default",
+                "d",
+                "n0",
+                "p",
+                "Test",
+                "r",
+                EvictResult.SKIPPED,
+                "no budget",
+                skip_reason="rate_limit",
+            ),
+        ]
+        return cycle
+
+    sim = simulate(
+        ClusterSnapshot(nodes=node_objs, pods=pods),
+        run_cycle,
+        now=datetime(2026, 11, 21, tzinfo=UTC),
+        cycles=3,
+    )
+    doc = json.loads(json.dumps(simulation_to_json(sim, now=NOW)))
+    assert [(e["cycle"], e["name"]) for e in doc["evictions"]] == [(1, "a"), (2, "b"), (3, "c")]
+    assert [(e["cycle"], e["name"]) for e in doc["refused"]] == [(1, "d"), (2, "d"), (3, "d")]
+    assert [(e["cycle"], e["name"], e["reason"]) for e in doc["evictionsSkipped"]] == [
+        (k, "d", "rate_limit") for k in (1, 2, 3)
+    ]
+    # the cycle first, as in placements; the rest of an entry as a plain cycle's
+    assert list(doc["evictionsSkipped"][0]) == [
+        "cycle",
+        "namespace",
+        "name",
+        "node",
+        "profile",
+        "plugin",
+        "reason",
+        "detail",
+    ]
+    assert next(iter(doc["placements"][0])) == "cycle"
+    assert [c["evicted"] for c in doc["cycles"]] == [1, 1, 1]
