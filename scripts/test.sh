@@ -21,5 +21,9 @@ export DESCHED_HELM
 # kustomize, to build deploy/kubernetes in the as-shipped e2e tests (also built once, then cached)
 DESCHED_KUSTOMIZE=$(bash hack/e2e/build-kustomize.sh | tail -n 1)
 export DESCHED_KUSTOMIZE
+# promtool, to run the chart's alerts with `promtool test rules` (taken from Debian's prometheus
+# package, or built from the Go module proxy; cached)
+DESCHED_PROMTOOL=$(bash hack/e2e/build-promtool.sh | tail -n 1)
+export DESCHED_PROMTOOL
 
 .venv/bin/python -m pytest "$@"

@@ -449,12 +449,15 @@ def test_prometheus_rule_and_dashboard_use_metrics_desched_exposes(helm: str) ->
     assert {r["alert"] for r in rules} == {
         "DeschedDown",
         "DeschedEvictionsFailing",
+        "DeschedPluginFailingEveryCycle",
+        "DeschedNoCycleCompleted",
         "DeschedCycleSlowerThanInterval",
         "DeschedMemoryNearLimit",
     }
-    exprs = [r["expr"] for r in rules]
-    assert "> 300" in exprs[2]  # deschedulingInterval 5m
-    assert "0.9 * 402653184" in exprs[3]  # 384Mi
+    by_name = {r["alert"]: r["expr"] for r in rules}
+    exprs = list(by_name.values())
+    assert "> 300" in by_name["DeschedCycleSlowerThanInterval"]  # deschedulingInterval 5m
+    assert "0.9 * 402653184" in by_name["DeschedMemoryNearLimit"]  # 384Mi
     dashboard = docs["ConfigMap"]  # the last ConfigMap rendered is the dashboard's
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     panels = json.loads(dashboard["data"]["desched.json"])["panels"]
@@ -478,6 +481,7 @@ def test_prometheus_rule_and_dashboard_use_metrics_desched_exposes(helm: str) ->
     assert {r["alert"] for r in cron["PrometheusRule"]["spec"]["groups"][0]["rules"]} == {
         "DeschedDown",
         "DeschedEvictionsFailing",
+        "DeschedPluginFailingEveryCycle",
         "DeschedMemoryNearLimit",
     }
 
