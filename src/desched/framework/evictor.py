@@ -245,7 +245,12 @@ class PodEvictor:
             if skip is not None:
                 result = EvictResult.NO_GAIN if skip.no_gain else EvictResult.SKIPPED
                 error, skip_reason = skip.detail, str(skip.reason)
-                log.debug("eviction of pod %s skipped (%s/%s): %s", key, profile, plugin, skip.detail)
+                if log.isEnabledFor(logging.DEBUG):  # --v=4; fields as the eviction line's
+                    fields = {"pod": key, "node": pod.spec.node_name, "profile": profile, "plugin": plugin}
+                    log.debug(
+                        "eviction skipped",
+                        extra={**fields, "reason": str(skip.reason), "detail": skip.detail},
+                    )
         if result is None:
             request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds)
             answer = self.backend.evict(pod, request)

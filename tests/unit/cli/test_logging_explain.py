@@ -222,3 +222,32 @@ def test_explain_all_table_lists_every_finding() -> None:
         for line in block
     )
     assert any("default/LowNodeUtilization  left" in line and "node node-" in line for line in block)
+
+
+def test_v4_json_skip_lines_have_the_eviction_lines_fields() -> None:
+    """A skipped eviction's line (--v=4) carries pod, node, profile, plugin and reason as structured
+    fields, as the eviction line does, and they agree with simulate's ``evictionsSkipped``."""
+    policy = str(ROOT / "examples" / "policy-safe.yaml")
+    proc = desched(
+        "simulate",
+        str(EXAMPLE),
+        "--policy",
+        policy,
+        "--now",
+        NOW,
+        "-o",
+        "json",
+        "--v=4",
+        "--logging-format=json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    docs = [json.loads(line) for line in proc.stderr.splitlines()]
+    lines = [d for d in docs if d["msg"] == "eviction skipped"]
+    skipped = json.loads(proc.stdout)["evictionsSkipped"]
+    assert len(skipped) >= 2
+    assert [
+        (d["pod"], d["node"], d["profile"], d["plugin"], d["reason"], d["detail"], d["v"]) for d in lines
+    ] == [
+        (f"{s['namespace']}/{s['name']}", s["node"], s["profile"], s["plugin"], s["reason"], s["detail"], 4)
+        for s in skipped
+    ]
