@@ -450,7 +450,7 @@ class Framework:
         ctx.reports = []
         ctx.node_actions = node_actions if node_actions is not None else NoNodeActions()
         if self.safety is not None:
-            self.safety.begin_cycle(snapshot, ctx.clock())
+            self.safety.begin_cycle(snapshot, ctx.clock(), ctx.node_actions)
         ctx.evictor = PodEvictor(
             _CycleBackend(backend, snapshot),
             self.policy.limits,

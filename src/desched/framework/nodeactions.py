@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from desched.k8s.objects import Node
+from desched.k8s.objects import Node, Taint
 
 #: The annotation holding desched's downgrade entries (a JSON list).
 DOWNGRADE_ANNOTATION = "desched.io/downgrade"
@@ -442,6 +442,44 @@ def restore_records(
         )
         for e, result, detail in plan.expired
     ]
+
+
+#: The results after which a node carries (or no longer carries) what the record names.
+_TAKES_EFFECT = frozenset(
+    (ActionResult.DOWNGRADED, ActionResult.EXTENDED, ActionResult.UNCHANGED, ActionResult.RESTORED)
+)
+
+
+def nodes_after_actions(nodes: Sequence[Node], actions: Sequence[NodeActionRecord]) -> list[Node] | None:
+    """``nodes`` as these node actions (downgrades, restores) leave them; None when no action
+    changes a node. Dry-run records count: a simulation or ``--dry-run`` predicts what a real run
+    does (the placement of a cycle's replacements, and ``evictionPolicy.predictive``)."""
+    changes = [a for a in actions if a.result in _TAKES_EFFECT]
+    if not changes:
+        return None
+    by_name = {n.metadata.name: n for n in nodes}
+    for a in changes:
+        node = by_name.get(a.node)
+        if node is None:
+            continue
+        taints = list(node.spec.taints or ())
+        labels = dict(node.metadata.labels or {})
+        if a.action == "restore":
+            if a.method == METHOD_TAINT:
+                taints = [t for t in taints if not (t.key == a.key and t.effect == a.effect)]
+            else:
+                labels.pop(a.key, None)
+        elif a.method == METHOD_TAINT:
+            if not any(t.key == a.key and t.effect == a.effect for t in taints):
+                taints.append(Taint(key=a.key, value=a.value, effect=a.effect))
+        else:
+            labels[a.key] = a.value
+        by_name[a.node] = msgspec.structs.replace(
+            node,
+            metadata=msgspec.structs.replace(node.metadata, labels=labels),
+            spec=msgspec.structs.replace(node.spec, taints=taints),
+        )
+    return list(by_name.values())
 
 
 # ----------------------------------------------------------------------------- protocols

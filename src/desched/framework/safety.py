@@ -31,7 +31,9 @@ The rules, in the order they are checked (the first that refuses names the skip)
 8. ``predictive``: the placement model ``desched simulate`` uses (kube-scheduler 1.36's default
    profile, :mod:`desched.scheduling.placement`), kept in step with the cycle's evictions, is asked
    where the pod's replacement would land, with the pod still terminating on its node and the
-   replacements of the cycle's earlier evictions bound where it put them: the eviction is skipped
+   replacements of the cycle's earlier evictions bound where it put them, and the nodes as the
+   cycle's node actions (RemoveAnomalyPods' downgrades, the expired ones removed before the cycle)
+   left them at that moment: the eviction is skipped
    when the replacement would stay Pending or land back on the pod's node. A pod nothing re-creates
    (bare) is judged the same way: it must fit some other node. Finished pods are not judged. A
    StatefulSet's pod is re-created under its name once it is gone (simulate places it after the
@@ -78,9 +80,10 @@ from desched.api.evictionpolicy import (
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
 from desched.framework import safetystate
+from desched.framework.nodeactions import NodeActionBackend, nodes_after_actions
 from desched.framework.types import NoGain, PredictedMove
 from desched.k8s import pods as k8s_pods
-from desched.k8s.objects import Pod
+from desched.k8s.objects import Node, Pod
 from desched.k8s.replacements import bound_replacement, make_replacement, terminating_pod
 from desched.scheduling.placement import Decision, PlacementSimulator
 
@@ -211,18 +214,33 @@ class Safety:
         self.changes = 0
         #: pods the model shows terminating while their eviction is under way: (pod, terminating)
         self._probed: dict[str, tuple[Pod, Pod]] = {}
+        #: the nodes as the model has them, the cycle's node actions and how many it has followed
+        self._nodes: list[Node] = []
+        self._node_actions: NodeActionBackend | None = None
+        self._actions_seen = 0
 
     @property
     def active(self) -> bool:
         return bool(self._policies)
 
-    def begin_cycle(self, view: ClusterSnapshot, now: datetime) -> None:
+    def begin_cycle(
+        self, view: ClusterSnapshot, now: datetime, node_actions: NodeActionBackend | None = None
+    ) -> None:
+        """A new cycle on ``view`` at ``now``; ``node_actions`` is the cycle's node-action backend,
+        whose records (downgrades and restores, those before the cycle too) the placement model
+        follows (``predictive``)."""
         self._view = view
         self._now = now
         self._cycle += 1
         self._probed = {}
         # the model changes its own copy: the cycle's snapshot is the plugins' to see
-        self._model = PlacementSimulator(view.copy()) if self._predict else None
+        self._model = None
+        if self._predict:
+            # (the node actions before the cycle: the expired downgrades a live cycle removes first)
+            records = node_actions.records if node_actions is not None else []
+            self._nodes = nodes_after_actions(view.nodes, records) or list(view.nodes)
+            self._node_actions, self._actions_seen = node_actions, len(records)
+            self._model = PlacementSimulator(view.copy(), nodes=self._nodes)
         self._cycle_evictions = {}
         self._closed = {name: _window_skip(p, now) for name, p in self._policies.items()}
         for bucket_key in [k for k, b in self._buckets.items() if b.full(now)]:
@@ -314,8 +332,26 @@ class Safety:
             and k8s_pods.occupies_node(pod)
             and pod.spec.node_name
         ):
+            self._follow_node_actions()
             return self._predict_skip(self._model, pod, judge)
         return None
+
+    def _follow_node_actions(self) -> None:
+        """The model takes the node actions recorded since it last looked (a node RemoveAnomalyPods
+        downgraded earlier in the cycle is tainted or labelled for the replacements after it, as
+        simulate and kube-scheduler then see it)."""
+        model, backend = self._model, self._node_actions
+        if model is None or backend is None:
+            return
+        records = backend.records
+        if len(records) == self._actions_seen:
+            return
+        fresh = records[self._actions_seen :]
+        self._actions_seen = len(records)
+        nodes = nodes_after_actions(self._nodes, fresh)
+        if nodes is not None:
+            self._nodes = nodes
+            self._model = model.with_nodes(nodes)
 
     def _predict_skip(self, model: PlacementSimulator, pod: Pod, judge: MoveJudge | None) -> Skip | None:
         node = pod.spec.node_name
@@ -370,9 +406,12 @@ class Safety:
         if probed is not None and self._model is not None:
             self._model.unterminate(probed[1], probed[0])
 
-    def _model_evicted(self, model: PlacementSimulator, pod: Pod) -> None:
+    def _model_evicted(self, pod: Pod) -> None:
         """The model follows an eviction as ``desched simulate`` places it: the pod terminating on
         its node, its replacement (if a controller makes one) bound where kube-scheduler puts it."""
+        self._follow_node_actions()
+        model = self._model
+        assert model is not None
         if self._probed.pop(pod.key, None) is None:
             model.terminate(pod, terminating_pod(pod, self._now))
         if k8s_pods.is_bare_pod(pod) or not k8s_pods.occupies_node(pod) or _keeps_its_name(pod):
@@ -436,7 +475,7 @@ class Safety:
         self._cycle_evictions[key] = self._cycle_evictions.get(key, 0) + 1
         self.changes += 1
         if self._model is not None:
-            self._model_evicted(self._model, pod)
+            self._model_evicted(pod)
         if self._wait and key not in self._waiting:
             # (whether the evicted pod has left the cycle's snapshot yet or not)
             before = self._available(key, but=pod.key) + (1 if is_available(pod) else 0)

@@ -13,6 +13,7 @@ from typing import Final
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import CycleResult
+from desched.framework.nodeactions import nodes_after_actions
 from desched.gcpause import gc_paused
 from desched.k8s import pods as k8s_pods
 from desched.k8s import priority as k8s_priority
@@ -32,7 +33,7 @@ from desched.scheduling.placement import (
     queue_order,
 )
 from desched.simulation.picture import cluster_picture
-from desched.simulation.replacements import nodes_after_actions, replacement_name
+from desched.simulation.replacements import replacement_name
 from desched.simulation.results import (
     GONE,
     PENDING,
@@ -79,7 +80,7 @@ class _Placer:
     ) -> None:
         self.snapshot = snapshot
         self.options = options
-        self.nodes = nodes_after_actions(snapshot, result.node_actions)
+        self.nodes = nodes_after_actions(snapshot.nodes, result.node_actions)
         self.now = now
         self.cycle = cycle
         self.run = run

@@ -334,6 +334,15 @@ class PlacementSimulator:
         self._fit_scalar: list[_FitClass] = []
         self._classes: dict[bytes, PodClass] = {}
 
+    def with_nodes(self, nodes: Sequence[Node]) -> PlacementSimulator:
+        """A simulator over this one's snapshot as it is now (the pods bound, terminating and gone
+        so far) with ``nodes`` changed (a node tainted or labelled mid-cycle: the memos per node
+        would be stale), going on searching where this one stopped; this one is closed."""
+        renewed = PlacementSimulator(self.snapshot, self.options, nodes=nodes)
+        renewed._start = self._start % renewed.cluster.n if renewed.cluster.n else 0
+        self.close()
+        return renewed
+
     def close(self) -> None:
         """Let go of the state (the simulator is unusable after). Its indexes refer to one
         another (the scorer to the simulator, counters to the cluster state), so without this

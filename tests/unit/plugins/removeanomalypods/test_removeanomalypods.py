@@ -679,6 +679,79 @@ def test_capped_downgrades_are_one_warning(caplog: pytest.LogCaptureFixture) -> 
     ]
 
 
+def predictive_cycle(pods: list[Pod], nodes: list[Node], events: Sequence[Event] = ()) -> Any:
+    """One simulated cycle of RemoveAnomalyPods (taint downgrade) then PodLifeTime (1 day), with
+    ``evictionPolicy.predictive``; simulate's own placement of the replacements after it."""
+    from desched.app.simulate import simulate_cycles
+
+    doc = policy_doc(
+        {**FAST, "nodeDowngradePolicy": {"method": "taint"}}, evictionPolicy={"predictive": True}
+    )
+    profile = doc["profiles"][0]
+    profile["plugins"]["deschedule"]["enabled"].append("PodLifeTime")
+    profile["pluginConfig"].append({"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 86400}})
+    snapshot = ClusterSnapshot(nodes=nodes, pods=pods, events=events)
+    sim, _, _ = simulate_cycles(Framework(load_policy(doc, REG), REG, clock=lambda: NOW), snapshot, NOW)
+    return sim.cycles[0]
+
+
+def sized(name: str, node_name: str, cpu: str, *, age: float = 3600, ready: bool = True) -> Pod:
+    return builders.pod(
+        name,
+        node=node_name,
+        uid=f"uid-{name}",
+        cpu=cpu,
+        created=ts(NOW - timedelta(seconds=age)),
+        owner=("ReplicaSet", name),
+        phase="Running" if ready else "Pending",
+        ready=ready,
+    )
+
+
+def test_predictive_sees_the_downgrade_made_earlier_in_the_cycle() -> None:
+    """The placement model follows the node RemoveAnomalyPods taints in the same cycle: the
+    anomalous pod's replacement goes elsewhere (so it is evicted), and no later replacement is
+    predicted onto the tainted node (issue 24, d1-predictive-downgrade)."""
+    nodes = [builders.node(f"n{i}", cpu="2") for i in (1, 2, 3)]
+    pods = [
+        sized("sandbox", "n2", "100m", ready=False),  # anomalous: the emptiest node, downgraded
+        sized("fill", "n3", "1900m"),
+        sized("old", "n1", "1", age=30 * 86400),  # PodLifeTime's: its replacement fits nowhere
+    ]
+    cycle = predictive_cycle(pods, nodes, [event("sandbox", count=5)])
+    result = cycle.result
+    assert [(a.node, a.result) for a in result.node_actions] == [("n2", ActionResult.DOWNGRADED)]
+    assert [r.name for r in result.evictions] == ["sandbox"]
+    # n1 holds old (terminating) and sandbox's replacement, n2 is tainted, n3 is full
+    assert [(r.name, r.skip_reason) for r in result.skips] == [("old", "predicted_pending")]
+    assert [(p.name, p.node, p.same_node) for p in cycle.placements] == [("sandbox", "n1", False)]
+
+
+def test_predictive_sees_the_expired_downgrades_removed_before_the_cycle() -> None:
+    """An expired downgrade is removed first (a restore record): the model sees the node free."""
+    expired = encode_entries(
+        [
+            DowngradeEntry(
+                "taint", "desched.io/anomalous-node", "true", NOW - timedelta(minutes=1), "NoSchedule"
+            )
+        ]
+    )
+    assert expired is not None
+    tainted = builders.node(
+        "n2",
+        cpu="2",
+        taints=[builders.taint("desched.io/anomalous-node", "true")],
+        annotations={DOWNGRADE_ANNOTATION: expired},
+    )
+    pods = [sized("old", "n1", "1500m", age=30 * 86400)]
+    cycle = predictive_cycle(pods, [builders.node("n1", cpu="2"), tainted])
+    assert [(a.node, a.action, a.result) for a in cycle.result.node_actions] == [
+        ("n2", "restore", ActionResult.RESTORED)
+    ]
+    assert [r.name for r in cycle.result.evictions] == ["old"]
+    assert [(p.name, p.node) for p in cycle.placements] == [("old", "n2")]
+
+
 # ----------------------------------------------------------------------------- planning (pure)
 
 
