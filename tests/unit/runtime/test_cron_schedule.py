@@ -277,8 +277,17 @@ def desched_run(*flags: str) -> subprocess.CompletedProcess[str]:
         ),
     ],
 )
-def test_run_refuses_flag_mistakes_before_connecting(flags: tuple[str, ...], line: str) -> None:
-    proc = desched_run(*flags, "--kubeconfig", "/nonexistent/kubeconfig")
+def test_run_refuses_flag_mistakes_before_connecting(
+    flags: tuple[str, ...], line: str, tmp_path: Path
+) -> None:
+    # a kubeconfig that exists (a missing one is a flag mistake of its own) for a server nobody runs
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: "
+        "'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, "
+        "context: {cluster: c, user: u}}]\n"
+    )
+    proc = desched_run(*flags, "--kubeconfig", str(kubeconfig))
     assert proc.returncode == 2, proc.stderr
     [only] = proc.stderr.splitlines()
     assert only.startswith(f"desched: error: {line}"), only

@@ -28,11 +28,15 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)  # as pflag: a flag is spelled out in full
         super().__init__(*args, **kwargs)
 
+    #: the --logging-format of the command line being parsed (main sets it): how errors are told
+    fatal_format = "text"
+
     def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep it to one line
-        self.exit(2, f"desched: error: {message}\n")
+        fatal(message, _Parser.fatal_format)
+        self.exit(2)
 
 
-def _parse_now(text: str) -> datetime:
+def parse_now(text: str) -> datetime:
     try:
         value = msgspec.convert(text, datetime)
     except msgspec.ValidationError:
@@ -125,6 +129,8 @@ def _go_bool(text: str) -> bool:
 def _duration(text: str) -> float:
     from desched.api.types import parse_go_duration
 
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a duration such as 30s or 5m, got ''")
     try:
         seconds = parse_go_duration(text).total_seconds()
     except ValueError as e:
@@ -685,7 +691,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     request = SimulateRequest(
         snapshot=args.snapshot,
         policy=args.policy,
-        now=_parse_now(args.now) if args.now else datetime.now(UTC),
+        now=parse_now(args.now) if args.now is not None else datetime.now(UTC),
         output=args.output,
         cycles=args.cycles,
         placement=args.placement,
@@ -830,17 +836,66 @@ _COMMANDS = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from desched import logs
+def normalise_flag_names(argv: Sequence[str]) -> list[str]:
+    """Upstream's flag names are normalised as pflag's ``WordSepNormalizeFunc`` does (component-base
+    cli/flag, set on the descheduler's flag set): ``_`` in a flag's name is ``-``, so
+    ``--dry_run`` is ``--dry-run``. Only the name before ``=`` changes, and nothing after ``--``."""
+    out: list[str] = []
+    rest = False
+    for token in argv:
+        if rest or not token.startswith("--") or token == "--":
+            rest = rest or token == "--"
+            out.append(token)
+            continue
+        name, sep, value = token.partition("=")
+        out.append(name.replace("_", "-") + sep + value)
+    return out
 
-    split = args.log_json_split_stream if args.logging_format == "json" else args.log_text_split_stream
-    logs.configure(args.verbosity, args.logging_format, args.vmodule, split_stream=split)
+
+def _logging_format_in(argv: Sequence[str]) -> str:
+    """The --logging-format the command line asks for (its last one), read before parsing so even
+    an option argparse refuses is told in that format."""
+    fmt = "text"
+    for i, token in enumerate(argv):
+        if token == "--logging-format" and i + 1 < len(argv):
+            fmt = argv[i + 1]
+        elif token.startswith("--logging-format="):
+            fmt = token.partition("=")[2]
+    return fmt if fmt in ("text", "json") else "text"
+
+
+def fatal(message: str, fmt: str, *, exit_code: int = 2, option: str = "") -> None:
+    """The one line that says why desched stops: ``desched: error: ...`` on stderr, or with
+    ``--logging-format=json`` one JSON log line (level error) a log pipeline keeps."""
+    if fmt != "json":
+        print(f"desched: error: {message}", file=sys.stderr)
+        return
+    from desched.logs import JsonFormatter
+
+    record = logging.LogRecord("desched", logging.ERROR, __file__, 0, message, (), None)
+    record.exitCode = exit_code
+    if option:
+        record.option = option
+    print(JsonFormatter().format(record), file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    raw = normalise_flag_names(sys.argv[1:] if argv is None else argv)
+    fmt = _logging_format_in(raw)
+    parser = build_parser()
+    _Parser.fatal_format = fmt
+    args = parser.parse_args(raw)
+    from desched import logs
+    from desched.cli import flags
+
+    fmt = args.logging_format
+    split = args.log_json_split_stream if fmt == "json" else args.log_text_split_stream
+    logs.configure(args.verbosity, fmt, args.vmodule, split_stream=split)
     try:
+        flags.validate(parser, args, raw)  # every option, before any file or cluster is touched
         return _COMMANDS[args.command](args)
     except UserError as e:
-        print(f"desched: error: {e}", file=sys.stderr)
+        fatal(str(e), fmt, exit_code=e.exit_code, option=e.path if e.path.startswith("-") else "")
         return e.exit_code
     except BrokenPipeError:
         return 0
@@ -851,7 +906,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             import gc
 
             gc.freeze()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
