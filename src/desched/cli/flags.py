@@ -455,10 +455,10 @@ def _check_relation(rel: Relation, args: argparse.Namespace, names: dict[str, st
         if _is_set(values[0]) and not _is_set(values[1]):
             raise UserError(shown[0], f"needs {shown[1]} (got {values[0]!r})")
     elif rel.kind == "together":
-        given = [n for n, v in zip(shown, values, strict=True) if _is_set(v)]
-        if given and len(given) < len(values):
-            missing = [n for n in shown if n not in given]
-            raise UserError(given[0], f"needs {', '.join(missing)} too (and the other way round)")
+        named = [n for n, v in zip(shown, values, strict=True) if _is_set(v)]
+        if named and len(named) < len(values):
+            missing = [n for n in shown if n not in named]
+            raise UserError(named[0], f"needs {', '.join(missing)} too (and the other way round)")
     elif rel.kind == "bindable":
         port, address = values[0], values[1]
         reuse = bool(values[2]) if len(values) > 2 else False
