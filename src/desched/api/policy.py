@@ -338,13 +338,19 @@ class PolicyWire(_Wire):
                     f"{p.source!r} is listed twice (each source may be configured once)",
                 )
             seen.add(p.source)
-        if self.metrics_providers and self.metrics_collector is not None and self.metrics_collector.enabled:
+        # (upstream v0.36 refuses the deprecated collector beside a KubernetesMetrics provider only:
+        # beside Prometheus alone it configures KubernetesMetrics, as it does with no provider)
+        if (
+            "KubernetesMetrics" in seen
+            and self.metrics_collector is not None
+            and self.metrics_collector.enabled
+        ):
             sources = ", ".join(p.source for p in self.metrics_providers)
             raise FieldValueError(
                 "metricsCollector.enabled",
-                "cannot be true together with metricsProviders "
+                "cannot be true together with a KubernetesMetrics entry of metricsProviders "
                 f"(got true, with metricsProviders: {sources}); drop the deprecated metricsCollector: "
-                "metricsProviders [{source: KubernetesMetrics}] replaces it",
+                "the KubernetesMetrics entry replaces it",
             )
         return self
 
@@ -445,6 +451,10 @@ class Policy:
             if value is not None:
                 out[key] = ep.amount_to_wire(value)
         out["evictionFailureEventNotification"] = self.eviction_failure_event_notification
+        wire = self.wire
+        if wire is not None and wire.metrics_collector is not None and wire.metrics_collector.enabled:
+            # (deprecated, but what configures KubernetesMetrics when no provider entry does)
+            out["metricsCollector"] = {"enabled": True}
         if self.metrics_providers:
             out["metricsProviders"] = [
                 p.model_dump(mode="json", by_alias=True, exclude_none=True) for p in self.metrics_providers

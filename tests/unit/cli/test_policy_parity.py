@@ -40,16 +40,20 @@ PROM_URL = "https://prometheus-k8s.monitoring.svc:9091"
     [
         (
             {"metricsCollector": {"enabled": True}, "metricsProviders": [{"source": "KubernetesMetrics"}]},
-            "metricsCollector.enabled: cannot be true together with metricsProviders "
-            "(got true, with metricsProviders: KubernetesMetrics); drop the deprecated metricsCollector",
+            "metricsCollector.enabled: cannot be true together with a KubernetesMetrics entry of "
+            "metricsProviders (got true, with metricsProviders: KubernetesMetrics); drop the deprecated "
+            "metricsCollector",
         ),
         (
             {
                 "metricsCollector": {"enabled": True},
-                "metricsProviders": [{"source": "Prometheus", "prometheus": {"url": PROM_URL}}],
+                "metricsProviders": [
+                    {"source": "Prometheus", "prometheus": {"url": PROM_URL}},
+                    {"source": "KubernetesMetrics"},
+                ],
             },
-            "metricsCollector.enabled: cannot be true together with metricsProviders "
-            "(got true, with metricsProviders: Prometheus);",
+            "metricsCollector.enabled: cannot be true together with a KubernetesMetrics entry of "
+            "metricsProviders (got true, with metricsProviders: Prometheus, KubernetesMetrics);",
         ),
         (
             {
@@ -191,6 +195,36 @@ def test_validate_refuses_in_one_line(tmp_path: Path, doc: dict[str, Any], line:
     assert proc.stdout == ""
     [only] = proc.stderr.splitlines()
     assert only.startswith(f"desched: error: {line}"), only
+
+
+def test_the_deprecated_collector_beside_prometheus_alone_is_kubernetes_metrics(tmp_path: Path) -> None:
+    """Upstream v0.36 refuses metricsCollector.enabled beside a KubernetesMetrics provider only
+    (issue 24, d2-collector-with-prometheus): beside Prometheus it configures KubernetesMetrics too,
+    so a plugin may read either, and the normalised policy keeps it (it validates to itself)."""
+    lnu = {
+        "name": "LowNodeUtilization",
+        "args": {
+            "thresholds": {"cpu": 20},
+            "targetThresholds": {"cpu": 50},
+            "metricsUtilization": {"source": "KubernetesMetrics"},
+        },
+    }
+    doc = {
+        "metricsCollector": {"enabled": True},
+        "metricsProviders": [{"source": "Prometheus", "prometheus": {"url": PROM_URL}}],
+        "profiles": [
+            {"name": "p", "pluginConfig": [lnu], "plugins": {"balance": {"enabled": [lnu["name"]]}}}
+        ],
+    }
+    proc = validate(tmp_path, doc)
+    assert proc.returncode == 0, proc.stderr
+    normalised = yaml.safe_load(proc.stdout)
+    assert normalised["metricsCollector"] == {"enabled": True}
+    assert [p["source"] for p in normalised["metricsProviders"]] == ["Prometheus"]
+    (tmp_path / "again.yaml").write_text(proc.stdout)
+    again = desched("validate", str(tmp_path / "again.yaml"))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == proc.stdout
 
 
 def test_validate_prints_the_tls_config(tmp_path: Path) -> None:
