@@ -41,14 +41,32 @@ class SnapshotError(UserError):
 
 
 def format_path(parts: Sequence[str | int]) -> str:
-    """``("profiles", 0, "pluginConfig", 2, "args")`` -> ``profiles[0].pluginConfig[2].args``."""
+    """``("profiles", 0, "pluginConfig", 2, "args")`` -> ``profiles[0].pluginConfig[2].args``; a key
+    that is not a plain name (a blank, a quote, a bracket, a colon, nothing) is quoted:
+    ``profiles[0]['plugin Config']``."""
     out = ""
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not _PLAIN_KEY.fullmatch(part):
+            out += f"[{_quote(part)}]"
         else:
             out += f".{part}" if out else str(part)
     return out
+
+
+def key_path(prefix: str, key: object) -> str:
+    """``prefix.key`` as :func:`format_path` writes a key (quoted unless a plain name)."""
+    return join_path(prefix, format_path([str(key)]))
+
+
+#: What an error path shows as it is (``nvidia.com/gpu`` is a resource name, not a path).
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_./$-]+")
+
+
+def _quote(key: str) -> str:
+    text = repr(key)
+    return text if len(text) <= 64 else f"{text[:30]}...{text[-30:]}"
 
 
 def join_path(prefix: str, rest: str) -> str:

@@ -4,7 +4,8 @@ graph is measured before any Python object is built, and only then is the docume
 Measured: the size *as expanded* (an alias counts as a copy of what it names, so a "billion laughs"
 alias bomb is refused at a few KB), the depth, and alias cycles. A graph past a bound ends in
 ``fail(source, reason)``, the caller's way of raising its own error type; YAML syntax errors
-propagate as ``yaml.YAMLError`` for the caller to word (:func:`yaml_error_position` says where).
+propagate as ``yaml.YAMLError`` for the caller to word (:func:`yaml_error_position` says where,
+:func:`yaml_problem` what).
 
 Policies, scorer args (through :mod:`desched.api.documents`), snapshots and kubeconfig files all
 read YAML here. Hand-written rather than a library: PyYAML offers no limit on alias expansion or
@@ -19,7 +20,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-__all__ = ["Fail", "yaml_documents", "yaml_error_position"]
+__all__ = ["Fail", "yaml_documents", "yaml_error_position", "yaml_problem"]
 
 #: ``fail(source, reason)`` raises the caller's error; it never returns.
 Fail = Callable[[str, str], NoReturn]
@@ -51,10 +52,35 @@ def yaml_documents(
         loader.dispose()
 
 
-def yaml_error_position(e: yaml.YAMLError) -> str:
-    """`` at line L, column C`` where the parser stopped, or ``""`` if it does not say."""
+def yaml_error_position(e: yaml.YAMLError, data: str | bytes | None = None) -> str:
+    """`` at line L, column C`` where the parser stopped, or ``""`` if it does not say. A reader
+    error (a character YAML does not allow) says only its offset in the UTF-8 text: with ``data``
+    it is turned into a line and column too."""
     mark = getattr(e, "problem_mark", None)
-    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    if mark is not None:
+        return f" at line {mark.line + 1}, column {mark.column + 1}"
+    position = getattr(e, "position", None)
+    if isinstance(e, yaml.reader.ReaderError) and isinstance(position, int) and data is not None:
+        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+        start = raw.rfind(b"\n", 0, position) + 1
+        line = raw.count(b"\n", 0, position) + 1
+        column = len(raw[start:position].decode("utf-8", "replace")) + 1
+        return f" at line {line}, column {column}"
+    return ""
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """What is wrong, without PyYAML's own rendering of where (``in "<byte string>", position 36``,
+    the context lines): :func:`yaml_error_position` says where."""
+    if isinstance(e, yaml.reader.ReaderError):
+        character = e.character
+        if isinstance(character, int):
+            return f"unacceptable character #x{character:04x}: {e.reason}"
+        return str(e.reason)
+    problem = getattr(e, "problem", None)
+    if problem:
+        return str(problem)
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -29,7 +29,7 @@ import msgspec
 import yaml
 
 from desched.errors import UserError
-from desched.yamlload import Fail, yaml_documents, yaml_error_position
+from desched.yamlload import Fail, yaml_documents, yaml_error_position, yaml_problem
 
 #: A policy is a few KB; anything past this is not a policy.
 MAX_POLICY_BYTES = 4 << 20
@@ -59,6 +59,8 @@ def excerpt(value: Any) -> str:
 def read_regular_file(path: str | Path, what: str, limit: int, fail: _Raise) -> bytes:
     """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes."""
     name = str(path)
+    if not name:
+        fail("", f"cannot read {what}: the path is empty (expected the path of a {what})")
     try:
         st = os.stat(name)
     except OSError as e:
@@ -106,16 +108,16 @@ def load_yaml_or_json(text: str, source: str, fail: _Raise, *, max_nodes: int, m
     try:
         return next(documents, None)
     except yaml.YAMLError as e:
-        fail(source, describe_yaml_error(e))
+        fail(source, describe_yaml_error(e, text))
     except RecursionError:
         fail(source, f"nested more than {max_depth} levels deep")
     finally:
         documents.close()
 
 
-def describe_yaml_error(e: yaml.YAMLError) -> str:
-    problem = getattr(e, "problem", None) or str(e)
-    where = yaml_error_position(e)
+def describe_yaml_error(e: yaml.YAMLError, text: str | bytes | None = None) -> str:
+    problem = yaml_problem(e)
+    where = yaml_error_position(e, text)
     return f"not valid YAML or JSON{where}: {excerpt(problem)[1:-1] if len(problem) > 100 else problem}"
 
 

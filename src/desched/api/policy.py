@@ -31,7 +31,7 @@ from desched.api.types import (
     describe_validation_error,
     validate_model,
 )
-from desched.errors import PolicyError, format_path
+from desched.errors import PolicyError, format_path, key_path
 from desched.k8s import labels as k8s_labels
 
 log = logging.getLogger(__name__)
@@ -484,6 +484,12 @@ def load_policy_file(path: str | Path, registry: PluginCatalog) -> Policy:
     doc = read_document(documents.decode_utf8(data, str(path), fail), str(path))
     if doc is None:
         raise PolicyError(str(path), "empty file (expected a DeschedulerPolicy)")
+    if not isinstance(doc, Mapping):
+        raise PolicyError(
+            str(path),
+            "expected a DeschedulerPolicy (an object with apiVersion, kind and profiles), "
+            f"got {_type_name(doc)}",
+        )
     return load_policy(doc, registry)
 
 
@@ -670,7 +676,7 @@ def _resolve_profile(index: int, prof: ProfileWire, registry: PluginCatalog) -> 
         if spec is not None and spec.args_model is None and cfg.args:
             key = next(iter(cfg.args))
             raise PolicyError(
-                f"{path}.args.{documents.excerpt(str(key))[1:-1]}",
+                key_path(f"{path}.args", key),
                 f"unknown field ({cfg.name} takes no args)",
             )
         configs[cfg.name] = (j, cfg.args)

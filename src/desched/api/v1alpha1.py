@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from desched.api.documents import excerpt
-from desched.errors import PolicyError
+from desched.errors import PolicyError, key_path
 
 _EVICTOR_FLAGS = (
     "evictLocalStoragePods",
@@ -70,7 +70,7 @@ def _check_namespaces(params: Mapping[str, Any], path: str) -> None:
         )
     for key, names in value.items():
         if key not in ("include", "exclude"):
-            raise PolicyError(f"{path}.namespaces.{excerpt(str(key))[1:-1]}", "unknown field")
+            raise PolicyError(key_path(f"{path}.namespaces", key), "unknown field")
         if names is not None:
             _string_list(names, f"{path}.namespaces.{key}")
 
@@ -174,7 +174,7 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A v1alpha1 DeschedulerPolicy as an equivalent v1alpha2 document."""
     for key in doc:
         if key not in _TOP_LEVEL:
-            raise PolicyError(excerpt(str(key))[1:-1], "unknown field in a descheduler/v1alpha1 policy")
+            raise PolicyError(key_path("", key), "unknown field in a descheduler/v1alpha1 policy")
     strategies = doc.get("strategies") or {}
     if not isinstance(strategies, Mapping):
         raise PolicyError("strategies", "must be an object mapping strategy names to their settings")
@@ -182,7 +182,7 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
 
     profiles = []
     for name, strategy in strategies.items():
-        path = f"strategies.{excerpt(str(name))[1:-1]}"
+        path = key_path("strategies", name)
         if name not in _STRATEGIES:
             raise PolicyError(path, f"unknown strategy (known: {', '.join(sorted(_STRATEGIES))})")
         if strategy is None:
@@ -192,7 +192,7 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
         for key in strategy:
             if key not in _STRATEGY_KEYS:
                 raise PolicyError(
-                    f"{path}.{excerpt(str(key))[1:-1]}",
+                    key_path(path, key),
                     "unknown field (a strategy has enabled, weight, params)",
                 )
         enabled = strategy.get("enabled", False)
@@ -204,7 +204,7 @@ def convert_v1alpha1(doc: Mapping[str, Any]) -> dict[str, Any]:
         point, convert, own = _STRATEGIES[name]
         for key in params:
             if key not in _COMMON_PARAMS | own:
-                raise PolicyError(f"{path}.params.{excerpt(str(key))[1:-1]}", f"not a parameter of {name}")
+                raise PolicyError(key_path(f"{path}.params", key), f"not a parameter of {name}")
         if name in _NO_LABEL_SELECTOR and params.get("labelSelector") is not None:
             raise PolicyError(
                 f"{path}.params.labelSelector",

@@ -31,10 +31,10 @@ from desched.api.documents import MAX_SNAPSHOT_DEPTH, excerpt, user_error
 from desched.cluster.compact import CompactDecoder
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.validation import validate_objects
-from desched.errors import SnapshotError
+from desched.errors import SnapshotError, key_path
 from desched.gcpause import gc_paused
 from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference, Pod
-from desched.yamlload import yaml_documents, yaml_error_position
+from desched.yamlload import yaml_documents, yaml_error_position, yaml_problem
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,10 @@ class _Probe(msgspec.Struct, rename="camel"):
 
 
 def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
+    if not str(path):  # (Path("") is the current directory)
+        raise SnapshotError(
+            "", "cannot read snapshot: the path is empty (expected the path of a snapshot file)"
+        )
     p = Path(path)
     _check_readable(p)
     # The snapshot's records are long-lived and many: the cyclic collector would rescan them again
@@ -482,18 +486,13 @@ def _iter_yaml_items(data: bytes, source: str) -> Iterator[Any]:
                     item["kind"] = item_kind
                 yield item
     except yaml.YAMLError as e:
-        raise SnapshotError(source, describe_yaml_problem(e)) from None
+        raise SnapshotError(
+            source, f"not valid YAML{yaml_error_position(e, data)}: {yaml_problem(e)}"
+        ) from None
     if not documents:
         raise SnapshotError(
             source, "holds no object, only null (expected a v1 List of the cluster's objects)"
         )
-
-
-def describe_yaml_problem(e: yaml.YAMLError) -> str:
-    """``not valid YAML at line L, column C: <problem>``, without PyYAML's own rendering of where
-    (``in "<byte string>", position 36``)."""
-    problem = getattr(e, "problem", None) or type(e).__name__
-    return f"not valid YAML{yaml_error_position(e)}: {problem}"
 
 
 def _yaml_as_json(data: bytes, source: str) -> bytes:
@@ -519,7 +518,7 @@ def _not_json(value: Any) -> str | None:
             for k, v in item.items():
                 if not isinstance(k, str):
                     return f"{path or 'key'}: a key must be a string, got {excerpt(k)} (quote it)"
-                stack.append((v, f"{path}.{k}" if path else k))
+                stack.append((v, key_path(path, k)))
         elif isinstance(item, list):
             stack.extend((v, f"{path}[{j}]") for j, v in enumerate(item))
         elif isinstance(item, float) and not math.isfinite(item):

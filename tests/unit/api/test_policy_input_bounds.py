@@ -292,5 +292,5 @@ def test_strict_types_still_accept_native_values(tmp_path: Path, capsys: pytest.
 def test_a_newline_in_a_key_stays_on_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = write(tmp_path, POLICY_HEAD + 'maxNoOfPodsToEvictPerNode: {"a\\nb": 99999999999999999999999}\n')
     assert one_error(p, capsys) == (
-        "maxNoOfPodsToEvictPerNode.a\\nb: number 99999999999999999999999 is out of range"
+        "maxNoOfPodsToEvictPerNode['a\\nb']: number 99999999999999999999999 is out of range"
     )

@@ -208,3 +208,69 @@ def test_validate_prints_durations_that_validate_to_the_same_policy(
         load_policy_file(second, registry).eviction_policy
         == load_policy_file(first, registry).eviction_policy
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "got"),
+    [("5\n", "a number"), ("[1, 2]\n", "a list"), ("just text\n", "a string"), ("true\n", "a boolean")],
+)
+def test_a_policy_that_is_not_an_object_names_the_file_and_what_was_expected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, got: str
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(text)
+    line = one_line_error(capsys, "validate", str(policy))
+    assert line == (
+        f"{policy}: expected a DeschedulerPolicy (an object with apiVersion, kind and profiles), got {got}"
+    )
+
+
+def test_an_empty_path_says_the_path_is_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_line_error(capsys, "validate", "")
+    assert line == "cannot read policy file: the path is empty (expected the path of a policy file)"
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(json.dumps(_v2(_LIFETIME)))
+    line = one_line_error(capsys, "simulate", "", "--policy", str(policy), "--now", NOW)
+    assert line == "cannot read snapshot: the path is empty (expected the path of a snapshot file)"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('  "plugin Config": []\n', "profiles[0]['plugin Config']: unknown field"),
+        ('  "a:b": 1\n', "profiles[0]['a:b']: unknown field"),
+        ('  "": 1\n', "profiles[0]['']: unknown field"),
+    ],
+)
+def test_a_key_that_is_not_a_plain_name_is_quoted_in_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: p\n" + text
+    )
+    assert one_line_error(capsys, "validate", str(policy)) == expected
+
+
+def test_a_v1alpha1_key_with_a_blank_is_quoted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(json.dumps(_v1alpha1("RemoveDuplicates", {"label Selector": {}})))
+    line = one_line_error(capsys, "validate", str(policy))
+    assert line == "strategies.RemoveDuplicates.params['label Selector']: not a parameter of RemoveDuplicates"
+
+
+@pytest.mark.parametrize("command", ["validate", "simulate"])
+def test_a_yaml_reader_error_is_file_line_column_and_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"apiVersion: v1\nkind: \x01List\n")
+    good = tmp_path / "policy.yaml"
+    good.write_text(json.dumps(_v2(_LIFETIME)))
+    argv = ["validate", str(bad)] if command == "validate" else ["simulate", str(bad), "--policy", str(good)]
+    line = one_line_error(capsys, *argv)
+    assert "position" not in line and "<" not in line and "\\n" not in line, line
+    assert line.startswith(f"{bad}: not valid YAML")
+    assert line.endswith(
+        " at line 2, column 7: unacceptable character #x0001: control characters are not allowed"
+    )
