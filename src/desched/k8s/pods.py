@@ -30,7 +30,6 @@ __all__ = [
     "has_pvc",
     "has_resource_claims",
     "is_bare_pod",
-    "is_critical_pod",
     "is_daemonset_pod",
     "is_mirror_pod",
     "is_pod_ready",
@@ -38,7 +37,6 @@ __all__ = [
     "is_terminating",
     "owner_refs",
     "pod_creation_time",
-    "pod_priority",
     "pvc_claim_names",
     "qos_class",
 ]
@@ -146,17 +144,6 @@ def pvc_claim_names(pod: Pod) -> list[str]:
 def has_resource_claims(pod: Pod) -> bool:
     """spec.resourceClaims is non-empty (``IsPodWithResourceClaims``)."""
     return bool(pod.spec.resource_claims)
-
-
-def pod_priority(pod: Pod) -> int | None:
-    """spec.priority as admission resolved it (None if unset)."""
-    return pod.spec.priority
-
-
-def is_critical_pod(pod: Pod) -> bool:
-    """spec.priority is set and ≥ SYSTEM_CRITICAL_PRIORITY (``IsCriticalPriorityPod``)."""
-    priority = pod.spec.priority
-    return priority is not None and priority >= SYSTEM_CRITICAL_PRIORITY
 
 
 def is_pod_ready(pod: Pod) -> bool:

@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from desched.k8s.objects import Pod, PriorityClass
+from desched.k8s.pods import SYSTEM_CRITICAL_PRIORITY
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
     "SYSTEM_CLUSTER_CRITICAL",
     "SYSTEM_NODE_CRITICAL",
+    "class_value",
     "global_default_class",
+    "is_critical_pod",
+    "pod_priority",
     "resolve_pod_priority",
 ]
 
@@ -44,6 +48,33 @@ def global_default_class(
     return best
 
 
+def class_value(name: str, classes: Mapping[str, PriorityClass]) -> int | None:
+    """The value of the PriorityClass ``name``: the snapshot's object, else the built-in system
+    class of that name; None if neither exists."""
+    pc = classes.get(name)
+    if pc is not None:
+        return pc.value
+    return BUILTIN_PRIORITY_CLASSES.get(name)
+
+
+def pod_priority(pod: Pod, classes: Mapping[str, PriorityClass]) -> int | None:
+    """The pod's priority as admission sets it from what the pod says: spec.priority if set, else
+    the value of the class spec.priorityClassName names (:func:`class_value`); None if the pod
+    says neither. A pod the API server admitted always has spec.priority; a hand-written snapshot's
+    pod may only name its class, and ``system-node-critical`` means critical there too."""
+    priority = pod.spec.priority
+    if priority is not None:
+        return priority
+    name = pod.spec.priority_class_name
+    return class_value(name, classes) if name else None
+
+
+def is_critical_pod(pod: Pod, classes: Mapping[str, PriorityClass]) -> bool:
+    """Upstream's ``IsCriticalPriorityPod`` (priority ≥ 2·10⁹) on :func:`pod_priority`."""
+    priority = pod_priority(pod, classes)
+    return priority is not None and priority >= SYSTEM_CRITICAL_PRIORITY
+
+
 def resolve_pod_priority(
     pod: Pod,
     classes: Mapping[str, PriorityClass],
@@ -51,17 +82,9 @@ def resolve_pod_priority(
 ) -> int:
     """spec.priority if set; else the value of spec.priorityClassName's class (a built-in system
     class counts even if absent from ``classes``); else the global default's value; else 0."""
-    spec = pod.spec
-    if spec.priority is not None:
-        return spec.priority
-    name = spec.priority_class_name
-    if name:
-        pc = classes.get(name)
-        if pc is not None:
-            return pc.value
-        builtin = BUILTIN_PRIORITY_CLASSES.get(name)
-        if builtin is not None:
-            return builtin
+    priority = pod_priority(pod, classes)
+    if priority is not None:
+        return priority
     if default_class is not None:
         return default_class.value
     return 0

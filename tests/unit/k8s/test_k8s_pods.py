@@ -20,7 +20,6 @@ from desched.k8s.pods import (
     has_pvc,
     has_resource_claims,
     is_bare_pod,
-    is_critical_pod,
     is_daemonset_pod,
     is_mirror_pod,
     is_pod_ready,
@@ -28,7 +27,6 @@ from desched.k8s.pods import (
     is_terminating,
     owner_refs,
     pod_creation_time,
-    pod_priority,
     pvc_claim_names,
     qos_class,
 )
@@ -122,16 +120,6 @@ def test_resource_claims() -> None:
     assert has_resource_claims(make_pod(spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "g"}]}))
     assert not has_resource_claims(make_pod(spec={"resourceClaims": []}))
     assert not has_resource_claims(make_pod())
-
-
-@pytest.mark.parametrize(
-    ("priority", "critical"),
-    [(None, False), (0, False), (1_999_999_999, False), (2_000_000_000, True), (2_000_001_000, True)],
-)
-def test_critical_priority(priority: int | None, critical: bool) -> None:
-    pod = make_pod(spec={} if priority is None else {"priority": priority})
-    assert pod_priority(pod) == priority
-    assert is_critical_pod(pod) is critical
 
 
 def test_pod_ready() -> None:

@@ -11,8 +11,11 @@ Upstream's ``pkg/framework/plugins/defaultevictor`` (v0.36), rule for rule.
 4. then the pod protections, each a reason to keep the pod:
 
    - ``SystemCriticalPods`` (default): priority ≥ 2·10⁹; and, with a ``priorityThreshold`` that
-     sets ``value`` or ``name``, a priority ≥ the threshold (a pod without ``spec.priority``
-     passes). With this protection disabled the threshold is ignored, as upstream.
+     sets ``value`` or ``name``, a priority ≥ the threshold. A pod's priority is its
+     ``spec.priority``, or, when a hand-written snapshot leaves that out, the value of the class
+     its ``priorityClassName`` names (the snapshot's PriorityClass, or the built-in
+     ``system-cluster-critical`` / ``system-node-critical``), as admission would have set it; a pod
+     that says neither passes. With this protection disabled the threshold is ignored, as upstream.
    - ``FailedBarePods`` (default): a pod without owner references; disabled, such a pod is kept
      unless it is Failed.
    - ``PodsWithLocalStorage`` (default): an emptyDir or hostPath volume.
@@ -60,8 +63,8 @@ from typing import TYPE_CHECKING, ClassVar
 from desched.cluster.view import ClusterView
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
+from desched.k8s import priority as k8s_priority
 from desched.k8s.objects import Node, Pod
-from desched.k8s.priority import BUILTIN_PRIORITY_CLASSES
 from desched.plugins.defaultevictor.args import NO_EVICTION_MANDATORY, DefaultEvictorArgs, PodProtection
 
 if TYPE_CHECKING:
@@ -142,12 +145,8 @@ class DefaultEvictor:
             if spec.value is not None:
                 self._threshold = spec.value
             else:
-                pc = snapshot.priority_classes.get(spec.name)
-                if pc is not None:
-                    self._threshold = pc.value
-                elif spec.name in BUILTIN_PRIORITY_CLASSES:
-                    self._threshold = BUILTIN_PRIORITY_CLASSES[spec.name]
-                else:
+                self._threshold = k8s_priority.class_value(spec.name, snapshot.priority_classes)
+                if self._threshold is None:
                     self._broken = (
                         f"priorityThreshold.name: PriorityClass {spec.name!r} does not exist; "
                         f"profile {self.handle.profile_name!r} evicts nothing this cycle"
@@ -181,15 +180,19 @@ class DefaultEvictor:
         on = self.protections
         out: list[_Constraint] = []
         if PodProtection.SYSTEM_CRITICAL_PODS in on:
-            out.append(("pod has system critical priority", k8s_pods.is_critical_pod))
+            # a pod's priority: spec.priority, or its priorityClassName's value (k8s.priority)
+            classes = self._snapshot.priority_classes if self._snapshot is not None else {}
+            out.append(
+                ("pod has system critical priority", lambda p: k8s_priority.is_critical_pod(p, classes))
+            )
             threshold = self._threshold
             if threshold is not None:
-                out.append(
-                    (
-                        "pod has higher priority than the priority threshold",
-                        lambda p: p.spec.priority is not None and p.spec.priority >= threshold,
-                    )
-                )
+
+                def above_threshold(p: Pod) -> bool:
+                    priority = k8s_priority.pod_priority(p, classes)
+                    return priority is not None and priority >= threshold
+
+                out.append(("pod has higher priority than the priority threshold", above_threshold))
         if PodProtection.FAILED_BARE_PODS in on:
             out.append(("pod does not have any ownerRefs", k8s_pods.is_bare_pod))
         else:

@@ -256,6 +256,29 @@ def test_builtin_priority_class_needs_no_object() -> None:
     assert not ev.filter(make_pod(priority=2_000_000_000))
 
 
+@pytest.mark.parametrize("class_name", ["system-cluster-critical", "system-node-critical"])
+def test_a_pod_naming_a_critical_class_without_spec_priority_is_critical(class_name: str) -> None:
+    """A hand-written snapshot's pod may name its class and leave spec.priority out (admission
+    would have set it): the class's value counts, the built-in one without the object."""
+    ev = evictor()
+    assert not ev.filter(make_pod(priorityClassName=class_name))
+    assert evictor({"evictSystemCriticalPods": True}).filter(make_pod(priorityClassName=class_name))
+    assert ev.filter(make_pod(priorityClassName=class_name, priority=10))  # spec.priority wins
+
+
+def test_a_class_named_without_spec_priority_meets_the_threshold_by_its_value() -> None:
+    snap = ClusterSnapshot(
+        priority_classes=[builders.priority_class("high", 1000), builders.priority_class("low", 1)]
+    )
+    ev = evictor({"priorityThreshold": {"value": 500}}, snap)
+    assert not ev.filter(make_pod(priorityClassName="high"))
+    assert ev.filter(make_pod(priorityClassName="low"))
+    assert ev.filter(make_pod(priorityClassName="not-in-the-snapshot"))  # unknown: as without a class
+    assert not evictor({"priorityThreshold": {"value": 500}}).filter(
+        make_pod(priorityClassName="system-node-critical")
+    )
+
+
 def test_unknown_priority_class_refuses_every_pod_for_the_cycle() -> None:
     fw = framework({"priorityThreshold": {"name": "missing"}})
     ev = fw.profiles[0].instances["DefaultEvictor"]
