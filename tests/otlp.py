@@ -29,6 +29,8 @@ class Span:
     resource: dict[str, Any]
     start_ns: int
     end_ns: int
+    #: the span's events: (name, attributes)
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 def _value(v: Any) -> Any:
@@ -87,6 +89,9 @@ class OtlpReceiver:
                                 resource=resource,
                                 start_ns=s.start_time_unix_nano,
                                 end_ns=s.end_time_unix_nano,
+                                events=[
+                                    (e.name, {a.key: _value(a.value) for a in e.attributes}) for e in s.events
+                                ],
                             )
                         )
 

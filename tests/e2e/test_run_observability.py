@@ -130,5 +130,10 @@ def test_v4_json_names_every_candidate_and_traces_reach_the_collector(
         lifetime = children[1]
         assert lifetime.attributes == {"profile": "obs", "plugin": "PodLifeTime", "operation": "deschedule"}
         evicts = receiver.children(lifetime)
-        assert sorted(e.attributes["pod"] for e in evicts) == [f"{ns}/owned-0", f"{ns}/owned-1"]
+        assert {e.name for e in evicts} == {"EvictPod"}  # upstream's span and keys
+        assert sorted(f"{e.attributes['podNamespace']}/{e.attributes['podName']}" for e in evicts) == [
+            f"{ns}/owned-0",
+            f"{ns}/owned-1",
+        ]
+        assert all(e.attributes["operation"] == "evict" for e in evicts)
         assert receiver.children(children[0]) == []

@@ -2,8 +2,11 @@
 
 One span per cycle (``runDeschedulerLoop``), a child per plugin run (named after the plugin, with
 ``profile``, ``plugin`` and ``operation`` = deschedule|balance) and, under it, one per eviction
-request (``evict``, with the pod, node, reason and result). Without ``--otel-collector-endpoint``
-nothing here is imported or called: the cycle runs exactly as without tracing.
+(``EvictPod``, as upstream's PodEvictor.EvictPod names it, with upstream's ``podName``,
+``podNamespace``, ``reason`` and ``operation`` = evict, then desched's ``node``, ``profile``,
+``plugin`` and ``result``; a refusal, a failed request or an eviction over a limit adds upstream's
+``Eviction Failed`` event with ``node`` and ``err``). Without ``--otel-collector-endpoint`` nothing
+here is imported or called: the cycle runs exactly as without tracing.
 
 The endpoint is written as upstream's users write it: ``host:port`` is OTLP over gRPC (upstream's
 only transport), plain text unless ``--otel-transport-ca-cert`` gives a CA. desched also takes an
@@ -21,8 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from desched.errors import UserError
-from desched.framework.evictor import EvictionBackend, EvictionRequest, InBackground, OutcomeUnknown
+from desched.framework.evictor import (
+    EvictionBackend,
+    EvictionRecord,
+    EvictionRequest,
+    InBackground,
+    OutcomeUnknown,
+)
 from desched.framework.framework import CycleResult, Framework
+from desched.framework.types import EvictResult
 from desched.k8s.objects import Pod
 
 log = logging.getLogger(__name__)
@@ -30,6 +40,13 @@ log = logging.getLogger(__name__)
 #: The tracer's (instrumentation scope's) name, as upstream's.
 TRACER_NAME = "sigs.k8s.io/descheduler"
 CYCLE_SPAN = "runDeschedulerLoop"
+#: upstream's eviction span (pkg/descheduler/evictions/evictions.go) and its ``operation``
+EVICT_SPAN = "EvictPod"
+EVICT_OPERATION = "evict"
+FAILED_EVENT = "Eviction Failed"
+#: the evictions that never reach the backend, refused by a limit: upstream's EvictPod span
+#: covers them too (its limit checks are inside the span)
+_LIMITS = frozenset({EvictResult.NODE_LIMIT, EvictResult.NAMESPACE_LIMIT, EvictResult.TOTAL_LIMIT})
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,7 @@ class Tracing:
         def traced(snapshot: Any, backend: EvictionBackend, **kwargs: Any) -> CycleResult:
             with self.tracer.start_as_current_span(CYCLE_SPAN) as span:
                 framework.plugin_span = self.plugin_span
+                kwargs["observers"] = [*kwargs.get("observers", ()), self._limit_span]
                 try:
                     result = framework.run_cycle(snapshot, _TracedBackend(backend, self.tracer), **kwargs)
                 finally:
@@ -77,6 +95,20 @@ class Tracing:
                 return result
 
         return traced
+
+    def _limit_span(self, record: EvictionRecord) -> None:
+        """An eviction a limit refused (it never reaches the backend): its EvictPod span, failed."""
+        if record.result not in _LIMITS:
+            return
+        from opentelemetry.trace import Status, StatusCode
+
+        attributes = _evict_attributes(
+            record.namespace, record.name, record.node, record.profile, record.plugin, record.reason
+        )
+        with self.tracer.start_as_current_span(EVICT_SPAN, attributes=attributes) as span:
+            span.set_attribute("result", record.result.value)
+            span.add_event(FAILED_EVENT, {"node": record.node, "err": record.result.value})
+            span.set_status(Status(StatusCode.ERROR, record.result.value))
 
     @contextlib.contextmanager
     def plugin_span(self, profile: str, plugin: str, operation: str) -> Iterator[None]:
@@ -95,14 +127,11 @@ class _TracedBackend:
     def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
         from opentelemetry.trace import Status, StatusCode
 
-        attributes = {
-            "pod": pod.key,
-            "node": pod.spec.node_name,
-            "profile": request.profile,
-            "plugin": request.plugin,
-            "reason": request.reason,
-        }
-        with self._tracer.start_as_current_span("evict", attributes=attributes) as span:
+        meta = pod.metadata
+        attributes = _evict_attributes(
+            meta.namespace, meta.name, pod.spec.node_name, request.profile, request.plugin, request.reason
+        )
+        with self._tracer.start_as_current_span(EVICT_SPAN, attributes=attributes) as span:
             failure = self._backend.evict(pod, request)
             if isinstance(failure, InBackground):
                 span.set_attribute("result", "background")
@@ -111,11 +140,27 @@ class _TracedBackend:
             span.set_attribute("result", "success" if failure is None else "unknown" if unknown else "error")
             if failure is not None:
                 why = failure.error if isinstance(failure, OutcomeUnknown) else failure
+                span.add_event(FAILED_EVENT, {"node": pod.spec.node_name, "err": why})
                 span.set_status(Status(StatusCode.ERROR, why))
             return failure
 
     def __getattr__(self, name: str) -> Any:  # e.g. the live backend's async path, dry_run
         return getattr(self._backend, name)
+
+
+def _evict_attributes(
+    namespace: str, name: str, node: str, profile: str, plugin: str, reason: str
+) -> dict[str, str]:
+    """An EvictPod span's attributes: upstream's keys first, then desched's."""
+    return {
+        "podName": name,
+        "podNamespace": namespace,
+        "reason": reason,
+        "operation": EVICT_OPERATION,
+        "node": node,
+        "profile": profile,
+        "plugin": plugin,
+    }
 
 
 def setup(options: TracingOptions) -> Tracing | None:

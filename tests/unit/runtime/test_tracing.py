@@ -12,10 +12,12 @@ from tests.otlp import OtlpReceiver
 from desched.api.policy import load_policy_file
 from desched.cluster.file_source import load_snapshot_file
 from desched.errors import UserError
-from desched.framework.evictor import SimulatedBackend
+from desched.framework.evictor import EvictionRequest, SimulatedBackend
 from desched.framework.framework import Framework
+from desched.framework.types import EvictResult
+from desched.k8s.objects import Pod
 from desched.plugins import default_registry
-from desched.runtime.tracing import CYCLE_SPAN, TracingOptions, setup
+from desched.runtime.tracing import CYCLE_SPAN, EVICT_SPAN, TracingOptions, setup
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
@@ -51,13 +53,73 @@ def test_a_cycle_is_one_span_with_a_child_per_plugin_and_evictions_under_them() 
         assert {s.attributes["operation"] for s in plugins} == {"deschedule", "balance"}
         assert all(cycle.start_ns <= s.start_ns <= s.end_ns <= cycle.end_ns for s in plugins)
         evictions = [e for p in plugins for e in receiver.children(p)]
-        assert sorted(e.attributes["pod"] for e in evictions) == sorted(
-            f"{r.namespace}/{r.name}" for r in result.evictions
+        # upstream's span (pkg/descheduler/evictions/evictions.go): EvictPod, podName,
+        # podNamespace, reason, operation=evict; then desched's node, profile, plugin, result
+        assert {e.name for e in evictions} == {EVICT_SPAN} == {"EvictPod"}
+        assert sorted((e.attributes["podNamespace"], e.attributes["podName"]) for e in evictions) == sorted(
+            (r.namespace, r.name) for r in result.evictions
         )
+        by_pod = {(r.namespace, r.name): r for r in result.evictions}
+        for e in evictions:
+            r = by_pod[(e.attributes["podNamespace"], e.attributes["podName"])]
+            assert e.attributes == {
+                "podName": r.name,
+                "podNamespace": r.namespace,
+                "reason": r.reason,
+                "operation": "evict",
+                "node": r.node,
+                "profile": r.profile,
+                "plugin": r.plugin,
+                "result": "success",
+            }
+            assert e.events == []
         for p in plugins:
             assert all(e.attributes["plugin"] == p.name for e in receiver.children(p))
-        assert all(e.attributes["result"] == "success" for e in evictions)
     assert framework.plugin_span is None  # untraced again after the cycle
+
+
+def test_an_eviction_over_a_limit_or_refused_is_a_failed_evictpod_span(tmp_path: Path) -> None:
+    """As upstream's EvictPod span: an eviction refused by a limit (it never reaches the backend)
+    or by the API has an ``Eviction Failed`` event with ``node`` and ``err``."""
+    registry = default_registry()
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text((ROOT / "examples" / "policy.yaml").read_text() + "maxNoOfPodsToEvictPerNode: 1\n")
+    policy = load_policy_file(str(policy_file), registry)
+    snapshot = load_snapshot_file(str(ROOT / "examples" / "cluster.yaml"))
+    framework = Framework(policy, registry, clock=lambda: NOW)
+    refused_by_api: list[str] = []
+
+    class Refusing(SimulatedBackend):
+        """Refuses the first request, as the eviction API refuses a pod its PDB protects."""
+
+        def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+            if not refused_by_api:
+                refused_by_api.append(pod.metadata.name)
+                return "Cannot evict pod as it would violate the pod's disruption budget."
+            return super().evict(pod, request)
+
+    with OtlpReceiver() as receiver:
+        tracing = setup(TracingOptions(endpoint=receiver.url))
+        assert tracing is not None
+        result = tracing.run_cycle(framework)(snapshot, Refusing(snapshot))
+        tracing.shutdown()
+        receiver.wait_for(CYCLE_SPAN)
+        spans = [s for s in receiver.spans if s.name == EVICT_SPAN]
+    limited = [r for r in result.failures if r.result is EvictResult.NODE_LIMIT]
+    api = [r for r in result.failures if r.result is EvictResult.FAILED]
+    assert limited and [r.name for r in api] == refused_by_api
+    failed = {s.attributes["podName"]: s for s in spans if s.events}
+    assert set(failed) == {r.name for r in limited + api}
+    assert len(spans) == len(result.evictions) + len(limited) + len(api)
+    for r in limited:
+        assert failed[r.name].events == [
+            ("Eviction Failed", {"node": r.node, "err": EvictResult.NODE_LIMIT.value})
+        ]
+        assert failed[r.name].attributes["operation"] == "evict"
+        assert failed[r.name].parent_id  # under the plugin run that asked
+    assert failed[refused_by_api[0]].events == [
+        ("Eviction Failed", {"node": api[0].node, "err": api[0].error})
+    ]
 
 
 def test_bad_setup_is_a_user_error_or_no_op_when_asked(tmp_path: Path) -> None:
@@ -108,5 +170,5 @@ def test_grpc_endpoint_as_upstream_writes_it_delivers_the_spans() -> None:
     finally:
         server.stop(grace=None)
     assert received.count(CYCLE_SPAN) == 1
-    assert received.count("evict") == len(result.evictions)
+    assert received.count(EVICT_SPAN) == len(result.evictions)
     assert {r.plugin for r in result.plugin_runs} <= set(received)
