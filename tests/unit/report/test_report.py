@@ -424,3 +424,38 @@ def test_every_merged_list_says_which_cycle_its_entries_are_from() -> None:
     ]
     assert next(iter(doc["placements"][0])) == "cycle"
     assert [c["evicted"] for c in doc["cycles"]] == [1, 1, 1]
+
+
+def _shown_in(shown: Any, actual: Any) -> bool:
+    """``shown`` (the docs' excerpt) is part of ``actual``: a dict's keys shown match, a list's
+    elements shown are among the actual ones, ``"..."`` in a string stands for anything after."""
+    if isinstance(shown, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and _shown_in(v, actual[k]) for k, v in shown.items()
+        )
+    if isinstance(shown, list):
+        return isinstance(actual, list) and all(any(_shown_in(s, a) for a in actual) for s in shown)
+    if isinstance(shown, str) and "..." in shown:
+        return isinstance(actual, str) and actual.startswith(shown.split("...", 1)[0])
+    return bool(shown == actual and type(shown) is type(actual))
+
+
+def test_the_json_example_of_the_docs_is_what_simulate_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/simulation.md's JSON excerpt (the example cluster and policy) holds the values
+    ``simulate -o json`` prints; ``...`` marks what it leaves out. ``pending`` and ``thrashing``
+    show the shape of entries the example has none of."""
+    doc_text = (ROOT / "docs" / "simulation.md").read_text()
+    start = doc_text.index("```json\n", doc_text.index("JSON (`-o json`) keeps every key")) + len("```json\n")
+    block = doc_text[start : doc_text.index("```", start)]
+    text = "{" + block + "}"
+    for elided, kept in ((", ...}", "}"), (", ...]", "]"), ("[...]", "[]"), ("{...}", "{}")):
+        text = text.replace(elided, kept)
+    shown = json.loads(text)
+    code, out, _ = run(capsys, "-o", "json")
+    assert code == 0
+    actual = json.loads(out)
+    assert actual["pending"] == [] and actual["thrashing"] == []
+    for key in ("pending", "thrashing"):
+        shown.pop(key)
+    mismatched = [k for k, v in shown.items() if not _shown_in(v, actual.get(k))]
+    assert not mismatched, {k: (shown[k], actual.get(k)) for k in mismatched}
