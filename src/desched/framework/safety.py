@@ -24,10 +24,10 @@ The rules, in the order they are checked (the first that refuses names the skip)
    ``evictionsPerMinute``, on the cycle's clock (so one cycle takes at most ``burst``); the
    buckets are shared by the profiles, each refilling them at its own rate;
 7. ``maxUnavailablePerWorkload``: the workload's pods that are not available (not Running and
-   Ready, or terminating) plus those evicted in this cycle may not exceed the budget after this
-   eviction; a pod that is already unavailable may always go (it adds nothing). A percentage is of
-   the workload's replicas, rounded down: with ``"50%"`` a single-replica workload is never
-   evicted (losing its one pod is 100% unavailable).
+   Ready, or terminating) plus those evicted in this cycle (finished pods aside: see below) may not
+   exceed the budget after this eviction; a pod that is already unavailable may always go (it
+   adds nothing). A percentage is of the workload's replicas, rounded down: with ``"50%"`` a
+   single-replica workload is never evicted (losing its one pod is 100% unavailable).
 8. ``predictive``: the placement model ``desched simulate`` uses (kube-scheduler 1.36's default
    profile, :mod:`desched.scheduling.placement`), kept in step with the cycle's evictions, is asked
    where the pod's replacement would land, with the pod still terminating on its node and the
@@ -47,8 +47,10 @@ The rules, in the order they are checked (the first that refuses names the skip)
 A workload is a pod's controller (its ``ownerReferences`` entry with ``controller: true``, else
 its first owner): a ReplicaSet is one pod template, so a Deployment's rollout starts afresh. A pod
 without owners is its own workload. A workload's replicas are its pods in the cycle's cluster that
-have not succeeded, plus those evicted in this cycle (the snapshot holds no ReplicaSet objects, so
-``spec.replicas`` is not read: a replica not yet re-created is not counted).
+have not finished, plus those evicted in this cycle: a Succeeded or Failed pod (a kubelet-evicted
+one left behind) is neither a replica nor unavailable, as the disruption controller counts a
+workload's pods (:mod:`desched.k8s.disruption`); the snapshot holds no ReplicaSet objects, so
+``spec.replicas`` is not read: a replica not yet re-created is not counted.
 
 State across cycles (the moves the cooldown remembers, the token buckets, the workloads waiting for
 a replacement) lives in this object, which the framework keeps for its lifetime. :meth:`Safety.state`
@@ -197,6 +199,8 @@ class Safety:
         self._view: ClusterView | None = None
         self._now = datetime.min
         self._cycle_evictions: dict[WorkloadKey, int] = {}
+        #: of those, the evictions of pods that had not finished (what maxUnavailablePerWorkload adds)
+        self._cycle_disrupted: dict[WorkloadKey, int] = {}
         self._closed: dict[str, Skip | None] = {}
         self._buckets: dict[tuple[RateScope, str], TokenBucket] = {}
         #: workloads waiting for a replacement: (when, evicted pod, available pods before it)
@@ -242,6 +246,7 @@ class Safety:
             self._node_actions, self._actions_seen = node_actions, len(records)
             self._model = PlacementSimulator(view.copy(), nodes=self._nodes)
         self._cycle_evictions = {}
+        self._cycle_disrupted = {}
         self._closed = {name: _window_skip(p, now) for name, p in self._policies.items()}
         for bucket_key in [k for k, b in self._buckets.items() if b.full(now)]:
             del self._buckets[bucket_key]
@@ -315,9 +320,12 @@ class Safety:
             if key[1] == "Pod":
                 present = [p for p in (self._view.pod(key[0], key[2]),) if p is not None]
             else:
-                present = [p for p in self._view.pods_of_owner(*key) if p.status.phase != "Succeeded"]
-            unavailable = sum(1 for p in present if not is_available(p)) + done
-            replicas = len(present) + done
+                # a finished pod (a kubelet-evicted one: Failed) is neither a replica nor
+                # unavailable, as the disruption controller counts a workload's pods
+                present = [p for p in self._view.pods_of_owner(*key) if k8s_pods.occupies_node(p)]
+            gone = self._cycle_disrupted.get(key, 0)  # (evicted pods have left the cycle's view)
+            unavailable = sum(1 for p in present if not is_available(p)) + gone
+            replicas = len(present) + gone
             allowed = resolve_amount(budget, replicas)
             after = unavailable + 1
             if after > allowed:
@@ -473,6 +481,8 @@ class Safety:
             return
         key = workload_of(pod)
         self._cycle_evictions[key] = self._cycle_evictions.get(key, 0) + 1
+        if k8s_pods.occupies_node(pod):
+            self._cycle_disrupted[key] = self._cycle_disrupted.get(key, 0) + 1
         self.changes += 1
         if self._model is not None:
             self._model_evicted(pod)

@@ -152,6 +152,23 @@ def test_a_pod_already_unavailable_may_always_go() -> None:
     assert names(result.evictions) == ["a", "b"]
 
 
+@pytest.mark.parametrize("failed_first", [True, False])
+def test_max_unavailable_leaves_finished_pods_out_of_replicas_and_unavailable(failed_first: bool) -> None:
+    """A ReplicaSet with Failed pods left behind (kubelet-evicted) is counted as the disruption
+    controller counts it: 4 replicas, none unavailable, so 50% lets two go, whether the Failed
+    pods are evicted before the others (then they add nothing) or after (issue 24, d4)."""
+    prefix = "a" if failed_first else "z"
+    failed = [pod(f"{prefix}{i}", phase="Failed", ready=False) for i in range(4)]
+    running = [pod(f"u{i}") for i in range(4)]
+    result = cycle(framework(evictionPolicy={"maxUnavailablePerWorkload": "50%"}), running + failed)
+    assert sorted(names(result.evictions)) == sorted(["u0", "u1", *names(failed)])
+    assert [r.name for r in result.skips] == ["u2", "u3"]
+    assert result.skips[0].error == (
+        "ReplicaSet default/web has 2 of 4 pod(s) unavailable; evicting this one would make 3 "
+        "(maxUnavailablePerWorkload: 50% = 2)"
+    )
+
+
 def test_max_unavailable_as_percentage_rounds_down() -> None:
     pods = [pod(f"p{i}") for i in range(7)]
     # 30% of 7 is 2.1: 2
@@ -306,14 +323,17 @@ def workloads(draw: st.DrawFn) -> list[Pod]:
     pods: list[Pod] = []
     for w in range(draw(st.integers(1, 4))):
         for i in range(draw(st.integers(1, 8))):
-            state = draw(st.sampled_from(["ready", "notready", "pending", "terminating"]))
+            state = draw(
+                st.sampled_from(["ready", "notready", "pending", "terminating", "failed", "succeeded"])
+            )
+            phase = {"pending": "Pending", "failed": "Failed", "succeeded": "Succeeded"}.get(state, "Running")
             pods.append(
                 pod(
                     f"w{w}-{i}",
                     node=draw(st.sampled_from(["n1", "n2"])),
                     owner=("ReplicaSet", f"w{w}"),
-                    ready=state != "notready",
-                    phase="Pending" if state == "pending" else "Running",
+                    ready=state not in ("notready", "failed", "succeeded"),
+                    phase=phase,
                     deleted="2026-11-24T11:00:00Z" if state == "terminating" else None,
                 )
             )
@@ -328,7 +348,9 @@ def test_a_workload_never_has_more_than_its_budget_unavailable(pods: list[Pod], 
     by_workload: dict[str, list[Pod]] = {}
     for p in pods:
         by_workload.setdefault(p.metadata.name.split("-")[0], []).append(p)
-    for members in by_workload.values():
+    for everyone in by_workload.values():
+        # as the disruption controller: a finished pod is neither a replica nor unavailable
+        members = [p for p in everyone if p.status.phase not in ("Succeeded", "Failed")]
         replicas = len(members)
         allowed = budget if isinstance(budget, int) else int(budget[:-1]) * replicas // 100
         before = sum(1 for p in members if not is_available(p))
