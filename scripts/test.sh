@@ -25,5 +25,8 @@ export DESCHED_KUSTOMIZE
 # package, or built from the Go module proxy; cached)
 DESCHED_PROMTOOL=$(bash hack/e2e/build-promtool.sh | tail -n 1)
 export DESCHED_PROMTOOL
+# actionlint, for the release workflow (tests/unit/deploy/test_release.py and .ci/run)
+DESCHED_ACTIONLINT=$(bash hack/e2e/build-actionlint.sh | tail -n 1)
+export DESCHED_ACTIONLINT
 
 .venv/bin/python -m pytest "$@"

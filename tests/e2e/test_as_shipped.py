@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import ssl
 import subprocess
@@ -543,6 +544,37 @@ def test_helm_v1alpha1_values_run_as_shipped(cp: ControlPlane, helm: str, tmp_pa
     assert form.kind == "CronJob"
     facts = run_as_shipped(cp, form, tmp_path, prepare(cp, "h-v1alpha1"))
     assert "v1alpha1" in facts["log"], facts["log"][-2000:]
+
+
+#: README.md, "Install in a cluster": the image a user built and pushed
+YOUR_IMAGE = "registry.example.com/platform/desched"
+
+
+def test_helm_with_your_image_runs_as_shipped(cp: ControlPlane, helm: str, tmp_path: Path) -> None:
+    """README's `helm install ... --set image.repository=<your registry>`: the pods pull that image."""
+    form = shipped(helm_template(helm, "shipped-yours", "--set", f"image.repository={YOUR_IMAGE}"))
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert form.container["image"] == f"{YOUR_IMAGE}:{version}"
+    run_as_shipped(cp, form, tmp_path, prepare(cp, "h-yours"))
+
+
+def test_kustomize_with_your_image_runs_as_shipped(cp: ControlPlane, kustomize: str, tmp_path: Path) -> None:
+    """README's `kustomize edit set image` in deploy/kubernetes/cronjob (on a copy), then what
+    `kubectl apply -k` applies: the CronJob pulls the user's image, and runs."""
+    copy = tmp_path / "kubernetes"
+    shutil.copytree(KUSTOMIZE, copy)
+    subprocess.run(
+        [kustomize, "edit", "set", "image", f"ghcr.io/your-org/desched={YOUR_IMAGE}:0.1.0"],
+        cwd=copy / "cronjob",
+        check=True,
+        capture_output=True,
+    )
+    out = subprocess.run(
+        [kustomize, "build", str(copy / "cronjob")], capture_output=True, text=True, check=True
+    )
+    form = shipped([d for d in yaml.safe_load_all(out.stdout) if d])
+    assert form.container["image"] == f"{YOUR_IMAGE}:0.1.0"
+    run_as_shipped(cp, form, tmp_path / "run", prepare(cp, "k-yours"))
 
 
 def test_a_rendered_argument_desched_does_not_know_fails_the_run(

@@ -692,3 +692,53 @@ def test_helm_test_pod_fails_a_bad_policy(helm: str, tmp_path: Path) -> None:
     proc = run_helm_test_pod(helm, tmp_path, "--set-json", bad)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "targetThresholds" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+# ------------------------------------------------------------------ NOTES.txt
+
+
+def install_notes(cp: Any, helm: str, *args: str) -> str:
+    """What `helm install` prints after the install (a server-side dry run: the apiserver checks the
+    objects, nothing is created)."""
+    proc = subprocess.run(
+        [
+            *(helm, "install", "notes", str(CHART), "--namespace", "kube-system", "--dry-run=server"),
+            *("--kubeconfig", str(cp.kubeconfig), *args),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_say_what_runs_whether_it_evicts_and_where_to_look(control_plane: Any, helm: str) -> None:
+    if getattr(control_plane, "external", False):
+        pytest.skip("the dry-run install needs the built-in control plane's admin kubeconfig")
+    notes = install_notes(control_plane, helm)
+    assert 'CronJob notes-desched: one descheduling cycle per schedule "*/2 * * * *"' in notes
+    assert "It EVICTS pods" in notes and "DRY RUN" not in notes
+    assert f"Image: {DEFAULT_REPOSITORY}:{APP_VERSION}" in notes and "is a placeholder" in notes
+    assert "kubectl -n kube-system get configmap notes-desched -o jsonpath='{.data.policy\\.yaml}'" in notes
+    assert "helm test notes -n kube-system" in notes
+    assert "get pods -l app.kubernetes.io/name=desched,app.kubernetes.io/instance=notes" in notes
+
+    notes = install_notes(
+        control_plane,
+        helm,
+        *("--set", "kind=Deployment", "--set", "cmdOptions.dry-run=null"),
+        *("--set", "image.repository=registry.example.com/platform/desched"),
+    )
+    assert "Deployment notes-desched (1 replica(s)): a cycle every 5m" in notes
+    assert "DRY RUN (cmdOptions.dry-run): nothing is evicted" in notes and "It EVICTS" not in notes
+    assert f"Image: registry.example.com/platform/desched:{APP_VERSION}" in notes
+    assert "placeholder" not in notes
+    assert "kubectl -n kube-system logs deployment/notes-desched" in notes
+
+    notes = install_notes(control_plane, helm, "-f", str(UPSTREAM_STYLE / "null-policy.yaml"))
+    assert "the pods mount YOUR ConfigMap notes-desched (key policy.yaml)" in notes
+    notes = install_notes(
+        control_plane, helm, "--set", "image.repository=registry.k8s.io/descheduler/descheduler"
+    )
+    assert "your values name upstream's image, registry.k8s.io/descheduler/descheduler" in notes

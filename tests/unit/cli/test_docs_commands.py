@@ -123,6 +123,54 @@ ELSEWHERE: tuple[Elsewhere, ...] = (
         "needs helm and a cluster; the e2e test renders the chart with an upstream values file and runs it",
     ),
     Elsewhere(
+        r'docker build -f deploy/Dockerfile --build-arg GIT_SHA="\$\(git rev-parse HEAD\)" -t \S+ \.',
+        (
+            "tests/unit/deploy/test_dockerfile.py::test_entrypoint_and_cmd_agree_with_the_manifests",
+            "tests/unit/deploy/test_release.py::test_the_release_builds_a_multi_arch_image_with_provenance_and_sbom",
+        ),
+        "needs a container engine, which the test machine has not: the Dockerfile is checked by "
+        "parsing, and the release workflow (checked by actionlint) builds it with buildx",
+    ),
+    Elsewhere(
+        r"docker push \S+",
+        (
+            "tests/unit/deploy/test_release.py::test_the_release_builds_a_multi_arch_image_with_provenance_and_sbom",
+        ),
+        "needs a registry; the release workflow pushes the image (build-push-action, push: true)",
+    ),
+    Elsewhere(
+        r"helm install desched deploy/helm/desched --namespace kube-system --set image\.repository=\S+",
+        ("tests/e2e/test_as_shipped.py::test_helm_with_your_image_runs_as_shipped",),
+        "needs helm and a cluster; the e2e test renders the chart with the same --set, checks the "
+        "image and runs what it renders against a real apiserver",
+    ),
+    Elsewhere(
+        r"helm test desched --namespace kube-system",
+        (
+            "tests/e2e/test_helm_chart.py::test_helm_test_pod_passes_a_good_policy",
+            "tests/e2e/test_helm_chart.py::test_helm_test_pod_fails_a_bad_policy",
+        ),
+        "needs a cluster that runs pods; the tests run the rendered test pod's command on the "
+        "policy it mounts",
+    ),
+    Elsewhere(
+        r"\(cd deploy/kubernetes/cronjob",
+        ("tests/e2e/test_as_shipped.py::test_kustomize_with_your_image_runs_as_shipped",),
+        "the first half of `kustomize edit set image` in the CronJob's directory (edits the "
+        "checkout); the test runs it on a copy",
+    ),
+    Elsewhere(
+        r"kustomize edit set image ghcr\.io/your-org/desched=\S+\)",
+        ("tests/e2e/test_as_shipped.py::test_kustomize_with_your_image_runs_as_shipped",),
+        "needs kustomize and edits the checkout; the test runs it on a copy of deploy/kubernetes",
+    ),
+    Elsewhere(
+        r"kubectl apply -k deploy/kubernetes/cronjob",
+        ("tests/e2e/test_as_shipped.py::test_kustomize_with_your_image_runs_as_shipped",),
+        "needs a cluster; the test builds the same kustomization (kustomize build) and runs it "
+        "against a real apiserver",
+    ),
+    Elsewhere(
         r"pip install \./examples/desched-example-plugin",
         ("tests/unit/framework/test_out_of_tree_plugin.py::test_example_plugin_installs_and_runs",),
         "installs a package; the test pip-installs it into a temporary directory",
