@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import re
+import ssl
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -349,6 +350,16 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
         metavar="SUITE,...",
         help="comma-separated cipher suites by their IANA names (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, "
         "...); TLS 1.3 suites are always on (default empty: the TLS library's defaults)",
+    )
+    tls.add_argument(
+        "--tls-curve-preferences",
+        type=_string_list,
+        default=[],
+        metavar="CURVE,...",
+        help="key-exchange curves as upstream's Go tls.CurveID numbers (23 P-256, 24 P-384, 25 P-521, "
+        "29 X25519, 4588 X25519MLKEM768) or Go's names; checked always, applied only where Python's "
+        "ssl has SSLContext.set_groups (not 3.11: a warning says so) (default empty: the TLS "
+        "library's defaults)",
     )
     tls.add_argument(
         "--tls-sni-cert-key",
@@ -721,7 +732,7 @@ def _state_configmap(value: str) -> str:
 def _cmd_run(args: argparse.Namespace) -> int:
     from desched.app.run import RunOptions, default_identity, run
     from desched.runtime.leader import LeaderConfig
-    from desched.runtime.tls import server_context, serving_certificate
+    from desched.runtime.tls import parse_curves, server_context, serving_certificate
 
     gates = args.feature_gates
     in_background = bool(gates.get("EvictionsInBackground", gates.get("AllAlpha", False)))
@@ -740,6 +751,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
         )
     tls = None
+    curves = parse_curves(args.tls_curve_preferences)
+    if curves and not hasattr(ssl.SSLContext, "set_groups"):
+        log.warning(
+            "--tls-curve-preferences is checked but not applied: this Python's ssl module cannot "
+            "choose the key-exchange groups (SSLContext.set_groups); the TLS library's defaults are used"
+        )
     if args.secure_port and not args.http:
         cert, key = serving_certificate(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
         tls = server_context(
@@ -748,6 +765,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             min_version=args.tls_min_version,
             cipher_suites=args.tls_cipher_suites,
             sni_cert_keys=args.tls_sni_cert_key,
+            curves=curves,
         )
     schedule = None
     if args.descheduling_interval_cron_expression is not None:

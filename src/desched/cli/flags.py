@@ -99,6 +99,16 @@ def _time(value: Any) -> str | None:
     return None
 
 
+def _curves(value: Any) -> str | None:
+    from desched.runtime.tls import parse_curves
+
+    try:
+        parse_curves(value)
+    except UserError as e:
+        return e.reason
+    return None
+
+
 def _cron(value: Any) -> str | None:
     from desched.runtime.schedule import parse_schedule
 
@@ -213,6 +223,7 @@ FLAGS: dict[tuple[str, str], Flag] = {
     ("run", "otel_fallback_no_op_on_error"): Flag("bool"),
     ("run", "tls_min_version"): Flag("choice"),
     ("run", "tls_cipher_suites"): Flag("list"),
+    ("run", "tls_curve_preferences"): Flag("list", check=_curves),
     ("run", "tls_sni_cert_key"): Flag("list"),
     ("run", "permit_port_sharing"): Flag("bool"),
     ("run", "permit_address_sharing"): Flag("bool"),

@@ -16,6 +16,7 @@ import ssl
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from desched.errors import UserError
 
@@ -124,9 +125,63 @@ _TLS13_SUITES = frozenset(
 )
 
 
-def _base_context(cert: str, key: str, min_version: str, cipher_suites: Sequence[str]) -> ssl.SSLContext:
+#: --tls-curve-preferences (apiserver's serving flag) takes Go's tls.CurveID numbers; desched also
+#: takes Go's names for them. Each maps to OpenSSL's name for the group.
+TLS_CURVES: dict[int, tuple[str, str]] = {
+    23: ("CurveP256", "prime256v1"),
+    24: ("CurveP384", "secp384r1"),
+    25: ("CurveP521", "secp521r1"),
+    29: ("X25519", "X25519"),
+    4588: ("X25519MLKEM768", "X25519MLKEM768"),
+}
+_CURVE_NAMES = {go.lower(): number for number, (go, _) in TLS_CURVES.items()} | {
+    "p256": 23,
+    "p384": 24,
+    "p521": 25,
+}
+
+
+def parse_curves(values: Sequence[str]) -> list[int]:
+    """The curve IDs of --tls-curve-preferences (``23,29`` or ``CurveP256,X25519``), in order."""
+    known = ", ".join(f"{n} ({go})" for n, (go, _) in TLS_CURVES.items())
+    ids: list[int] = []
+    for value in values:
+        text = value.strip()
+        number = int(text) if text.isdigit() else _CURVE_NAMES.get(text.lower(), -1)
+        if number not in TLS_CURVES:
+            raise UserError("--tls-curve-preferences", f"unknown curve {value!r} (known: {known})")
+        if number in ids:
+            raise UserError("--tls-curve-preferences", f"curve {value!r} is listed twice")
+        ids.append(number)
+    return ids
+
+
+def apply_curves(ctx: Any, curves: Sequence[int]) -> bool:
+    """Offer ``curves`` for key exchange, in that order, where Python's ssl module can: True when
+    applied.
+
+    ``SSLContext.set_groups`` (newer Pythons) takes the whole list, as Go does. Before it there is
+    only ``set_ecdh_curve``, one curve, and on Python 3.11 with OpenSSL 3.0 it does not restrict
+    what a server negotiates (a P-256-only client still got P-256 from a context set to P-384,
+    checked with ``openssl s_client -groups``), so it is not used: the list is then checked and
+    logged as not applied, and the TLS library's defaults stay.
+    """
+    set_groups = getattr(ctx, "set_groups", None)
+    if not curves or set_groups is None:
+        return False
+    try:
+        set_groups(":".join(TLS_CURVES[n][1] for n in curves))
+    except (ValueError, ssl.SSLError) as e:
+        raise UserError("--tls-curve-preferences", f"not supported by {ssl.OPENSSL_VERSION}: {e}") from None
+    return True
+
+
+def _base_context(
+    cert: str, key: str, min_version: str, cipher_suites: Sequence[str], curves: Sequence[int] = ()
+) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = TLS_VERSIONS.get(min_version or "VersionTLS12", ssl.TLSVersion.TLSv1_2)
+    apply_curves(ctx, curves)
     if cipher_suites:
         unknown = [s for s in cipher_suites if s not in _TLS12_SUITES and s not in _TLS13_SUITES]
         if unknown:
@@ -178,6 +233,7 @@ def server_context(
     min_version: str = "",
     cipher_suites: Sequence[str] = (),
     sni_cert_keys: Sequence[str] = (),
+    curves: Sequence[int] = (),
 ) -> ssl.SSLContext:
     """The serving TLS context, as apiserver's secure serving options set it up.
 
@@ -194,7 +250,7 @@ def server_context(
         files = [p.strip() for p in pair.split(",")]
         if len(files) != 2 or not all(files):
             raise UserError("--tls-sni-cert-key", f"expected cert,key[:name,...], got {spec!r}")
-        ctx = _base_context(files[0], files[1], min_version, cipher_suites)
+        ctx = _base_context(files[0], files[1], min_version, cipher_suites, curves)
         explicit = [n.strip() for n in names_text.split(",") if n.strip()]
         if explicit:
             for name in explicit:

@@ -59,6 +59,7 @@ UPSTREAM_FLAGS: list[tuple[str, str, str, Any]] = [
         ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"],
     ),
     ("--tls-min-version", "VersionTLS12", "tls_min_version", "VersionTLS12"),
+    ("--tls-curve-preferences", "23,29", "tls_curve_preferences", ["23", "29"]),
     (
         "--tls-sni-cert-key",
         "foo.crt,foo.key:*.foo.com,foo.com",
