@@ -537,6 +537,15 @@ def test_helm_with_the_users_own_policy_configmap_runs_as_shipped(
     assert 'profile="gitops"' in facts["log"] or "gitops" in facts["log"], facts["log"][-2000:]
 
 
+def test_helm_tpl_policy_runs_as_shipped(cp: ControlPlane, helm: str, tmp_path: Path) -> None:
+    """A policy with `{{ .Release.Namespace }}` and `.Values` in it: rendered through tpl, it
+    loads, and its RemovePodsViolatingNodeTaints evicts."""
+    form = shipped(helm_template(helm, "shipped-tpl", "-f", str(UPSTREAM_STYLE / "tpl.yaml")))
+    policy = next(d for d in form.docs if d["kind"] == "ConfigMap")["data"]["policy.yaml"]
+    assert "{{" not in policy and "node.example.com/maintenance" in policy
+    run_as_shipped(cp, form, tmp_path, prepare(cp, "h-tpl"))
+
+
 def test_helm_v1alpha1_values_run_as_shipped(cp: ControlPlane, helm: str, tmp_path: Path) -> None:
     """An upstream values file with a v1alpha1 `strategies:` policy: rendered alone, converted by
     desched at start, and its RemovePodsViolatingNodeTaints evicts."""

@@ -580,7 +580,10 @@ def test_the_policy_goes_through_tpl(helm: str) -> None:
     assert "{{" not in text, text
     plugins = {c["name"]: c["args"] for c in rendered_policy(docs)["profiles"][0]["pluginConfig"]}
     assert plugins["LowNodeUtilization"]["evictableNamespaces"] == {"exclude": ["kube-system"]}
-    assert plugins["DefaultEvictor"]["priorityThreshold"] == {"name": "batch-low"}
+    assert plugins["RemovePodsViolatingNodeTaints"] == {
+        "excludedTaints": ["node.example.com/maintenance"],
+        "namespaces": {"exclude": ["kube-system"]},
+    }
     load_policy(rendered_policy(docs), default_registry(entry_points=False))
 
 
