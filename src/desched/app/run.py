@@ -49,6 +49,7 @@ from desched.backends.api_eviction import (
 )
 from desched.backends.api_nodeactions import NodeDowngrades
 from desched.backends.background_evictions import BackgroundEvictions
+from desched.backends.settling import DEFAULT_SETTLING_WINDOW, SettlingGuard
 from desched.backends.usage_metrics import UsageMetrics
 from desched.cluster.live_source import DEFAULT_KINDS, WORKLOAD_KINDS, LiveCache
 from desched.errors import UserError
@@ -118,6 +119,8 @@ class RunOptions:
     evictions_in_background: bool = False
     #: --safety-state-configmap: where the evictionPolicy's memory is kept ([namespace/]name)
     safety_state: str = DEFAULT_NAME
+    #: --settling-window: seconds (0: off) the settling guard holds back pods whose readiness changed
+    settling_window: float = DEFAULT_SETTLING_WINDOW
 
 
 def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
@@ -153,6 +156,10 @@ def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
 _EVENT_SUBJECTS = ("Pod", "PersistentVolumeClaim", "PersistentVolume")
 
 
+#: How often a skipped cycle looks whether the cache is in sync again.
+RESYNC_POLL_SECONDS = 0.2
+
+
 def _occurrences(event: Event) -> int:
     series = event.series.count if event.series is not None else 0
     return max(event.count, series, 1)
@@ -184,8 +191,11 @@ class Descheduler:
         self.unresolved: list[tuple[EvictionRecord, float]] = []
         #: the profiles and their state across cycles, once run() has built them
         self.framework: Framework | None = None
+        #: holds back pods whose readiness just changed while the cluster comes back
+        self.settling = SettlingGuard(options.settling_window)
 
     def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
+        self.settling.observe(kind, event, old, new)
         if not (self.ready and self.options.event_driven):
             return
         if relevant_change(kind, event, old, new) or self._replacement_ready(kind, old, new):
@@ -222,7 +232,14 @@ class Descheduler:
         inputs = framework.live_inputs()
         kinds = DEFAULT_KINDS + (("Event",) if inputs.warning_events else ())
         kinds += WORKLOAD_KINDS if inputs.workloads else ()
-        cache = LiveCache(api, kinds, limiter=limiter, on_change=self._on_change, monitor=monitor)
+        cache = LiveCache(
+            api,
+            kinds,
+            limiter=limiter,
+            on_change=self._on_change,
+            monitor=monitor,
+            on_resume=self.settling.resumed,
+        )
         server = None
         if not opts.disable_serving:
             server = HealthServer(
@@ -282,6 +299,7 @@ class Descheduler:
                 tasks.append(asyncio.create_task(timer))
             if opts.schedule is not None:
                 await self._wait_next()  # a cron schedule's first cycle is at its first time
+            skipped = False
             while not self.stop.is_set():
                 if elector is not None and not elector.is_leader():
                     if persistence is not None:
@@ -306,9 +324,12 @@ class Descheduler:
                     return 1  # a one-shot run that could not run its cycle failed
                 else:
                     self.trigger.clear()  # skipped: the next try waits for the interval or a change
+                    skipped = True
                 if opts.one_shot or (opts.max_cycles and self.cycles >= opts.max_cycles):
                     break
-                await self._wait_next()
+                # a skipped cycle runs as soon as the cache is back, not an interval later
+                await self._wait_next(resync=cache if skipped else None)
+                skipped = False
         finally:
             self.stop.set()
             for t in tasks:
@@ -376,10 +397,12 @@ class Descheduler:
             for f in (waiter, stopper):
                 f.cancel()
 
-    async def _wait_next(self) -> None:
+    async def _wait_next(self, resync: LiveCache | None = None) -> None:
         """Sleep until the interval passes (or the cron schedule's next time comes), or
         (event-driven) a relevant change: at once after a quiet period, debounced in a burst. A
-        change that came during the cycle (after its snapshot) counts."""
+        change that came during the cycle (after its snapshot) counts. With ``resync`` (the cycle
+        was skipped, its cache out of sync), also until that cache is in sync again: the skipped
+        cycle then runs at once (within :data:`RESYNC_POLL_SECONDS`), not an interval later."""
         schedule = self.options.schedule
         if schedule is not None:
             clock = self.options.clock
@@ -393,6 +416,11 @@ class Descheduler:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
+            if resync is not None:
+                if not resync.unsynced():
+                    log.info("the cache is in sync again: running the skipped cycle")
+                    return
+                remaining = min(remaining, RESYNC_POLL_SECONDS)
             await self._wait_any(self.trigger.wait(), remaining)
             if self.trigger.is_set():
                 await self._debounce()
@@ -449,6 +477,7 @@ class Descheduler:
             lease_time_left=elector.time_left if elector is not None else lambda: None,
             ledger=self.ledger,
             background=self.background,
+            hold=self.settling.check if self.settling.enabled else None,
         )
         observers: list[Callable[[EvictionRecord], None]] = []
         if self.metrics is not None:

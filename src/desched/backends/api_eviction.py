@@ -46,6 +46,7 @@ from desched.framework.evictor import (
     InBackground,
     OutcomeUnknown,
 )
+from desched.framework.safety import Skip
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Pod
 from desched.k8s.pods import FINISHED_PHASES
@@ -110,8 +111,11 @@ class ApiEvictionBackend:
         ledger: EvictionLedger | None = None,
         clock: Callable[[], float] = time.monotonic,
         background: BackgroundEvictions | None = None,
+        hold: Callable[[Pod], Skip | None] | None = None,
     ) -> None:
         self.api = api
+        #: asked before each eviction: a Skip holds it back (the settling guard, desched.backends.settling)
+        self.hold = hold
         #: ``--feature-gates EvictionsInBackground=true``: the evictions going on in background
         self.background = background
         self.loop = loop
@@ -139,9 +143,12 @@ class ApiEvictionBackend:
             budget = min(budget, left)
         return self.clock() + budget
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | Skip | None:
         if not self.may_evict():
             return "not evicting: this replica is not the leader or is shutting down"
+        held = self.hold(pod) if self.hold is not None else None
+        if held is not None:
+            return held
         if self.dry_run:
             return None
         deadline = self.deadline()

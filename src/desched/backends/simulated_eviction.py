@@ -17,7 +17,7 @@ takes the evicted pod out of the cycle's working snapshot, whatever the backend.
 from __future__ import annotations
 
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionBackend, EvictionRequest, InBackground, OutcomeUnknown
+from desched.framework.evictor import EvictAnswer, EvictionBackend, EvictionRequest
 from desched.k8s import disruption
 from desched.k8s import labels as k8s_labels
 from desched.k8s.objects import LabelSelector, Pod, PodDisruptionBudget
@@ -66,7 +66,7 @@ class SimulatedEvictionApi:
                     index.setdefault(v, []).append(p)
         return index.get(value, [])
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
+    def evict(self, pod: Pod, request: EvictionRequest) -> EvictAnswer:
         answer = disruption.answer_eviction(pod, self.snapshot.pdbs_for_pod(pod), self.budget)
         if not answer.evicted:
             self.refusals.append((pod.metadata.namespace, pod.metadata.name, answer.code))

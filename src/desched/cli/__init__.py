@@ -556,6 +556,14 @@ def _add_run_parser(sub: Any) -> None:
         help="a change within this long of the one before is part of a burst, whose early cycle "
         "waits this long; a change after a quiet period runs it at once (default 5s)",
     )
+    run.add_argument(
+        "--settling-window",
+        type=_duration,
+        default=40.0,
+        help="after a re-list, a watch gap or an apiserver restart, or while more than a tenth of the "
+        "nodes changed readiness, pods whose readiness changed within this long are not evicted "
+        "(skip reason settling); 0s: off (default 40s: a node lease, four node heartbeats)",
+    )
     _add_upstream_serving_and_tracing(run)
 
 
@@ -812,6 +820,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         disable_serving=args.secure_port == 0,
         event_driven=args.event_driven,
         debounce=args.event_debounce,
+        settling_window=args.settling_window,
         tracing=tracing,
         connect_timeout=args.client_connection_timeout,
         evictions_in_background=in_background,

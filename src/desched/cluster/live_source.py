@@ -16,8 +16,14 @@ LIST). A ``410 Gone`` (or an ERROR event) on the watch re-lists: at once the fir
 after a wait when it comes again within ``GONE_WINDOW`` of the last one (0.8 s doubling to 30 s, as
 client-go's reflector waits before every re-list), so a watch that keeps expiring cannot make the
 informer re-list every object in a loop; a dropped connection re-watches from the last seen
-resourceVersion; API errors back off exponentially (0.5 s doubling to 30 s, like client-go's
-reflector). With a :class:`~desched.kube.connect.ConnectionMonitor`, every good answer is
+resourceVersion; failures back off exponentially from 0.5 s, doubling to 4 s
+(:data:`RECONNECT_MAX_BACKOFF`) while the server may be down or coming back (no answer, 5xx, 429)
+and to 30 s (client-go's reflector's cap) only for answers that retrying soon cannot change (401,
+403, 404, ...): after an outage longer than half a minute, client-go's 30 s would keep every
+informer asleep for up to half a minute more (nothing else asks the server meanwhile, so no other
+answer cuts the wait short). A ``410 Gone`` right after a failed list or watch (an apiserver
+restart: its new watch cache does not know the old resourceVersions) re-lists at once, whatever
+410s came before. With a :class:`~desched.kube.connect.ConnectionMonitor`, every good answer is
 reported as progress (it bounds the start) and every failure is classified and logged at most
 once per failure class per interval. An informer whose list or watch is failing, or that must
 re-list after ``410 Gone``, is not :attr:`Informer.healthy`: a cycle does not decide on it.
@@ -57,7 +63,7 @@ from desched.k8s.objects import (
     Service,
     StatefulSet,
 )
-from desched.kube.client import RateLimiter, request, status_message
+from desched.kube.client import ApiError, RateLimiter, request, status_message
 
 if TYPE_CHECKING:
     from desched.kube.connect import ConnectionMonitor
@@ -154,6 +160,8 @@ class _StreamBroke(Exception):
 
 ChangeCallback = Callable[[str, str, Any, Any], None]
 """(kind, event type, old object or None, new object or None)."""
+ResumeCallback = Callable[[str, str], None]
+"""(kind, how): the cache of ``kind`` resumed after a gap ("re-listed", "watch re-opened")."""
 
 
 #: A ``410 Gone`` within this many seconds of the last one waits before re-listing, starting at
@@ -161,6 +169,23 @@ ChangeCallback = Callable[[str, str, Any, Any], None]
 #: after two minutes).
 GONE_WINDOW = 120.0
 GONE_BACKOFF = 0.8
+#: The longest wait between tries of a list or watch that got no answer, a 5xx or a 429: the
+#: server is down or coming back, and after an apiserver restart the first informer to get an
+#: answer ends every other's wait (``ConnectionMonitor.answered``), so this bounds how long the
+#: cache stays stale after the server is back (4 s, plus up to a quarter of jitter). Six kinds
+#: knocking every 4 s on a server that is down is ~1.5 requests a second: nothing to an apiserver.
+RECONNECT_MAX_BACKOFF = 4.0
+#: The longest wait after an answer that retrying soon cannot change (401, 403, 404, 400, ...):
+#: client-go's reflector's cap.
+REFUSED_MAX_BACKOFF = 30.0
+
+
+def retry_cap(exc: BaseException) -> float:
+    """The longest backoff for a list or watch that failed with ``exc``."""
+    status = exc.status if isinstance(exc, ApiError) else getattr(exc, "status", None)
+    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429):
+        return REFUSED_MAX_BACKOFF
+    return RECONNECT_MAX_BACKOFF
 
 
 class Informer:
@@ -175,11 +200,14 @@ class Informer:
         on_change: ChangeCallback | None = None,
         monitor: ConnectionMonitor | None = None,
         list_timeout: float = 120,
+        on_resume: ResumeCallback | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
         self.limiter = limiter
         self.on_change = on_change
+        #: told when the cache resumes after a gap: a re-list, a watch re-opened after a failure
+        self.on_resume = on_resume
         self.monitor = monitor
         self.list_timeout = list_timeout
         self.objects: dict[str, Any] = {}
@@ -260,6 +288,8 @@ class Informer:
             for key, prev in old.items():
                 if key not in objects:
                     self.on_change(self.resource.kind, "DELETED", prev, None)
+        if self.relists and self.on_resume is not None:  # not the first list: a re-list
+            self.on_resume(self.resource.kind, "re-listed")
         self.synced.set()
 
     async def watch_once(self) -> None:
@@ -277,7 +307,10 @@ class Informer:
             if resp.status >= 400:
                 body = await resp.read()
                 raise client.ApiException(status=resp.status, reason=status_message(body))
+            gap = self.failing_since is not None
             self._healthy()
+            if gap and self.on_resume is not None:
+                self.on_resume(self.resource.kind, "watch re-opened")
             if self.monitor is not None:
                 self.monitor.progress()
         except BaseException:
@@ -416,6 +449,7 @@ class Informer:
         backoff = 0.5
         gone_backoff = 0.0  # the wait before re-listing after a 410 that repeats within GONE_WINDOW
         last_gone = -GONE_WINDOW
+        failed_since_gone = False  # a list or watch failed since the last 410
         need_list = True
         while not stop.is_set():
             try:
@@ -446,9 +480,11 @@ class Informer:
                 backoff = 0.5
             except GoneError:
                 now = time.monotonic()
-                repeated = now - last_gone < GONE_WINDOW
+                # a 410 after the server went away is the restart's, not a loop of ours
+                repeated = now - last_gone < GONE_WINDOW and not failed_since_gone
                 gone_backoff = min(max(GONE_BACKOFF, gone_backoff * 2), 30.0) if repeated else 0.0
                 last_gone = now
+                failed_since_gone = False
                 self._failed("watch expired (410 Gone), re-listing")
                 need_list = True
                 if not gone_backoff:
@@ -472,8 +508,9 @@ class Informer:
                 else:
                     self._failed(f"{type(e).__name__}: {e}")
                     log.warning("%s failed: %s; retrying in %.1fs", what, e, backoff)
+                failed_since_gone = True
                 await self._pause(stop, backoff, until_answered=True)  # unless the server is back meanwhile
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, retry_cap(e))
 
 
 class _Lines:
@@ -528,9 +565,12 @@ class LiveCache:
         limiter: RateLimiter | None = None,
         on_change: ChangeCallback | None = None,
         monitor: ConnectionMonitor | None = None,
+        on_resume: ResumeCallback | None = None,
     ) -> None:
         self.informers = {
-            k: Informer(api, RESOURCES[k], limiter=limiter, on_change=on_change, monitor=monitor)
+            k: Informer(
+                api, RESOURCES[k], limiter=limiter, on_change=on_change, monitor=monitor, on_resume=on_resume
+            )
             for k in kinds
         }
         self._tasks: list[asyncio.Task[None]] = []

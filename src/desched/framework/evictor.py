@@ -32,7 +32,7 @@ from desched.api.policy import EvictionLimits
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
 from desched.framework.findings import PluginFindings, Verdict
-from desched.framework.safety import MoveJudge, Safety
+from desched.framework.safety import MoveJudge, Safety, Skip
 from desched.framework.types import (
     EvictResult,
     ExplainsFilter,
@@ -102,11 +102,17 @@ class CountsBackgroundEvictions(Protocol):
     def background_counts(self) -> BackgroundCounts: ...
 
 
+#: What a backend answers an eviction (see :class:`EvictionBackend`).
+EvictAnswer = str | OutcomeUnknown | InBackground | Skip | None
+
+
 class EvictionBackend(Protocol):
     """Carries out an eviction. Returns ``None`` on success, why it failed (it did not happen),
-    :class:`OutcomeUnknown` (it may have happened) or :class:`InBackground` (it goes on)."""
+    :class:`OutcomeUnknown` (it may have happened), :class:`InBackground` (it goes on) or a
+    :class:`~desched.framework.safety.Skip` (held back before sending: recorded as skipped, not
+    charged against any limit)."""
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None: ...
+    def evict(self, pod: Pod, request: EvictionRequest) -> EvictAnswer: ...
 
 
 @runtime_checkable
@@ -256,6 +262,9 @@ class PodEvictor:
             answer = self.backend.evict(pod, request)
             if answer is None:
                 result = EvictResult.EVICTED
+            elif isinstance(answer, Skip):
+                result = EvictResult.SKIPPED
+                error, skip_reason = answer.detail, str(answer.reason)
             elif isinstance(answer, InBackground):
                 result = EvictResult.BACKGROUND
                 error = answer.message
@@ -276,7 +285,9 @@ class PodEvictor:
                 # refusals are the caller's to report (simulate lists them; run logs each after
                 # the cycle): at default verbosity one line per refusal here would say it twice
                 log.debug("eviction of pod %s failed (%s/%s): %s", key, profile, plugin, answer)
-            if result is not EvictResult.FAILED:
+            if result is EvictResult.SKIPPED:
+                pass  # held back by the backend: not charged, not refused
+            elif result is not EvictResult.FAILED:
                 self._charge(pod)
                 if self.safety is not None:
                     self.safety.charge(pod, profile)

@@ -23,6 +23,7 @@ from desched.cluster.view import ClusterView
 from desched.framework.evictor import (
     BackgroundCounts,
     CountsBackgroundEvictions,
+    EvictAnswer,
     EvictionBackend,
     EvictionObserver,
     EvictionRecord,
@@ -142,7 +143,7 @@ class _CycleBackend:
             else BackgroundCounts()
         )
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
+    def evict(self, pod: Pod, request: EvictionRequest) -> EvictAnswer:
         failure = self.backend.evict(pod, request)
         # an eviction whose answer was lost may have happened: the cycle goes on as if it had, as
         # the limits count it (never a second plugin acting on a pod that may be leaving); one

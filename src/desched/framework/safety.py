@@ -110,6 +110,8 @@ class SkipReason(enum.StrEnum):
     WAIT_FOR_REPLACEMENT = "wait_for_replacement"
     PREDICTED_PENDING = "predicted_pending"
     PREDICTED_SAME_NODE = "predicted_same_node"
+    #: not the evictionPolicy's: a live run's settling guard held it back (desched.backends.settling)
+    SETTLING = "settling"
 
 
 @dataclass(frozen=True, slots=True)

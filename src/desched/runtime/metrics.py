@@ -146,7 +146,8 @@ class Metrics:
         self.evictions_skipped = Counter(
             "descheduler_evictions_skipped",
             "Evictions the evictionPolicy skipped, by reason (opt_out, disruption_window, cooldown, "
-            "max_evictions_per_workload, max_unavailable_per_workload), strategy, profile and namespace",
+            "max_evictions_per_workload, max_unavailable_per_workload; settling: held back by the "
+            "settling guard after an outage), strategy, profile and namespace",
             ["reason", "strategy", "profile", "namespace"],
             registry=self.registry,
         )

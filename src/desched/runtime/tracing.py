@@ -25,6 +25,7 @@ from typing import Any
 
 from desched.errors import UserError
 from desched.framework.evictor import (
+    EvictAnswer,
     EvictionBackend,
     EvictionRecord,
     EvictionRequest,
@@ -32,6 +33,7 @@ from desched.framework.evictor import (
     OutcomeUnknown,
 )
 from desched.framework.framework import CycleResult, Framework
+from desched.framework.safety import Skip
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Pod
 
@@ -124,7 +126,7 @@ class _TracedBackend:
         self._backend = backend
         self._tracer = tracer
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | None:
+    def evict(self, pod: Pod, request: EvictionRequest) -> EvictAnswer:
         from opentelemetry.trace import Status, StatusCode
 
         meta = pod.metadata
@@ -133,8 +135,8 @@ class _TracedBackend:
         )
         with self._tracer.start_as_current_span(EVICT_SPAN, attributes=attributes) as span:
             failure = self._backend.evict(pod, request)
-            if isinstance(failure, InBackground):
-                span.set_attribute("result", "background")
+            if isinstance(failure, InBackground | Skip):
+                span.set_attribute("result", "background" if isinstance(failure, InBackground) else "skipped")
                 return failure
             unknown = isinstance(failure, OutcomeUnknown)
             span.set_attribute("result", "success" if failure is None else "unknown" if unknown else "error")

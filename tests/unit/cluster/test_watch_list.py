@@ -18,6 +18,7 @@ import pytest
 
 from desched.cluster import live_source
 from desched.cluster.live_source import INITIAL_EVENTS_END, RESOURCES, Informer
+from desched.kube.client import ApiError
 
 Params = dict[str, str]
 
@@ -366,3 +367,86 @@ def test_a_watch_that_keeps_expiring_backs_off_before_each_re_list(monkeypatch: 
         assert not inf.healthy
 
     asyncio.run(main())
+
+
+def recorded_pauses(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, bool]]:
+    """Make the informer's waits instant and note each one: (seconds, cut short by an answer)."""
+    pauses: list[tuple[float, bool]] = []
+
+    async def pause(self: Informer, stop: asyncio.Event, seconds: float, *, until_answered: bool) -> None:
+        pauses.append((seconds, until_answered))
+        await asyncio.sleep(0)
+
+    monkeypatch.setattr(Informer, "_pause", pause)
+    return pauses
+
+
+@pytest.mark.parametrize(
+    ("failure", "cap"),
+    [
+        (lambda: ConnectionRefusedError("refused"), 4.0),
+        (lambda: ApiError(503, "the apiserver is starting"), 4.0),
+        (lambda: ApiError(429, "slow down"), 4.0),
+        (lambda: ApiError(403, "forbidden"), 30.0),
+    ],
+    ids=["refused", "503", "429", "403"],
+)
+def test_the_backoff_of_a_server_that_is_down_stays_short(
+    monkeypatch: pytest.MonkeyPatch, failure: Callable[[], Exception], cap: float
+) -> None:
+    """An apiserver down for minutes (20 failed tries): the wait between tries doubles from 0.5 s to
+    4 s and stays there, so the cache is back within ~5 s of the server (client-go's 30 s kept every
+    informer asleep up to 37 s after an apiserver restart: 33 s to the first cycle). An answer that
+    retrying cannot change (403) still backs off to 30 s."""
+    pauses = recorded_pauses(monkeypatch)
+    tries = 0
+
+    def answer(p: Params) -> Answer:
+        nonlocal tries
+        tries += 1
+        if tries <= 20:
+            raise failure()
+        return Answer([ev("ADDED", "a", "3"), end_bookmark("4")], hang=True)
+
+    async def main() -> None:
+        inf = Informer(Api(answer), RESOURCES["Node"])  # type: ignore[arg-type]
+        await run_until(inf, inf.synced.is_set)
+
+    asyncio.run(main())
+    waits = [s for s, _ in pauses]
+    assert len(waits) == 20
+    assert waits[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert max(waits) == cap, waits
+    assert all(answered for _, answered in pauses)  # each cut short by another informer's answer
+
+
+def test_a_410_after_the_server_went_away_re_lists_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Watches that expired again and again grew the 410 wait; then the apiserver restarts (the
+    watch fails) and its new watch cache answers the old resourceVersion with 410: that re-list is
+    at once, not after the grown wait (up to 37 s with nothing cutting it short)."""
+    pauses = recorded_pauses(monkeypatch)
+    script = iter(["410", "410", "410", "410", "down", "410"])
+    lists = 0
+
+    def answer(p: Params) -> Answer:
+        nonlocal lists
+        if not p.get("watch"):
+            lists += 1
+            return Answer([LIST_PAGES[p.get("continue", "")]])
+        step = next(script, "hang")
+        if step == "down":
+            raise ConnectionResetError("the apiserver went away")
+        if step == "410":
+            return Answer([b'{"type": "ERROR", "object": {"code": 410}}\n'])
+        return Answer([], hang=True)
+
+    async def main() -> None:
+        inf = Informer(Api(answer), RESOURCES["Node"])  # type: ignore[arg-type]
+        inf.use_watch_list = False
+        await run_until(inf, lambda: lists >= 6 and inf.healthy)
+
+    asyncio.run(main())
+    gone = [s for s, answered in pauses if not answered]  # the 410 waits (not cut short by answers)
+    failed = [s for s, answered in pauses if answered]
+    assert gone == [0.8, 1.6, 3.2], pauses  # the 2nd to 4th 410: waits; the one after the failure: none
+    assert failed == [0.5]
