@@ -12,8 +12,11 @@ is unknown, earlier in this cycle (by uid, so a new object for the same pod afte
 same pod), and not if the backend remembers sending one in an earlier cycle
 (:class:`RemembersEvictions`).
 
-A limit written as a percentage (``"10%"``) is resolved once per cycle against the pods that occupy
-a node (not finished) at the cycle's start: on the pod's node, in its namespace, in the cluster.
+A limit written as a percentage (``"10%"``) is resolved once per cycle against the pods at the
+cycle's start: those bound to the pod's node, in its namespace, in the cluster. Finished pods
+(Succeeded, Failed) are in that base because their evictions count against the limit as every
+eviction does (upstream counts them too): a base without them gave a node of Failed pods no room
+to clean them up.
 After the limits, the profile's ``evictionPolicy`` rules (:mod:`desched.framework.safety`) may
 skip the eviction: it is then recorded as :attr:`EvictResult.SKIPPED` (or, when ``predictive``
 judged that the move would not help, :attr:`EvictResult.NO_GAIN`) with the reason, and not
@@ -40,7 +43,6 @@ from desched.framework.types import (
     FilterPlugin,
     PreEvictionFilterPlugin,
 )
-from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Pod
 
 log = logging.getLogger(__name__)
@@ -158,14 +160,14 @@ class PodEvictor:
         self._pods_by_namespace: dict[str, int] = {}
         self._pods_total = 0
         if population is not None and self.limits.has_percent:
+            # every pod, finished ones included: every eviction counts (see the module docstring)
             for p in population.iter_pods():
-                if k8s_pods.occupies_node(p):
-                    self._pods_total += 1
-                    ns = p.metadata.namespace
-                    self._pods_by_namespace[ns] = self._pods_by_namespace.get(ns, 0) + 1
-                    if p.spec.node_name:
-                        node = p.spec.node_name
-                        self._pods_by_node[node] = self._pods_by_node.get(node, 0) + 1
+                self._pods_total += 1
+                ns = p.metadata.namespace
+                self._pods_by_namespace[ns] = self._pods_by_namespace.get(ns, 0) + 1
+                if p.spec.node_name:
+                    node = p.spec.node_name
+                    self._pods_by_node[node] = self._pods_by_node.get(node, 0) + 1
         self.grace_period_seconds = grace_period_seconds
         self.observers = list(observers)
         self.records: list[EvictionRecord] = []

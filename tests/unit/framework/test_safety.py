@@ -271,6 +271,20 @@ def test_limits_as_percentages_of_the_pods_at_the_cycle_start(
     assert names(cycle(framework(**limits), pods).evictions) == expected
 
 
+def test_percentage_limits_count_finished_pods_in_their_base_as_in_their_count() -> None:
+    """A node of 4 Failed pods and 1 running one under "50%": 5 pods, 2 evictions (a base of the
+    running pod alone gave 0, and the Failed pods could never be cleaned: issue 24, d5)."""
+    failed = [pod(f"f{i}", phase="Failed", ready=False) for i in range(4)]
+    # n1: 4 Failed and s, 5 pods -> 2; n2: r alone, 1 pod -> 0
+    result = cycle(framework(maxNoOfPodsToEvictPerNode="50%"), [*failed, pod("s"), pod("r", node="n2")])
+    assert names(result.evictions) == ["f0", "f1"]
+    assert {r.name for r in result.failures} == {"f2", "r"}  # (a node over its limit is left)
+    assert {r.result for r in result.failures} == {EvictResult.NODE_LIMIT}
+    # and the total: 6 pods, "50%" -> 3, whichever finished
+    result = cycle(framework(maxNoOfPodsToEvictTotal="50%"), [*failed, pod("s"), pod("r", node="n2")])
+    assert names(result.evictions) == ["f0", "f1", "f2"]
+
+
 def test_skips_are_listed_by_simulate_and_counted_in_the_metric() -> None:
     result = cycle(framework(evictionPolicy={"maxEvictionsPerWorkload": 1}), [pod("a"), pod("b")])
     doc = result_to_json(result, now="t")
