@@ -19,7 +19,8 @@ election Lease's (``--leader-elect-resource-namespace``, kube-system by default)
   time; an object that is absent starts an empty state; one that cannot be read (no access, the
   server away) or does not hold a state (another format, corrupted) is reported in one warning line
   and the run goes on with an empty state, never a traceback.
-- Saving: after every cycle that changed the state, by the leader (or the only replica), never in
+- Saving: after every cycle that changed the state (a cycle that evicted nothing, the first one
+  too, writes nothing), by the leader (or the only replica), never in
   dry-run (no eviction happened). Read, merge, write with the ``resourceVersion`` read (optimistic
   concurrency): when someone else wrote the object since this replica last read or wrote it (a former
   leader's last cycle, or a load that failed) its entries are merged in first; a conflict (409) starts
@@ -155,7 +156,9 @@ class SafetyPersistence:
         self.on_save = on_save
         #: the resourceVersion this replica last read or wrote ("" : none yet, merge what is there)
         self._known: str | None = None
-        self._saved_changes = -1
+        #: the state's change count when it was last saved: what a fresh state has (nothing to
+        #: write until a cycle changes it; a cycle that evicts nothing writes nothing)
+        self._saved_changes = safety.changes
         #: a load succeeded (or found nothing) since the last call to forget()
         self.loaded = False
 

@@ -88,6 +88,22 @@ def test_saved_then_loaded_by_a_new_process() -> None:
     assert sorted((r.name, r.skip_reason) for r in result.skips) == [("a2", "cooldown"), ("b", "rate_limit")]
 
 
+def test_a_cycle_that_changes_nothing_writes_nothing() -> None:
+    """Not even the first cycle: the ConfigMap is written only when the state changed (issue 24)."""
+    store = MemoryStore()
+    fw = framework([NOW], evictionPolicy=RULES)
+    results: list[str] = []
+    keeper = persisted(fw, store, results)
+    asyncio.run(keeper.load())
+    assert cycle(fw, []).records == []  # nothing to evict
+    assert not keeper.dirty
+    assert asyncio.run(keeper.save())
+    assert (store.writes, store.exists, results) == (0, False, [])
+    assert names(cycle(fw, [pod("b")]).evictions) == ["b"]
+    assert keeper.dirty and asyncio.run(keeper.save())
+    assert (store.writes, results) == (1, ["saved"])
+
+
 def test_a_conflict_merges_the_other_writers_entries_and_retries() -> None:
     store = MemoryStore()
     fw = framework([NOW], evictionPolicy=RULES)
