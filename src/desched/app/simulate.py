@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -63,8 +64,10 @@ class SimulateRequest:
     snapshot: str
     policy: str
     now: datetime
-    #: ``table`` or ``json``.
+    #: ``table``, ``wide`` (the table with every row, nothing cut) or ``json``.
     output: str = "table"
+    #: ``--namespace``: show only these namespaces' pods (the simulation still covers them all).
+    namespaces: tuple[str, ...] = ()
     cycles: int = 1
     #: Place the evicted pods' replacements (``--placement``, the default).
     placement: bool = True
@@ -82,15 +85,29 @@ class SimulateRequest:
 
 
 class _Progress:
-    """A rich progress bar on stderr for long runs; does nothing unless enabled."""
+    """Progress on stderr for long runs; does nothing unless enabled. On a terminal, a rich bar
+    showing the current step and its own count (a new bar for each step, so one step's total
+    never shows under the next); elsewhere (a file, a CI log) one plain line at most every
+    ``every`` seconds: ``desched: simulate: cycle 1: placing pods 500/1036 (12 s)``."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, *, terminal: bool | None = None, every: float = 5.0) -> None:
         self.enabled = enabled
+        self.terminal = sys.stderr.isatty() if terminal is None else terminal
+        self.every = every
         self._progress: Any = None
         self._task: Any = None
+        self._phase = ""
+        self._t0 = 0.0
+        self._last = 0.0
+        self._started = False
 
     def start(self, description: str) -> None:
-        if not self.enabled or self._progress is not None:
+        if not self.enabled or self._started:
+            return
+        self._started = True
+        self._t0 = self._last = time.monotonic()
+        self._phase = description
+        if not self.terminal:
             return
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
@@ -107,16 +124,30 @@ class _Progress:
         self._task = self._progress.add_task(description, total=None)
 
     def __call__(self, phase: str, done: int, total: int) -> None:
-        if self._progress is None:
+        if not self._started:
             return
-        self._progress.update(
-            self._task, description=phase, completed=done, total=total if total > 1 else None
-        )
+        counted = total if total > 1 else None
+        if self._progress is not None:
+            if phase != self._phase:  # a new step: a new bar, with this step's total only
+                self._progress.remove_task(self._task)
+                self._task = self._progress.add_task(phase, total=counted, completed=done)
+            else:
+                self._progress.update(self._task, completed=done, total=counted)
+        else:
+            now = time.monotonic()
+            if now - self._last >= self.every:
+                self._last = now
+                count = f" {done}/{total}" if counted else ""
+                print(
+                    f"desched: simulate: {phase}{count} ({now - self._t0:.0f} s)", file=sys.stderr, flush=True
+                )
+        self._phase = phase
 
     def stop(self) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+        self._started = False
 
 
 def _format_now(value: datetime) -> str:
@@ -248,6 +279,7 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
     from desched.api.policy import load_policy_file
     from desched.cluster.file_source import load_snapshot_file
     from desched.report.output import (
+        View,
         anomaly_findings,
         write_json,
         write_simulation_json,
@@ -257,6 +289,7 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
 
     out = out or sys.stdout
     now = request.now
+    view = View(wide=request.output == "wide", namespaces=frozenset(request.namespaces))
     if request.cycles < 1:
         raise UserError("--cycles", f"must be at least 1, got {request.cycles}")
     if request.cycles > 1 and not request.placement:
@@ -272,12 +305,12 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
         size = os.path.getsize(request.snapshot)
     except OSError:
         size = 0
-    progress = _Progress(sys.stderr.isatty() and size >= _BIG_SNAPSHOT_BYTES)
+    progress = _Progress(size >= _BIG_SNAPSHOT_BYTES)
     progress.start("loading the snapshot")
     try:
         snapshot = load_snapshot_file(request.snapshot)
         pods_total = len(snapshot.pods)
-        if sys.stderr.isatty() and pods_total >= _BIG_SNAPSHOT_PODS:
+        if pods_total >= _BIG_SNAPSHOT_PODS:
             progress.enabled = True
             progress.start("simulating")
         framework = new_framework(policy, registry, now)
@@ -292,11 +325,13 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
             progress("descheduling", 0, 1)
             result = single_cycle(framework, snapshot, now, on_plugin_run=on_plugin_run)
             progress.stop()
-            anomalies = anomaly_findings(result.reports)
+            anomalies = anomaly_findings(result.reports, view)
             if request.output == "json":
-                write_json(result, out, now=_format_now(now), anomalies=anomalies, amend=amend)
+                write_json(result, out, now=_format_now(now), anomalies=anomalies, amend=amend, view=view)
             else:
-                write_table(result, out, now=_format_now(now), pods_total=pods_total, anomalies=anomalies)
+                write_table(
+                    result, out, now=_format_now(now), pods_total=pods_total, anomalies=anomalies, view=view
+                )
                 if explainer is not None:
                     explainer.write_text(out)
             return _plugin_failures(result.crashes)
@@ -318,11 +353,13 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
         )
     finally:
         progress.stop()
-    anomalies = anomaly_findings(reports)
+    anomalies = anomaly_findings(reports, view)
     if request.output == "json":
-        write_simulation_json(sim, out, now=_format_now(now), anomalies=anomalies, amend=amend)
+        write_simulation_json(sim, out, now=_format_now(now), anomalies=anomalies, amend=amend, view=view)
     else:
-        write_simulation_table(sim, out, now=_format_now(now), pods_total=pods_total, anomalies=anomalies)
+        write_simulation_table(
+            sim, out, now=_format_now(now), pods_total=pods_total, anomalies=anomalies, view=view
+        )
         if explainer is not None:
             explainer.write_text(out)
     if request.report:

@@ -62,7 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy", required=True, help="DeschedulerPolicy file (descheduler/v1alpha2 or v1alpha1)"
     )
     sim.add_argument("--now", help="the clock for age-based decisions, RFC 3339 (default: the current time)")
-    sim.add_argument("--output", "-o", choices=["table", "json"], default="table")
+    sim.add_argument(
+        "--output",
+        "-o",
+        choices=["table", "wide", "json"],
+        default="table",
+        help="table: a summary, the first rows of each list; wide: every row, nothing cut; "
+        "json: everything, for scripts (default table)",
+    )
+    sim.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="show only this namespace's pods (the simulation still covers the whole cluster); "
+        "repeatable (default: every namespace)",
+    )
     sim.add_argument(
         "--explain",
         action="append",
@@ -712,6 +727,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         policy=args.policy,
         now=parse_now(args.now) if args.now is not None else datetime.now(UTC),
         output=args.output,
+        namespaces=tuple(args.namespace),
         cycles=args.cycles,
         placement=args.placement,
         score=args.score,

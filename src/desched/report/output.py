@@ -5,16 +5,24 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 
 from desched.framework.findings import PluginReport
 from desched.framework.framework import CycleResult
+from desched.framework.types import EvictResult
 from desched.gcpause import gc_paused
 
 if TYPE_CHECKING:
     from desched.simulation import ClusterPicture, ConstraintSkew, PodPlacement, Simulation
+
+
+#: The ``apiVersion`` and ``kind`` of ``desched simulate -o json``; its JSON Schema is
+#: docs/simulation-output.schema.json.
+API_VERSION = "desched.io/v1alpha1"
+KIND = "SimulationResult"
 
 
 def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
@@ -44,6 +52,8 @@ def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
     ]
     per_plugin = Counter(f"{r.profile}/{r.plugin}" for r in result.evictions)
     doc: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
         "now": now,
         "nodes": result.nodes,
         "skipped": result.skipped,
@@ -92,13 +102,27 @@ def write_json(
     now: str,
     anomalies: list[dict[str, Any]] | None = None,
     amend: Callable[[dict[str, Any]], None] | None = None,
+    view: View | None = None,
 ) -> None:
-    doc = result_to_json(result, now=now)
+    view = view or View()
+    doc = result_to_json(filter_result(result, view), now=now)
+    _note_namespaces(doc, view)
     if anomalies:
         doc["anomalies"] = anomalies
     if amend is not None:  # e.g. simulate --explain adds what each plugin decided
         amend(doc)
     _write_json_doc(doc, out)
+
+
+def _note_namespaces(doc: dict[str, Any], view: View) -> None:
+    """``--namespace``: the document says whose pods it lists (right after ``now``)."""
+    if view.namespaces:
+        items = list(doc.items())
+        doc.clear()
+        for key, value in items:
+            doc[key] = value
+            if key == "now":
+                doc["namespaces"] = sorted(view.namespaces)
 
 
 def _write_json_doc(doc: dict[str, Any], out: TextIO) -> None:
@@ -160,25 +184,58 @@ def _formatted(value: Any) -> str:
         return json.dumps(value, indent=2)
 
 
-def anomaly_findings(reports: Iterable[PluginReport]) -> list[dict[str, Any]]:
-    """What plugins judged in a cycle (its ``CycleResult.reports``): anomalous and suspected pods."""
+def anomaly_findings(reports: Iterable[PluginReport], view: View | None = None) -> list[dict[str, Any]]:
+    """What plugins judged in a cycle (its ``CycleResult.reports``): anomalous and suspected pods
+    (``namespace/name``), of the view's namespaces only."""
+    shows = (view or View()).shows
     return [
         {
             "profile": r.profile,
             "plugin": r.plugin,
-            "anomalous": list(r.anomalies.anomalous_pods),
-            "suspected": dict(r.anomalies.suspected_pods),
+            "anomalous": [p for p in r.anomalies.anomalous_pods if shows(p.partition("/")[0])],
+            "suspected": {p: n for p, n in r.anomalies.suspected_pods.items() if shows(p.partition("/")[0])},
         }
         for r in reports
     ]
 
 
-class _Lines:
-    """Where the table output goes: plain text, nothing wrapped or cut, so that it reads the same on
-    a terminal, in a file or through grep. On a terminal, rich colours a few one-line notices."""
+#: Rows of each list the summary table shows; ``-o wide`` shows them all.
+TOP_ROWS = 5
+#: Characters of free text (reasons, messages) in a cell of the summary; ``-o wide`` cuts nothing.
+CELL = 64
+WIDE_HINT = "-o wide lists them all"
 
-    def __init__(self, out: TextIO) -> None:
+
+@dataclass(frozen=True)
+class View:
+    """How much of a result the table shows: the summary (default) or everything (``-o wide``),
+    and whose pods (``--namespace``; empty: every namespace)."""
+
+    wide: bool = False
+    namespaces: frozenset[str] = frozenset()
+
+    def rows(self, rows: Sequence[Any]) -> Sequence[Any]:
+        return rows if self.wide else rows[:TOP_ROWS]
+
+    def cut(self, text: str, width: int = CELL) -> str:
+        """Free text (a reason, a message) cut to ``width`` characters in the summary."""
+        if self.wide or len(text) <= width:
+            return text
+        return text[: width - 1] + "…"
+
+    def shows(self, namespace: str) -> bool:
+        return not self.namespaces or namespace in self.namespaces
+
+
+class _Lines:
+    """Where the table output goes: plain text, nothing wrapped, so that it reads the same on a
+    terminal, in a file or through grep. On a terminal, rich colours a few one-line notices. The
+    summary shows the first :data:`TOP_ROWS` rows of each list and cuts free text at :data:`CELL`
+    characters (with "…"); names are never cut."""
+
+    def __init__(self, out: TextIO, view: View | None = None) -> None:
         self.out = out
+        self.view = view or View()
         self.console: Any = None
         isatty = getattr(out, "isatty", None)
         if isatty is not None and isatty():
@@ -200,19 +257,82 @@ class _Lines:
         header: Sequence[str],
         rows: Sequence[Sequence[str]],
         right: Collection[int] = (),
+        *,
+        what: str = "",
+        more: int = 0,
     ) -> None:
         """The title, then the columns as ``kubectl get`` prints them: each as wide as its widest
-        cell, three spaces apart, no borders; ``right`` are the right-aligned columns. A blank
-        line follows."""
-        widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
+        cell, three spaces apart, no borders; ``right`` are the right-aligned columns. With
+        ``what`` (e.g. "evictions"), a long list is cut to the view's first rows and a line says
+        how many more there are and how to see them. A blank line follows."""
+        shown = self.view.rows(rows) if what else rows
+        widths = [max(map(len, column)) for column in zip(header, *shown, strict=True)]
         last = len(widths) - 1
         fmt = "   ".join(
             f"{{:>{w}}}" if i in right else ("{}" if i == last else f"{{:<{w}}}")
             for i, w in enumerate(widths)
         )
         lines = [title, fmt.format(*header).rstrip()]
-        lines.extend([fmt.format(*row).rstrip() for row in rows])
+        lines.extend([fmt.format(*row).rstrip() for row in shown])
+        more += len(rows) - len(shown)
+        if more:
+            lines.append(f"... {more} more {what} ({WIDE_HINT})")
         self.out.write("\n".join(lines) + "\n\n")
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def filter_result(result: CycleResult, view: View) -> CycleResult:
+    """The result with only the records of the view's namespaces (all of them without a filter)."""
+    if not view.namespaces:
+        return result
+    return replace(result, records=[r for r in result.records if view.shows(r.namespace)])
+
+
+def _plugin_rows(
+    results: Sequence[CycleResult],
+) -> list[tuple[str, str, str, list[int], list[int], list[int]]]:
+    """(profile, plugin, extension point, evicted, refused, skipped per result), in run order."""
+    index: dict[tuple[str, str, str], int] = {}
+    rows: list[tuple[str, str, str, list[int], list[int], list[int]]] = []
+    n = len(results)
+    for i, result in enumerate(results):
+        for run in result.plugin_runs:
+            key = (run.profile, run.plugin, run.extension_point)
+            if key not in index:
+                index[key] = len(rows)
+                rows.append((*key, [0] * n, [0] * n, [0] * n))
+        points = {(run.profile, run.plugin): run.extension_point for run in result.plugin_runs}
+        for r in result.records:
+            at = index.get((r.profile, r.plugin, points.get((r.profile, r.plugin), "")))
+            if at is None:
+                continue
+            if r.result is EvictResult.EVICTED:
+                rows[at][3][i] += 1
+            elif r.result.skipped:
+                rows[at][5][i] += 1
+            elif not r.result.ok:
+                rows[at][4][i] += 1
+    return rows
+
+
+def _total_line(results: Sequence[CycleResult], pods_total: int, label: str = "Total") -> str:
+    evicted = sum(len(r.evictions) for r in results)
+    refused = Counter(r.result.value for res in results for r in res.failures)
+    skipped = Counter(r.skip_reason for res in results for r in res.skips)
+    text = f"{label}: {plural(evicted, 'pod')} evicted of {pods_total}"
+    if refused:
+        text += f"; refused {refused.total()} ({_counts(refused)})"
+    if skipped:
+        text += f"; skipped by evictionPolicy {skipped.total()} ({_counts(skipped)})"
+    return text
+
+
+def _counts(counter: Counter[str]) -> str:
+    """``a 3, b 1``: most first, then by name."""
+    return ", ".join(f"{k} {n}" for k, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 @gc_paused()
@@ -223,83 +343,160 @@ def write_table(
     now: str,
     pods_total: int,
     anomalies: list[dict[str, Any]] | None = None,
+    view: View | None = None,
+    heading: str = "Simulated one descheduling cycle",
 ) -> None:
-    """Evictions grouped by profile and plugin, with pod, node and reason; totals last."""
-    lines = _Lines(out)
+    """One cycle: the per-plugin counts and the total first, then each plugin's evictions, node
+    actions, refusals and skips (the first rows of each list, all of them with ``-o wide``)."""
+    lines = _Lines(out, view)
+    _write_cycle(lines, filter_result(result, lines.view), now, pods_total, anomalies, heading)
+
+
+def _write_cycle(
+    lines: _Lines,
+    result: CycleResult,
+    now: str,
+    pods_total: int,
+    anomalies: list[dict[str, Any]] | None,
+    heading: str,
+) -> None:
+    view = lines.view
     if result.skipped:
-        lines.line(f"Cycle skipped: {result.skipped}", "yellow")
+        lines.line(f"{heading}: skipped: {result.skipped}", "yellow")
         _write_node_actions(lines, result)
         return
-    lines.line(f"Simulated one descheduling cycle at {now} over {result.nodes} ready nodes.")
+    where = f" (namespaces {', '.join(sorted(view.namespaces))})" if view.namespaces else ""
+    lines.line(f"{heading} at {now} over {result.nodes} ready nodes{where}.")
+    lines.table(
+        "Per plugin",
+        ("profile", "plugin", "extension point", "evicted", "refused", "skipped"),
+        [
+            (profile, plugin, point, str(ev[0]), str(rf[0]), str(sk[0]))
+            for profile, plugin, point, ev, rf, sk in _plugin_rows([result])
+        ],
+        right=(3, 4, 5),
+    )
+    for run in result.plugin_runs:
+        if run.error:
+            lines.line(
+                f"{run.profile} / {run.plugin} ({run.extension_point}): plugin failed: "
+                f"{view.cut(run.error, 2 * CELL)}",
+                "red",
+            )
+    lines.line(_total_line([result], pods_total))
+    lines.line()
     by_plugin: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {}
     for i, r in enumerate(result.evictions, 1):
         by_plugin.setdefault((r.profile, r.plugin), []).append(
-            (str(i), f"{r.namespace}/{r.name}", r.node, r.reason)
+            (str(i), f"{r.namespace}/{r.name}", r.node, view.cut(r.reason, 80))
         )
     for run in result.plugin_runs:
         rows = by_plugin.get((run.profile, run.plugin), [])
-        title = f"{run.profile} / {run.plugin} ({run.extension_point}): {len(rows)} eviction(s)"
-        if run.error:
-            lines.line(f"{title}: plugin failed: {run.error}", "red")
-        elif not rows:
-            lines.line(title, "dim")
-        else:
-            lines.table(title, ("#", "pod", "node", "reason"), rows, right=(0,))
+        if rows:
+            lines.table(
+                f"Evicted by {run.profile} / {run.plugin}: {len(rows)}",
+                ("#", "pod", "node", "reason"),
+                rows,
+                right=(0,),
+                what="evictions",
+            )
     for finding in anomalies or ():
-        suspected = ", ".join(f"{k} ({n})" for k, n in sorted(finding["suspected"].items()))
-        anomalous = ", ".join(finding["anomalous"]) or "none"
-        lines.line(
-            f"{finding['profile']} / {finding['plugin']}: anomalous pods: {anomalous}; "
-            f"suspected (abnormal observations): {suspected or 'none'}"
-        )
+        _write_anomalies(lines, finding)
     _write_node_actions(lines, result)
     _write_refusals(lines, result)
     _write_skips(lines, result)
-    refused = Counter(r.result.value for r in result.failures)
-    skipped = Counter(r.skip_reason for r in result.skips)
-    lines.line(
-        f"Total: {len(result.evictions)} pod(s) evicted of {pods_total}"
-        + (f"; refused: {dict(refused)}" if refused else "")
-        + (f"; skipped by evictionPolicy: {dict(skipped)}" if skipped else "")
+
+
+def _write_anomalies(lines: _Lines, finding: dict[str, Any]) -> None:
+    """What an anomaly plugin judged: the anomalous pods, then the suspected ones with their
+    abnormal observations, most first."""
+    view = lines.view
+    anomalous = [p for p in finding["anomalous"] if view.shows(p.partition("/")[0])]
+    suspected = sorted(
+        ((p, n) for p, n in finding["suspected"].items() if view.shows(p.partition("/")[0])),
+        key=lambda pn: (-pn[1], pn[0]),
     )
+    title = (
+        f"{finding['profile']} / {finding['plugin']}: {len(anomalous)} anomalous, {len(suspected)} suspected"
+    )
+    if not anomalous and not suspected:
+        lines.line(title)
+        return
+    rows = [(p, "anomalous", "") for p in anomalous] + [(p, "suspected", str(n)) for p, n in suspected]
+    lines.table(title, ("pod", "verdict", "abnormal observations"), rows, right=(2,), what="pods")
 
 
 def _write_refusals(lines: _Lines, result: CycleResult) -> None:
     """Evictions the API would refuse (a PodDisruptionBudget: 429, two of them: 500) or a limit
-    stopped, in the order they were asked for."""
+    stopped: counted by who asked and why, then the pods in the order they were asked for."""
     failures = result.failures
     if not failures:
         return
-    rows = [
-        (f"{r.namespace}/{r.name}", r.node, f"{r.profile}/{r.plugin}", r.error or r.result.value)
-        for r in failures
-    ]
-    lines.table(f"Refused: {len(rows)}", ("pod", "node", "asked by", "why"), rows)
+    view = lines.view
+    groups = Counter((f"{r.profile}/{r.plugin}", _why(r)) for r in failures)
+    lines.table(
+        f"Refused: {len(failures)}",
+        ("asked by", "why", "pods"),
+        [(by, view.cut(why), str(n)) for (by, why), n in groups.most_common()],
+        right=(2,),
+    )
+    lines.table(
+        "Refused pods",
+        ("pod", "node", "asked by", "why") if view.wide else ("pod", "asked by", "why"),
+        [
+            (f"{r.namespace}/{r.name}", r.node, f"{r.profile}/{r.plugin}", r.error or r.result.value)
+            if view.wide
+            else (f"{r.namespace}/{r.name}", f"{r.profile}/{r.plugin}", view.cut(r.error or r.result.value))
+            for r in failures
+        ],
+        what="refused pods",
+    )
+
+
+def _why(r: Any) -> str:
+    """A refusal's reason without its per-pod detail (the budget's name and counts)."""
+    text: str = r.error or r.result.value
+    return text.split(" (", 1)[0]
 
 
 def _write_skips(lines: _Lines, result: CycleResult) -> None:
-    """Evictions the profile's evictionPolicy skipped, in the order they were asked for."""
+    """Evictions the profile's evictionPolicy skipped: counted by who asked and the rule, then
+    the pods in the order they were asked for."""
     skips = result.skips
     if not skips:
         return
-    rows = [
-        (f"{r.namespace}/{r.name}", r.node, f"{r.profile}/{r.plugin}", r.skip_reason, r.error) for r in skips
-    ]
-    lines.table(f"Skipped by evictionPolicy: {len(rows)}", ("pod", "node", "asked by", "reason", "why"), rows)
+    view = lines.view
+    groups = Counter((f"{r.profile}/{r.plugin}", r.skip_reason) for r in skips)
+    lines.table(
+        f"Skipped by evictionPolicy: {len(skips)}",
+        ("asked by", "rule", "pods"),
+        [(by, rule, str(n)) for (by, rule), n in groups.most_common()],
+        right=(2,),
+    )
+    lines.table(
+        "Skipped pods",
+        ("pod", "node", "asked by", "reason", "why"),
+        [
+            (f"{r.namespace}/{r.name}", r.node, f"{r.profile}/{r.plugin}", r.skip_reason, view.cut(r.error))
+            for r in skips
+        ],
+        what="skipped pods",
+    )
 
 
 def _write_node_actions(lines: _Lines, result: CycleResult) -> None:
     """Node downgrades (and expired ones removed) that the cycle made or, simulated, would make."""
     if not result.node_actions:
         return
+    view = lines.view
     rows = []
     for a in result.node_actions:
         target = f"{a.method} {a.key}={a.value}" + (f":{a.effect}" if a.effect else "")
         until = a.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ") if a.expires_at else ""
         why = a.reason + (f" [{', '.join(a.pods)}]" if a.pods else "")
         why += f" ({a.detail})" if a.detail else ""
-        rows.append((a.node, f"{a.action} {target}: {a.result.value}", until, why))
-    lines.table(f"Node actions: {len(rows)}", ("node", "change", "until", "why"), rows)
+        rows.append((a.node, f"{a.action} {target}: {a.result.value}", until, view.cut(why, 40)))
+    lines.table(f"Node actions: {len(rows)}", ("node", "change", "until", "why"), rows, what="node actions")
 
 
 # ----------------------------------------------------------------------------- placement simulation
@@ -470,13 +667,37 @@ def write_simulation_json(
     now: str,
     anomalies: list[dict[str, Any]] | None = None,
     amend: Callable[[dict[str, Any]], None] | None = None,
+    view: View | None = None,
 ) -> None:
-    doc = simulation_to_json(sim, now=now)
+    view = view or View()
+    doc = simulation_to_json(filter_simulation(sim, view), now=now)
+    _note_namespaces(doc, view)
     if anomalies:
         doc["anomalies"] = anomalies
     if amend is not None:
         amend(doc)
     _write_json_doc(doc, out)
+
+
+def filter_simulation(sim: Simulation, view: View) -> Simulation:
+    """The simulation with only the pods of the view's namespaces (every namespace without a
+    filter): their eviction attempts, placements and thrashing; the before/after picture stays
+    the whole cluster's, its skew only the constraints of those namespaces."""
+    if not view.namespaces:
+        return sim
+    shows = view.shows
+    cycles = [
+        replace(
+            c,
+            result=filter_result(c.result, view),
+            placements=[p for p in c.placements if shows(p.namespace)],
+            thrashing=[t for t in c.thrashing if shows(t.namespace)],
+        )
+        for c in sim.cycles
+    ]
+    before = replace(sim.before, skew=[k for k in sim.before.skew if shows(k.namespace)])
+    after = replace(sim.after, skew=[k for k in sim.after.skew if shows(k.namespace)])
+    return replace(sim, cycles=cycles, before=before, after=after)
 
 
 @gc_paused()
@@ -487,26 +708,55 @@ def write_simulation_table(
     now: str,
     pods_total: int,
     anomalies: list[dict[str, Any]] | None = None,
+    view: View | None = None,
 ) -> None:
-    """Each cycle's evictions (as :func:`write_table`) and where the pods go, then the cluster
-    before and after: utilisation, remaining violations and topology skew."""
-    lines = _Lines(out)
-    many = len(sim.cycles) > 1
+    """Each cycle (headed with its number when there are several) as :func:`write_table` and
+    where its pods go; with several cycles, the totals over all of them; then the cluster before
+    and after: utilisation, remaining violations and topology skew."""
+    lines = _Lines(out, view)
+    sim = filter_simulation(sim, lines.view)
+    count = len(sim.cycles)
     for i, cycle in enumerate(sim.cycles):
-        if many:
-            lines.line(f"──── Cycle {cycle.cycle} ────", "bold")
-        last = i == len(sim.cycles) - 1
-        write_table(cycle.result, out, now=now, pods_total=pods_total, anomalies=anomalies if last else None)
+        heading = "Simulated one descheduling cycle"
+        if count > 1:
+            lines.line(f"──── Cycle {cycle.cycle} of {count} ────", "bold")
+            heading = f"Cycle {cycle.cycle} of {count}: simulated"
+        last = i == count - 1
+        _write_cycle(lines, cycle.result, now, pods_total, anomalies if last else None, heading)
         if sim.placement:
             _write_placements(lines, cycle)
+    if count > 1:
+        _write_cycle_totals(lines, sim, pods_total)
     if not sim.placement:
         _write_picture(lines, sim)
         return
-    if many:
+    if count > 1:
         lines.line(f"Stopped: {sim.stop_reason}" + (" (converged)" if sim.converged else ""))
+        lines.line()
     if sim.thrashing:
         lines.line(f"Thrashing: {len(sim.thrashing)} sign(s) that the policy does not converge.", "yellow")
+        lines.line()
     _write_picture(lines, sim)
+
+
+def _write_cycle_totals(lines: _Lines, sim: Simulation, pods_total: int) -> None:
+    """Evictions per plugin in each cycle and over all of them, and the total line."""
+    results = [c.result for c in sim.cycles]
+    count = len(results)
+    lines.line(f"──── All {count} cycles ────", "bold")
+    header = ("profile", "plugin", *(f"cycle {c.cycle}" for c in sim.cycles), "evicted", "refused", "skipped")
+    rows = [
+        (profile, plugin, *(str(n) for n in ev), str(sum(ev)), str(sum(rf)), str(sum(sk)))
+        for profile, plugin, _, ev, rf, sk in _plugin_rows(results)
+    ]
+    lines.table("Evicted per plugin and cycle", header, rows, right=range(2, len(header)))
+    placed = sum(len(c.outcomes("placed")) for c in sim.cycles)
+    pending = sum(len(c.outcomes("pending")) for c in sim.cycles)
+    gone = sum(len(c.outcomes("gone")) for c in sim.cycles)
+    text = _total_line(results, pods_total, f"Total over {count} cycles")
+    if sim.placement:
+        text += f"; placed {placed}, pending {pending}, gone {gone}"
+    lines.line(text)
 
 
 def _write_placements(lines: _Lines, cycle: Any) -> None:
@@ -515,46 +765,51 @@ def _write_placements(lines: _Lines, cycle: Any) -> None:
     gone = cycle.outcomes("gone")
     if not (placed or pending or gone):
         return
+    view = lines.view
     lines.line(
         f"Placement (cycle {cycle.cycle}): {len(placed)} placed, {len(pending)} pending, {len(gone)} gone"
     )
     if placed:
-        lines.table(
-            "Where the replacements land",
-            ("pod", "from", "to", "replacement", "score"),
-            [
-                (
-                    f"{p.namespace}/{p.name}" + (" (retried)" if p.retried else ""),
-                    p.evicted_from,
-                    p.node + (" (same node)" if p.same_node else ""),
-                    p.replacement,
-                    "-" if p.score is None else str(p.score),
-                )
-                for p in placed
-            ],
-            right=(4,),
+        # the replacement's name only in -o wide (and the JSON): the summary stays narrow
+        header = (
+            ("pod", "from", "to", "replacement", "score") if view.wide else ("pod", "from", "to", "score")
         )
+        rows: list[tuple[str, ...]] = [
+            (
+                f"{p.namespace}/{p.name}" + (" (retried)" if p.retried else ""),
+                p.evicted_from,
+                p.node + (" (same node)" if p.same_node else ""),
+                *((p.replacement,) if view.wide else ()),
+                "-" if p.score is None else str(p.score),
+            )
+            for p in placed
+        ]
+        lines.table("Where the replacements land", header, rows, right=(len(header) - 1,), what="placed pods")
     if pending:
         lines.table(
             "Pending: no node would take them",
             ("pod", "from", "why (kube-scheduler's message)"),
-            [(f"{p.namespace}/{p.name}", p.evicted_from, p.reason) for p in pending],
+            [(f"{p.namespace}/{p.name}", p.evicted_from, view.cut(p.reason)) for p in pending],
+            what="pending pods",
         )
     if gone:
         lines.table(
             "Gone: nothing re-creates them",
             ("pod", "from", "why"),
-            [(f"{p.namespace}/{p.name}", p.evicted_from, p.reason) for p in gone],
+            [(f"{p.namespace}/{p.name}", p.evicted_from, view.cut(p.reason)) for p in gone],
+            what="gone pods",
         )
-    for t in cycle.thrashing:
-        lines.line(f"thrashing ({t.kind}): {t.namespace}/{t.name}: {t.detail}", "yellow")
+    if cycle.thrashing:
+        lines.table(
+            f"Thrashing (cycle {cycle.cycle}): {len(cycle.thrashing)}",
+            ("kind", "pod", "detail"),
+            [(t.kind, f"{t.namespace}/{t.name}", view.cut(t.detail)) for t in cycle.thrashing],
+            what="signs",
+        )
 
 
 #: A constraint's skew before and after (None: not declared then).
 SkewPair = tuple["ConstraintSkew | None", "ConstraintSkew | None"]
-
-#: Constraints shown in the terminal's skew table (all are in the JSON and the HTML report).
-SKEW_ROWS = 15
 
 
 def skew_pairs(sim: Simulation) -> list[SkewPair]:
@@ -611,8 +866,10 @@ def _write_picture(lines: _Lines, sim: Simulation) -> None:
     pairs = skew_pairs(sim)
     if not pairs:
         return
+    view = lines.view
+    shown = view.rows(pairs)
     rows = []
-    for b, a in pairs[:SKEW_ROWS]:
+    for b, a in shown:
         ref = skew_ref(b, a)
         before = str(b.skew) if b is not None else "-"
         after = str(a.skew) if a is not None else "-"
@@ -620,7 +877,7 @@ def _write_picture(lines: _Lines, sim: Simulation) -> None:
             (
                 f"{ref.namespace} / {ref.declared_by}",
                 f"{ref.topology_key} ({ref.when_unsatisfiable})",
-                ref.selector,
+                view.cut(ref.selector, 40),
                 str(ref.max_skew),
                 f"{before} → {after}",
             )
@@ -630,4 +887,6 @@ def _write_picture(lines: _Lines, sim: Simulation) -> None:
         ("namespace / declared by", "topology key", "selector", "max", "skew"),
         rows,
         right=(3, 4),
+        what="constraints",
+        more=len(pairs) - len(rows),
     )

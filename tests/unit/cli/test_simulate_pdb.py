@@ -112,7 +112,7 @@ def test_simulate_refuses_what_the_budgets_forbid(files: tuple[Path, Path], plac
 
 
 def test_simulate_table_lists_the_refusals(files: tuple[Path, Path]) -> None:
-    proc = simulate(files, "--now", NOW, "--no-placement")
+    proc = simulate(files, "--now", NOW, "--no-placement", "-o", "wide")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "Refused: 4" in lines

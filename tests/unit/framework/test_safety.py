@@ -324,9 +324,7 @@ def test_table_output_lists_the_skips() -> None:
     text = out.getvalue()
     assert "Skipped by evictionPolicy: 1" in text
     assert "default/b" in text
-    assert (
-        "Total: 1 pod(s) evicted of 2; skipped by evictionPolicy: {'max_evictions_per_workload': 1}" in text
-    )
+    assert "Total: 1 pod evicted of 2; skipped by evictionPolicy 1 (max_evictions_per_workload 1)" in text
 
 
 # ------------------------------------------------------------------------------------- properties

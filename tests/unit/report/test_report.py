@@ -22,7 +22,7 @@ from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod
 from desched.report.charts import MAX_NODE_BARS, MISSING_MATPLOTLIB, write_charts
 from desched.report.html import write_report
-from desched.report.output import simulation_to_json, write_table
+from desched.report.output import View, simulation_to_json, write_table
 from desched.simulation import EvictionRecorder, simulate
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -90,6 +90,8 @@ def test_no_placement_is_the_plain_cycle(capsys: pytest.CaptureFixture[str]) -> 
     code, out, _ = run(capsys, "-o", "json", "--no-placement")
     assert code == 0
     assert set(json.loads(out)) == {
+        "apiVersion",
+        "kind",
         "now",
         "nodes",
         "skipped",
@@ -126,7 +128,7 @@ def table(out: str, title: str) -> list[str]:
 
 
 def test_table_is_plain_aligned_columns_that_cut_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys)
+    code, out, err = run(capsys, "-o", "wide")
     assert code == 0, err
     doc = json.loads(run(capsys, "-o", "json")[1])
     assert "…" not in out and not set(out) & set("│┃┏┡└━")
@@ -175,19 +177,30 @@ def test_table_keeps_long_names_whole_on_a_narrow_screen(
         EvictionRecord("preview", name, node, "default", "PodLifeTime", "r [a]", EvictResult.EVICTED),
         EvictionRecord("ns", "b", node, "default", "PodLifeTime", "r", EvictResult.NODE_LIMIT),
     ]
-    write_table(result, out, now=NOW, pods_total=5)
+    write_table(result, out, now=NOW, pods_total=5, view=View(wide=True))
+    limit = EvictResult.NODE_LIMIT.value
     assert out.getvalue().splitlines() == [
         f"Simulated one descheduling cycle at {NOW} over 2 ready nodes.",
-        "default / PodLifeTime (deschedule): 1 eviction(s)",
+        "Per plugin",
+        "profile   plugin        extension point   evicted   refused   skipped",
+        "default   PodLifeTime   deschedule              1         1         0",
+        "default   Broken        balance                 0         0         0",
+        "",
+        "default / Broken (balance): plugin failed: boom [x]: " + "y" * 80,
+        f"Total: 1 pod evicted of 5; refused 1 ({limit} 1)",
+        "",
+        "Evicted by default / PodLifeTime: 1",
         "#   " + "pod".ljust(len(f"preview/{name}")) + "   " + "node".ljust(len(node)) + "   reason",
         f"1   preview/{name}   {node}   r [a]",
         "",
-        "default / Broken (balance): 0 eviction(s): plugin failed: boom [x]: " + "y" * 80,
         "Refused: 1",
-        "pod    node" + " " * (len(node) - 1) + "asked by              why",
-        f"ns/b   {node}   default/PodLifeTime   {EvictResult.NODE_LIMIT.value}",
+        "asked by              why" + " " * (len(limit) - 3) + "   pods",
+        f"default/PodLifeTime   {limit}      1",
         "",
-        f"Total: 1 pod(s) evicted of 5; refused: {{'{EvictResult.NODE_LIMIT.value}': 1}}",
+        "Refused pods",
+        "pod    node" + " " * (len(node) - 1) + "asked by              why",
+        f"ns/b   {node}   default/PodLifeTime   {limit}",
+        "",
     ]
 
 
