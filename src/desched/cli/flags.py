@@ -159,6 +159,7 @@ FLAGS: dict[tuple[str, str], Flag] = {
     ("simulate", "now"): Flag("time", nonempty=True, check=_time),
     ("simulate", "output"): Flag("choice"),
     ("simulate", "explain"): Flag("list"),
+    ("simulate", "namespace"): Flag("list"),
     ("simulate", "explain_all"): Flag("bool"),
     ("simulate", "placement"): Flag("bool"),
     ("simulate", "score"): Flag("choice"),
