@@ -6,6 +6,7 @@ Bad input ends in one line on stderr naming the field and the reason, and exit c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import re
@@ -18,7 +19,6 @@ from typing import Any, NoReturn
 import msgspec
 import yaml
 
-from desched import __version__
 from desched.errors import UserError
 
 log = logging.getLogger("desched")
@@ -52,23 +52,27 @@ def parse_now(text: str) -> datetime:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="desched", description="A Kubernetes descheduler.")
     _add_logging_options(parser, top=True)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
 
     sim = sub.add_parser(
         "simulate", help="run one descheduling cycle on a cluster snapshot, evicting nothing"
     )
     sim.add_argument("snapshot", help="cluster snapshot: a v1 List (JSON or YAML) or multi-document YAML")
     sim.add_argument(
-        "--policy", required=True, help="DeschedulerPolicy file (descheduler/v1alpha2 or v1alpha1)"
+        "--policy",
+        "--policy-config-file",
+        dest="policy",
+        required=True,
+        help="DeschedulerPolicy file (descheduler/v1alpha2 or v1alpha1); --policy-config-file as run",
     )
     sim.add_argument("--now", help="the clock for age-based decisions, RFC 3339 (default: the current time)")
     sim.add_argument(
         "--output",
         "-o",
-        choices=["table", "wide", "json"],
+        choices=["table", "wide", "json", "yaml"],
         default="table",
         help="table: a summary, the first rows of each list; wide: every row, nothing cut; "
-        "json: everything, for scripts (default table)",
+        "json: everything, for scripts; yaml: the same document as json (default table)",
     )
     sim.add_argument(
         "--namespace",
@@ -95,18 +99,39 @@ def build_parser() -> argparse.ArgumentParser:
     _add_placement_arguments(sim)
 
     val = sub.add_parser("validate", help="check a policy file and print it normalised (defaults filled in)")
-    val.add_argument("policy")
-    val.add_argument("--output", "-o", choices=["yaml", "json"], default="yaml")
+    val.add_argument("policy", help="DeschedulerPolicy file (descheduler/v1alpha2 or v1alpha1)")
+    val.add_argument(
+        "--output",
+        "-o",
+        choices=["yaml", "json"],
+        default="yaml",
+        help="the normalised policy's format (default yaml)",
+    )
 
-    sub.add_parser("version", help="print the version")
+    ver = sub.add_parser("version", help="print the version, git commit, build date, Python and platform")
+    ver.add_argument(
+        "--output", "-o", choices=["text", "json"], default="text", help="one line, or JSON (default text)"
+    )
+    comp = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
+    comp.add_argument(
+        "shell",
+        choices=["bash", "zsh", "fish"],
+        help="bash: source <(desched completion bash); zsh: the same with zsh; "
+        "fish: desched completion fish | source",
+    )
     _add_run_parser(sub)
 
     _add_extender_parser(sub)
 
     snap = sub.add_parser("snapshot", help="save a live cluster as a snapshot file that simulate reads")
     snap.add_argument("-o", "--output", required=True, help="file to write (JSON v1 List)")
-    snap.add_argument("--kubeconfig", "--client-connection-kubeconfig", dest="kubeconfig")
-    snap.add_argument("--context")
+    snap.add_argument(
+        "--kubeconfig",
+        "--client-connection-kubeconfig",
+        dest="kubeconfig",
+        help="kubeconfig file (default: $KUBECONFIG, in-cluster, then ~/.kube/config, as desched run)",
+    )
+    snap.add_argument("--context", help="kubeconfig context (default: the current one)")
     snap.add_argument("--events", action="store_true", help="include core/v1 Events")
     snap.add_argument(
         "--workloads",
@@ -310,7 +335,7 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
         default={},
         metavar="KEY=BOOL,...",
         help="alpha/experimental features as upstream: AllAlpha, AllBeta, EvictionsInBackground "
-        "(ALPHA; not implemented in desched yet, so only =false is accepted) (default none)",
+        "(ALPHA: evictions that go on in background, for KubeVirt, as upstream) (default none)",
     )
     otel = run.add_argument_group("tracing (OpenTelemetry, as upstream)")
     otel.add_argument(
@@ -434,7 +459,11 @@ def _positive_duration(text: str) -> float:
 def _add_run_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="deschedule a live cluster (upstream-compatible flags)")
     run.add_argument(
-        "--policy-config-file", required=True, help="DeschedulerPolicy file (required; no default)"
+        "--policy-config-file",
+        "--policy",
+        dest="policy_config_file",
+        required=True,
+        help="DeschedulerPolicy file (required; no default); --policy as simulate",
     )
     run.add_argument(
         "--descheduling-interval",
@@ -593,7 +622,7 @@ def _add_extender_parser(sub: Any) -> None:
         help="scorer args file (KEP-2143 keys: allocatable, allocated, left, requesting)",
     )
     ext.add_argument("--port", type=int, default=8888, help="port for the verbs, /healthz, /readyz, /metrics")
-    ext.add_argument("--bind-address", default="0.0.0.0")
+    ext.add_argument("--bind-address", default="0.0.0.0", help="address to serve on (default 0.0.0.0)")
     ext.add_argument(
         "--kubeconfig",
         "--client-connection-kubeconfig",
@@ -604,7 +633,9 @@ def _add_extender_parser(sub: Any) -> None:
     ext.add_argument("--snapshot", help="serve from a cluster snapshot file instead of a live cluster")
     _add_connection_timeout(ext)
     ext.add_argument("--tls-cert-file", default="", help="serve HTTPS with this certificate (and key)")
-    ext.add_argument("--tls-private-key-file", default="")
+    ext.add_argument(
+        "--tls-private-key-file", default="", help="the private key of --tls-cert-file (default none: HTTP)"
+    )
     ext.add_argument(
         "--timeout-budget",
         type=_duration,
@@ -643,7 +674,16 @@ def _cmd_extender(args: argparse.Namespace) -> int:
 
 
 def _cmd_version(args: argparse.Namespace) -> int:
-    print(f"desched {__version__}")
+    from desched.cli.version import render
+
+    print(render(args.output))
+    return 0
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from desched.cli.completion import script
+
+    sys.stdout.write(script(build_parser(), args.shell))
     return 0
 
 
@@ -739,7 +779,16 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         explain_all=args.explain_all,
         report=args.report,
     )
-    return run_simulate(request)
+    if args.output != "yaml":
+        return run_simulate(request)
+    # -o yaml: the document -o json writes, as YAML
+    import io
+
+    buffer = io.StringIO()
+    request = dataclasses.replace(request, output="json")
+    code = run_simulate(request, buffer)
+    sys.stdout.write(yaml.safe_dump(json.loads(buffer.getvalue()), sort_keys=False, allow_unicode=True))
+    return code
 
 
 _DNS_NAME = re.compile(r"[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?")
@@ -870,6 +919,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {
+    "completion": _cmd_completion,
     "extender": _cmd_extender,
     "run": _cmd_run,
     "simulate": _cmd_simulate,
@@ -927,6 +977,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     fmt = _logging_format_in(raw)
     parser = build_parser()
     _Parser.fatal_format = fmt
+    if not raw:  # bare `desched`: what it can do, and exit 2 as for any missing argument
+        parser.print_help(sys.stderr)
+        return 2
     args = parser.parse_args(raw)
     from desched import logs
     from desched.cli import flags

@@ -172,6 +172,9 @@ FLAGS: dict[tuple[str, str], Flag] = {
     # validate
     ("validate", "policy"): Flag("input", nonempty=True),
     ("validate", "output"): Flag("choice"),
+    # version, completion
+    ("version", "output"): Flag("choice"),
+    ("completion", "shell"): Flag("choice"),
     # snapshot
     ("snapshot", "output"): Flag("output-file", nonempty=True),
     **{("snapshot", dest): flag for dest, flag in _CONNECT.items()},

@@ -13,7 +13,7 @@ holds (an untagged fence fails), and commands live only in shell blocks:
 
 Each command (each part of an ``A && B`` chain) is then either
 
-(a) offline (``OFFLINE``: ``desched simulate|validate|version``, ``--help``): run here, as the
+(a) offline (``OFFLINE``: ``desched simulate|validate|version|completion``, ``--help``): run here, as the
     installed ``desched`` entry point of the venv running the tests, in the repository root. Shown
     output is compared with stdout and stderr as printed, after this normalisation only: trailing
     blanks of each line and blank lines at the start and end are dropped, and a shown line
@@ -64,7 +64,7 @@ CONSOLE_LANGS = {"console"}
 
 # (a) run here: the CLI offline, on the files of the repository.
 OFFLINE = re.compile(
-    r"^(?:\.venv/bin/)?desched (?:simulate|validate|version)\b"
+    r"^(?:\.venv/bin/)?desched (?:simulate|validate|version|completion)\b"
     r"|^(?:\.venv/bin/)?desched(?: [a-z]+)? (?:--help|-h)$"
 )
 
