@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests import builders
 
 from desched.cluster.snapshot import ClusterSnapshot
@@ -29,6 +31,7 @@ from desched.scheduling.placement import (
     heap_winner,
     num_feasible_nodes_to_find,
     scheduler_node_order,
+    tie_preference,
 )
 from desched.scheduling.scorer import GenericScorerArgs
 from desched.simulation import (
@@ -412,6 +415,18 @@ def test_ties_go_to_the_first_name() -> None:
 def test_heap_winner_is_the_root_of_go_container_heap(totals: list[int], winner: int) -> None:
     assert heap_winner(totals) == winner
     assert heap_winner(totals) == _go_heap_root(totals)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 16), st.data())
+def test_tie_preference_ranks_nodes_as_the_heap_picks_among_equal_totals(n: int, data: st.DataObject) -> None:
+    """Of any nodes that tie (every node feasible, in kube-scheduler's order), the one ranked
+    first by :func:`tie_preference` is the one Go's heap puts at its root."""
+    nodes = [builders.node(f"n{i:02d}") for i in range(n)]
+    rank = tie_preference(nodes)
+    tied = data.draw(st.sets(st.integers(0, n - 1), min_size=1))
+    totals = [5 if i in tied else 1 for i in range(n)]
+    assert min(tied, key=lambda i: rank[f"n{i:02d}"]) == _go_heap_root(totals)
 
 
 def _go_heap_root(totals: list[int]) -> int:

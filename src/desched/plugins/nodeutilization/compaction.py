@@ -6,7 +6,11 @@ shrink, and it cannot while each node keeps a few pods. With the arg set, the pl
 whole nodes, least-utilised first, as long as the pods fit on the nodes it keeps:
 
 - the nodes are the under-utilised ones given to the plugin, ordered by the sum of their raw
-  usage amounts (least first; ties by name), as HighNodeUtilization orders its sources;
+  usage amounts (least first), as HighNodeUtilization orders its sources; of nodes that tie, the
+  one kube-scheduler would bind to among equals (:func:`desched.scheduling.placement.tie_preference`)
+  comes last, so it is kept and its equals are emptied onto it: with ``MostAllocated`` scoring
+  kube-scheduler sends the first replacement to that node and every later one follows, so the
+  other way round replacements land back on the node being emptied;
 - a node is emptied only when it can be emptied entirely: each of its pods is either one the
   plugin may evict (the profile's Filter, ``evictableNamespaces``, ``evictionModes``) or one the
   cluster autoscaler ignores when it removes a node (a DaemonSet or mirror pod). A node holding

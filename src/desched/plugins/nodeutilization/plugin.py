@@ -100,6 +100,7 @@ from desched.plugins.nodeutilization.usage import (
     UsageSource,
     usage_percentages,
 )
+from desched.scheduling.placement import tie_preference
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
@@ -629,7 +630,14 @@ class HighNodeUtilization(_NodeUtilization):
             and len(under) > self.args.number_of_nodes
         ):
             log.debug("HighNodeUtilization: %s: compacting them", idle)
-            under.sort(key=lambda i: (usage_rank(i.usage), i.name))
+            # of nodes with the same usage, the one kube-scheduler would bind to among equals
+            # (MostAllocated ties) is kept and the other emptied: the other way round, the
+            # replacements follow kube-scheduler back onto the node being emptied
+            prefer = tie_preference(
+                n for n in self.handle.snapshot.ready_nodes() if not k8s_nodes.is_node_unschedulable(n)
+            )
+            last = len(prefer)
+            under.sort(key=lambda i: (usage_rank(i.usage), -prefer.get(i.name, last), i.name))
             compact(
                 self.handle,
                 [i.node for i in under],

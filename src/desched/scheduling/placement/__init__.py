@@ -93,7 +93,7 @@ from desched.scheduling.placement.options import (
     PlacementOptions,
 )
 from desched.scheduling.placement.order import num_feasible_nodes_to_find, queue_order, scheduler_node_order
-from desched.scheduling.placement.scores import balanced_allocation_score, heap_winner
+from desched.scheduling.placement.scores import balanced_allocation_score, heap_winner, tie_preference
 from desched.scheduling.placement.simulator import Decision, PlacementSimulator
 
 __all__ = [
@@ -114,4 +114,5 @@ __all__ = [
     "num_feasible_nodes_to_find",
     "queue_order",
     "scheduler_node_order",
+    "tie_preference",
 ]

@@ -8,16 +8,17 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import compress, repeat
 from operator import add, is_, sub
 from typing import TYPE_CHECKING, Any, Final
 
 from desched.k8s import affinity as k8s_affinity
-from desched.k8s.objects import Pod
+from desched.k8s.objects import Node, Pod
 from desched.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from desched.scheduling.placement.options import GENERIC_PLUGIN, SCORE_GENERIC
+from desched.scheduling.placement.order import scheduler_node_order
 from desched.scheduling.placement.shapes import encode
 from desched.scheduling.placement.state import LABEL_HOSTNAME, ClusterState, SpreadConstraint
 from desched.scheduling.scorer import GenericScorer, requesting_of
@@ -84,6 +85,18 @@ def heap_winner(totals: Sequence[int]) -> int:
     top = max(totals)
     at = [j for j, t in enumerate(totals) if t == top]
     return at[0] if len(at) == 1 else min(at, key=_heap_order_key)
+
+
+def tie_preference(nodes: Iterable[Node]) -> dict[str, int]:
+    """Which of ``nodes`` kube-scheduler binds a pod to when they score the same, as the placement
+    model predicts it: each node's rank, 0 for the one it picks over all the others (the first in
+    a pre-order walk of the heap over its feasible list, :func:`heap_winner`). Assumes every node
+    given is feasible and the search starts at the first node of kube-scheduler's order, as it
+    always does below 100 nodes (every node is searched, so the start comes back to where it was);
+    above, where the start moves from pod to pod, it is an approximation."""
+    order = scheduler_node_order(nodes)
+    ranked = sorted(range(len(order)), key=_heap_order_key)
+    return {order[position].metadata.name: rank for rank, position in enumerate(ranked)}
 
 
 def best_node(

@@ -103,12 +103,58 @@ def test_empties_the_least_used_nodes_while_their_pods_fit() -> None:
     assert all("all nodes are under-utilized; emptying node" in r.reason for r in result.evictions)
 
 
+def test_of_nodes_that_tie_the_one_kube_scheduler_picks_is_kept() -> None:
+    """n0 and n1 hold as much (1 cpu): kube-scheduler with MostAllocated binds the first
+    replacement to the one it picks among equals (n0: the root of its heap), and then every other
+    one follows there. So n1 is emptied, not n0: the other way round two of the four replacements
+    land back on the node being emptied (issue 24, n20-compaction). Likewise n3 is kept over n2
+    (the heap's pre-order: position 3 before position 2), so n2 is emptied first."""
+    from desched.app.simulate import simulate_cycles
+    from desched.scheduling.placement import SCORE_GENERIC, PlacementOptions, tie_preference
+    from desched.scheduling.scorer import GenericScorerArgs
+
+    nodes = [node(f"n{i}") for i in range(4)]
+    where = {"p0": "n0", "p1": "n1", "p2": "n2", "p3": "n3", "p4": "n0", "p5": "n1"}
+    pods = [pod(name, at, owner=("ReplicaSet", f"r{name}")) for name, at in where.items()]
+    assert tie_preference(nodes) == {"n0": 0, "n1": 1, "n3": 2, "n2": 3}
+    most = GenericScorerArgs.model_validate(
+        {
+            "allocated": {
+                "values": "RatioToAllocatable",
+                "prefer": "Most",
+                "resources": {"cpu": 1, "memory": 1},
+            }
+        }
+    )
+    fw = Framework(load_policy(policy_doc(COMPACT), REG), REG, clock=lambda: NOW)
+    sim, _, _ = simulate_cycles(
+        fw,
+        ClusterSnapshot(nodes=nodes, pods=pods),
+        NOW,
+        options=PlacementOptions(score=SCORE_GENERIC, generic=most),
+    )
+    first = sim.cycles[0]
+    assert [(r.name, r.node) for r in first.result.evictions] == [
+        ("p2", "n2"),
+        ("p3", "n3"),
+        ("p1", "n1"),
+        ("p5", "n1"),
+    ]
+    assert [(p.name, p.node, p.same_node) for p in first.placements] == [
+        ("p2", "n0", False),
+        ("p3", "n0", False),
+        ("p1", "n0", False),
+        ("p5", "n0", False),
+    ]
+
+
 def test_stops_when_the_pods_no_longer_fit() -> None:
-    # 3 nodes of 2 cpu, 0.9 cpu each (45%): one node's pods fit on another, the second's do not
+    # 3 nodes of 2 cpu, 0.9 cpu each (45%): one node's pods fit on another, the second's do not;
+    # of the three tied nodes kube-scheduler picks n1 first and n3 last, so n3 is emptied (to n1)
     nodes = [node(f"n{i}", cpu="2") for i in range(1, 4)]
     pods = [pod(f"p{i}", f"n{i}", "900m") for i in range(1, 4)]
     result = run(COMPACT, nodes, pods)
-    assert evicted(result) == ["p1"]
+    assert evicted(result) == ["p3"]
 
 
 def test_a_node_with_a_pod_that_may_not_go_is_left_whole() -> None:
