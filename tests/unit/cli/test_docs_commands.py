@@ -102,6 +102,12 @@ ELSEWHERE: tuple[Elsewhere, ...] = (
         "runs (part of) the test suites themselves; the paths are checked to exist",
     ),
     Elsewhere(
+        r"HYPOTHESIS_PROFILE=long \.venv/bin/python -m pytest tests/unit/fuzz -q",
+        ("tests/unit/fuzz/test_fuzz_schema.py::test_the_long_profile_command_runs",),
+        "the long fuzz campaign (about 15 min of CPU); the test runs this command with "
+        "DESCHED_FUZZ_EXAMPLES=2 on one fuzz test, and the fast profile runs every fuzz test",
+    ),
+    Elsewhere(
         r"(?:\.venv/bin/)?python -m benchmarks .*",
         ("tests/unit/bench/test_benchmark_command.py::test_benchmark_command_reports_every_figure",),
         "minutes at 1,000 and 5,000 nodes; the test runs the same command at 20 nodes",

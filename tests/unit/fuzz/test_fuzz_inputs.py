@@ -11,9 +11,10 @@ duplicates. The contract, for every case:
   leaves them unchanged;
 - never a traceback (any exception out of ``desched.cli.main`` fails the test).
 
-The budget is small by default so that ``.ci/run`` stays fast; ``DESCHED_FUZZ_EXAMPLES=5000``
-runs a long campaign, and ``DESCHED_FUZZ_STATS=FILE`` appends one JSON line per case (what the
-figures in the report are counted from).
+The budget is small by default so that ``.ci/run`` stays fast (the ``fast`` profile of
+:mod:`tests.unit.fuzz.profiles`); ``HYPOTHESIS_PROFILE=long`` or ``DESCHED_FUZZ_EXAMPLES=5000`` runs
+a long campaign, and ``DESCHED_FUZZ_STATS=FILE`` appends one JSON line per case (what the figures
+in the report are counted from).
 """
 
 from __future__ import annotations
@@ -33,29 +34,15 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.unit.fuzz.profiles import budget
 
 from desched.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = "2026-11-21T12:00:00Z"
-LONG = "DESCHED_FUZZ_EXAMPLES" in os.environ
-EXAMPLES = int(os.environ.get("DESCHED_FUZZ_EXAMPLES", "0")) or None
 STATS = os.environ.get("DESCHED_FUZZ_STATS")
-
-
-def budget(default: int) -> settings:
-    return settings(FUZZ, max_examples=EXAMPLES or default)
-
-
-FUZZ = settings(
-    max_examples=100,
-    deadline=None,
-    derandomize=not LONG,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
-)
 WORK = Path(tempfile.mkdtemp(prefix="desched-fuzz-"))
 
 POLICIES = [
