@@ -17,6 +17,12 @@ current :attr:`FaultProxy.mode` changes:
 ``watch-410``  the first three watches of each resource answered with a 410 Expired ERROR event
 ``watch-stall`` watches forwarded, their events never delivered (the stream stays open, silent)
 ``blackhole``  every request accepted and never answered (nor forwarded)
+``down``       every request answered 503 at once, never forwarded (a load balancer whose apiserver
+               is down)
+``mixed``      each eviction request, by a seeded draw: forwarded (4 in 10), ``429``, ``5xx-before``,
+               ``5xx-after``, ``reset`` or ``slow`` (1 in 10 each); each watch: forwarded (half),
+               ``watch-cut`` or a 410 Expired ERROR event (a quarter each). The draw is recorded as
+               the eviction's mode
 ============== ===============================================================================
 
 Every eviction request is recorded (:attr:`FaultProxy.evictions`): the pod, when it arrived,
@@ -33,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import socket
 import ssl
 import struct
@@ -57,7 +64,12 @@ MODES = (
     "watch-410",
     "watch-stall",
     "blackhole",
+    "down",
+    "mixed",
 )
+#: ``mixed``: the eviction faults and the watch faults drawn from, with their weights.
+MIXED_EVICTIONS = (("pass", 4), ("429", 1), ("5xx-before", 1), ("5xx-after", 1), ("reset", 1), ("slow", 1))
+MIXED_WATCHES = (("pass", 2), ("watch-cut", 1), ("watch-410", 1))
 #: Not relayed. Bodies are relayed as they come (auto_decompress=False), so Accept-Encoding and
 #: Content-Encoding pass through: the apiserver gzips large lists for a client that accepts it.
 _HOP_BY_HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
@@ -103,6 +115,7 @@ class FaultProxy:
         self.evictions: list[Eviction] = []
         self.watches: dict[str, int] = {}  # resource path -> watch requests seen
         self._lock = threading.Lock()
+        self._draw = random.Random(30)  # mixed mode: the same faults in the same order every run
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="faultproxy", daemon=True)
         self._runner: web.AppRunner | None = None
@@ -182,15 +195,25 @@ class FaultProxy:
 
     # ---------------------------------------------------------------- the proxy
 
+    def _pick(self, choices: tuple[tuple[str, int], ...]) -> str:
+        with self._lock:
+            return self._draw.choices([c for c, _ in choices], [w for _, w in choices])[0]
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         mode = self.mode
         parts = request.path.strip("/").split("/")
+        if mode == "down":
+            return _status(503, "ServiceUnavailable", "faultproxy: the apiserver is down")
         if request.method == "POST" and parts[-1] == "eviction" and len(parts) >= 6:
+            if mode == "mixed":
+                mode = self._pick(MIXED_EVICTIONS)
             return await self._eviction(request, mode, parts[-4], parts[-2])
         if mode == "blackhole":
             await self._until_client_leaves(request, 3600)
             return _status(504, "Timeout", "blackhole")
         if request.query.get("watch") in ("true", "1"):
+            if mode == "mixed":
+                return await self._watch(request, self._pick(MIXED_WATCHES), always=True)
             return await self._watch(request, mode)
         return await self._forward(request)
 
@@ -276,11 +299,13 @@ class FaultProxy:
             return _status(502, "ServiceUnavailable", f"faultproxy: {type(e).__name__}: {e}")
         return web.Response(status=status, headers=headers, body=data)
 
-    async def _watch(self, request: web.Request, mode: str) -> web.StreamResponse:
+    async def _watch(self, request: web.Request, mode: str, *, always: bool = False) -> web.StreamResponse:
+        """A watch under ``mode``; ``watch-410`` expires the first three of each resource, or
+        every one drawn so with ``always`` (mixed mode)."""
         with self._lock:
             seen = self.watches.get(request.path, 0)
             self.watches[request.path] = seen + 1
-        if mode == "watch-410" and seen < 3:
+        if mode == "watch-410" and (seen < 3 or always):
             resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
             await resp.prepare(request)
             event = {
@@ -299,9 +324,13 @@ class FaultProxy:
             await resp.write_eof()
             return resp
         assert self._session is not None
-        async with self._session.request(
-            "GET", self.upstream + request.path_qs, headers=self._upstream_headers(request)
-        ) as up:
+        try:
+            upstream = await self._session.request(
+                "GET", self.upstream + request.path_qs, headers=self._upstream_headers(request)
+            )
+        except aiohttp.ClientError as e:  # the apiserver is down: as _forward answers
+            return _status(502, "ServiceUnavailable", f"faultproxy: {type(e).__name__}: {e}")
+        async with upstream as up:
             headers = {k: v for k, v in up.headers.items() if k.lower() not in _HOP_BY_HOP}
             resp = web.StreamResponse(status=up.status, headers=headers)
             await resp.prepare(request)

@@ -13,10 +13,11 @@ that fails before the bookmark (an ERROR event, a cut) falls back to a LIST for 
 informer LIST+WATCH. Streaming spares the server a paginated LIST of every object and this process
 a whole page in memory, and it is one request (the client-side rate limit applies per page to a
 LIST). A ``410 Gone`` (or an ERROR event) on the watch re-lists: at once the first time, and
-after a wait when it comes again within ``GONE_WINDOW`` of the last one (0.8 s doubling to 30 s, as
-client-go's reflector waits before every re-list), so a watch that keeps expiring cannot make the
+after a wait when it comes again within ``GONE_WINDOW`` of the last one (0.8 s doubling to 4 s; client-go's
+reflector waits up to 30 s before every re-list), so a watch that keeps expiring cannot make the
 informer re-list every object in a loop; a dropped connection re-watches from the last seen
-resourceVersion; failures back off exponentially from 0.5 s, doubling to 4 s
+resourceVersion (at once when the watch had been open a second, so the cache stays in sync);
+failures back off exponentially from 0.5 s, doubling to 4 s
 (:data:`RECONNECT_MAX_BACKOFF`) while the server may be down or coming back (no answer, 5xx, 429)
 and to 30 s (client-go's reflector's cap) only for answers that retrying soon cannot change (401,
 403, 404, ...): after an outage longer than half a minute, client-go's 30 s would keep every
@@ -169,6 +170,15 @@ ResumeCallback = Callable[[str, str], None]
 #: after two minutes).
 GONE_WINDOW = 120.0
 GONE_BACKOFF = 0.8
+#: The longest of those waits. client-go's reflector waits up to 30 s; desched decides nothing
+#: while a kind waits to re-list (the cache is not in sync), and its client-side rate limit
+#: (``--client-connection-qps``) already paces the pages of the re-lists, so this wait is bounded
+#: as the reconnect wait is: a watch fault that repeats (issue 30's mixed faults) kept the cache
+#: out of sync up to 37 s at a time.
+GONE_MAX_BACKOFF = 4.0
+#: A watch cut after it was open this long is re-opened at once from its resourceVersion (no event
+#: is lost, the cache stays in sync); one cut sooner is a failure, with backoff (no tight loop).
+WATCH_CUT_GRACE = 1.0
 #: The longest wait between tries of a list or watch that got no answer, a 5xx or a 429: the
 #: server is down or coming back, and after an apiserver restart the first informer to get an
 #: answer ends every other's wait (``ConnectionMonitor.answered``), so this bounds how long the
@@ -224,6 +234,8 @@ class Informer:
         self.use_watch_list = os.environ.get("DESCHED_WATCH_LIST", "true").lower() not in ("0", "false")
         #: how the last (re-)list was made: "watch-list" or "list"
         self.listed_by = ""
+        #: when the watch being followed opened (None while none is)
+        self._watching_since: float | None = None
         # pods share the sub-structures they repeat (containers, affinity, labels, ...)
         self._decode: Callable[[bytes], Any] = (
             CompactDecoder(max_bytes=SHARING_MAX_BYTES).decode_pod
@@ -300,6 +312,7 @@ class Informer:
             ("resourceVersion", self.resource_version),
             ("timeoutSeconds", str(WATCH_TIMEOUT_SECONDS)),
         ]
+        self._watching_since = None
         resp = await self._get(params, timeout=WATCH_TIMEOUT_SECONDS + 30)
         try:
             if resp.status == 410:
@@ -311,6 +324,7 @@ class Informer:
             self._healthy()
             if gap and self.on_resume is not None:
                 self.on_resume(self.resource.kind, "watch re-opened")
+            self._watching_since = time.monotonic()
             if self.monitor is not None:
                 self.monitor.progress()
         except BaseException:
@@ -375,6 +389,7 @@ class Informer:
             raise
         self.listed_by = "watch-list"
         self._replace(objects, rv)
+        self._watching_since = time.monotonic()
         if self.monitor is not None:
             self.monitor.progress()
         return resp, lines
@@ -469,6 +484,7 @@ class Informer:
                     if stream is None:
                         await self.list()
                     need_list = False
+                    backoff = 0.5  # an answer: a failure from now on starts a new backoff
                     if self.relists:
                         log.info("re-listed %s (%d objects)", self.resource.kind, len(self.objects))
                     self.relists += 1
@@ -482,7 +498,7 @@ class Informer:
                 now = time.monotonic()
                 # a 410 after the server went away is the restart's, not a loop of ours
                 repeated = now - last_gone < GONE_WINDOW and not failed_since_gone
-                gone_backoff = min(max(GONE_BACKOFF, gone_backoff * 2), 30.0) if repeated else 0.0
+                gone_backoff = min(max(GONE_BACKOFF, gone_backoff * 2), GONE_MAX_BACKOFF) if repeated else 0.0
                 last_gone = now
                 failed_since_gone = False
                 self._failed("watch expired (410 Gone), re-listing")
@@ -502,6 +518,11 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
+                opened, self._watching_since = self._watching_since, None
+                if opened is not None and time.monotonic() - opened >= WATCH_CUT_GRACE:
+                    # an open watch cut (a proxy, a reset): re-opened at once from its resourceVersion
+                    log.info("%s watch cut (%s): re-watching", self.resource.kind, type(e).__name__)
+                    continue
                 what = f"{self.resource.kind} {'list' if need_list else 'watch'}"
                 if self.monitor is not None:
                     self._failed(self.monitor.failure(what, e).message)

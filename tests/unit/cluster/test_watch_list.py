@@ -450,3 +450,78 @@ def test_a_410_after_the_server_went_away_re_lists_at_once(monkeypatch: pytest.M
     failed = [s for s, answered in pauses if answered]
     assert gone == [0.8, 1.6, 3.2], pauses  # the 2nd to 4th 410: waits; the one after the failure: none
     assert failed == [0.5]
+
+
+def test_a_410_that_keeps_coming_waits_at_most_4s_before_re_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Watches expiring again and again (issue 30's mixed faults): the wait before each re-list
+    doubles from 0.8 s to 4 s and stays there (client-go's 30 s kept the cache out of sync, and
+    every cycle waiting, up to 37 s at a time)."""
+    pauses = recorded_pauses(monkeypatch)
+    lists = 0
+
+    def answer(p: Params) -> Answer:
+        nonlocal lists
+        if p.get("watch"):
+            return Answer([b'{"type": "ERROR", "object": {"code": 410}}\n'])
+        lists += 1
+        return Answer([LIST_PAGES[p.get("continue", "")]])
+
+    async def main() -> None:
+        inf = Informer(Api(answer), RESOURCES["Node"])  # type: ignore[arg-type]
+        inf.use_watch_list = False
+        await run_until(inf, lambda: lists >= 16)
+
+    asyncio.run(main())
+    gone = [s for s, _ in pauses]
+    assert gone[:4] == [0.8, 1.6, 3.2, 4.0], gone
+    assert max(gone) == 4.0
+
+
+def test_a_watch_cut_after_it_was_open_is_re_opened_at_once_and_the_cache_stays_in_sync(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A proxy cuts the watch (a reset mid-stream) after it had been open a while: it is re-opened
+    from its resourceVersion at once, and the cache never counts as out of sync (cycles do not
+    wait); a watch cut as soon as it opens is a failure, with backoff (no tight loop)."""
+    pauses = recorded_pauses(monkeypatch)
+    monkeypatch.setattr(live_source, "WATCH_CUT_GRACE", 0.1)
+    watches: list[str] = []
+    unhealthy_seen = False
+
+    class Cut(Answer):
+        def __init__(self, after: float) -> None:
+            super().__init__([ev("MODIFIED", "a", str(10 + len(watches)))])
+            self.after = after
+
+        async def iter_any(self) -> AsyncIterator[bytes]:
+            yield self.chunks[0]
+            await asyncio.sleep(self.after)
+            raise ConnectionResetError("cut by a proxy")
+
+    def answer(p: Params) -> Answer:
+        if not p.get("watch"):
+            return Answer([LIST_PAGES[p.get("continue", "")]])
+        watches.append(p["resourceVersion"])
+        if len(watches) <= 2:
+            return Cut(0.3)  # open 0.3 s (> the grace): re-opened at once
+        if len(watches) == 3:
+            return Cut(0.0)  # cut at once: a failure
+        return Answer([], hang=True)
+
+    async def main() -> None:
+        nonlocal unhealthy_seen
+        inf = Informer(Api(answer), RESOURCES["Node"])  # type: ignore[arg-type]
+        inf.use_watch_list = False
+
+        def done() -> bool:
+            nonlocal unhealthy_seen
+            if len(watches) < 3 and inf.synced.is_set() and not inf.healthy:
+                unhealthy_seen = True
+            return len(watches) >= 4 and inf.healthy
+
+        await run_until(inf, done)
+
+    asyncio.run(main())
+    assert watches == ["20", "11", "12", "13"]  # each from the last resourceVersion seen
+    assert not unhealthy_seen
+    assert [s for s, _ in pauses] == [0.5]  # only the watch cut as it opened backed off
