@@ -363,14 +363,20 @@ def log_each(logger: logging.Logger, level: int, msg: str, extras: Iterable[dict
 
 
 def eviction_fields(record: Any) -> dict[str, Any]:
-    """The structured fields of an eviction line (an ``EvictionRecord``)."""
-    return {
+    """The structured fields of an eviction line (an ``EvictionRecord``); a surge's line
+    (``evictionPolicy.surge``) adds ``method=surge`` and the Deployment it restarted."""
+    fields = {
         "pod": f"{record.namespace}/{record.name}",
         "node": record.node,
         "profile": record.profile,
         "plugin": record.plugin,
         "reason": record.reason,
     }
+    method = getattr(record, "method", "evict")
+    if method != "evict":
+        fields["method"] = method
+        fields["target"] = record.target
+    return fields
 
 
 def cycle_fields(cycle: int, pods: int, result: Any, *, dry_run: bool) -> dict[str, Any]:
@@ -384,6 +390,8 @@ def cycle_fields(cycle: int, pods: int, result: Any, *, dry_run: bool) -> dict[s
         "unknown": len(result.unknown),
         # evictions the evictionPolicy skipped (issue 14), each told at --v=4 and in an Event
         "evictionsSkipped": len(result.skips),
+        # of the evictions, the pods moved by a rollout restart (evictionPolicy.surge)
+        **({"surged": surged} if (surged := sum(1 for r in result.evictions if r.method == "surge")) else {}),
         "dryRun": dry_run,
         "seconds": round(result.seconds, 3),
     }

@@ -177,6 +177,19 @@ class WaitForReplacementWire(_Wire):
         return value
 
 
+class SurgeWire(_Wire):
+    """``surge``: move a small Deployment's pod by a rollout restart instead of an eviction."""
+
+    max_replicas: int = Field(default=1, ge=1, le=1_000_000, alias="maxReplicas")
+    timeout: str = "10m"
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str) -> str:
+        _duration(value)
+        return value
+
+
 class EvictionPolicyWire(_Wire):
     """The block as written (top level or in a profile)."""
 
@@ -188,6 +201,7 @@ class EvictionPolicyWire(_Wire):
     rate_limits: RateLimitsWire | None = Field(default=None, alias="rateLimits")
     wait_for_replacement: WaitForReplacementWire | None = Field(default=None, alias="waitForReplacement")
     predictive: bool | None = None
+    surge: SurgeWire | None = None
 
     @field_validator("max_unavailable_per_workload")
     @classmethod
@@ -248,6 +262,15 @@ class RateScope(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Surge:
+    """Pods of Deployments with at most ``max_replicas`` desired replicas are moved by a rollout
+    restart (make before break), followed for at most ``timeout``."""
+
+    max_replicas: int
+    timeout: timedelta
+
+
+@dataclass(frozen=True, slots=True)
 class EvictionPolicy:
     """The rules of one profile (its own block merged over the top-level one). All off: inactive."""
 
@@ -263,6 +286,8 @@ class EvictionPolicy:
     wait_for_replacement: timedelta | None = None
     #: skip an eviction whose replacement the placement model puts back on its node or nowhere
     predictive: bool = False
+    #: move a small Deployment's pod by a rollout restart instead of an eviction
+    surge: Surge | None = None
 
     @property
     def active(self) -> bool:
@@ -328,6 +353,9 @@ def resolve(wire: EvictionPolicyWire) -> EvictionPolicy:
         if wire.wait_for_replacement is not None
         else None,
         predictive=bool(wire.predictive),
+        surge=Surge(wire.surge.max_replicas, _duration(wire.surge.timeout))
+        if wire.surge is not None
+        else None,
     )
 
 
@@ -364,6 +392,11 @@ def to_wire(policy: EvictionPolicy) -> dict[str, Any]:
         out["predictive"] = True
     if policy.wait_for_replacement is not None:
         out["waitForReplacement"] = {"timeout": format_go_duration(policy.wait_for_replacement)}
+    if policy.surge is not None:
+        out["surge"] = {
+            "maxReplicas": policy.surge.max_replicas,
+            "timeout": format_go_duration(policy.surge.timeout),
+        }
     if policy.rate_limits:
         out["rateLimits"] = {
             scope.value: {"evictionsPerMinute": rate.per_minute, "burst": rate.burst}

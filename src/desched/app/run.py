@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from desched.api.policy import Policy, load_policy_file
+from desched.backends import surge as surging
 from desched.backends.api_eviction import (
     RECONCILE_WINDOW_SECONDS,
     ApiEvictionBackend,
@@ -193,6 +194,8 @@ class Descheduler:
         self.framework: Framework | None = None
         #: holds back pods whose readiness just changed while the cluster comes back
         self.settling = SettlingGuard(options.settling_window)
+        #: the surges (evictionPolicy.surge) being followed until their rollouts end
+        self.surge_follows: set[asyncio.Task[None]] = set()
 
     def _on_change(self, kind: str, event: str, old: Any, new: Any) -> None:
         self.settling.observe(kind, event, old, new)
@@ -326,15 +329,17 @@ class Descheduler:
                     self.trigger.clear()  # skipped: the next try waits for the interval or a change
                     skipped = True
                 if opts.one_shot or (opts.max_cycles and self.cycles >= opts.max_cycles):
+                    if self.surge_follows:  # the run's surges are told before it ends (each bounded)
+                        await self._wait_any(asyncio.gather(*self.surge_follows), None)
                     break
                 # a skipped cycle runs as soon as the cache is back, not an interval later
                 await self._wait_next(resync=cache if skipped else None)
                 skipped = False
         finally:
             self.stop.set()
-            for t in tasks:
+            for t in (*tasks, *self.surge_follows):
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, *self.surge_follows, return_exceptions=True)
             if events is not None:
                 await events.flush()
             if elector is not None:
@@ -522,8 +527,34 @@ class Descheduler:
             "cycle done",
             extra=cycle_fields(self.cycles, pods, result, dry_run=opts.dry_run),
         )
+        for surge in backend.surges:
+            if not surge.dry_run:
+                task = asyncio.create_task(self._follow_surge(api, surge, events))
+                self.surge_follows.add(task)
+                task.add_done_callback(self.surge_follows.discard)
         if result.unknown or self.unresolved:
             await self._reconcile(result.unknown, cache, api, events, final=opts.one_shot)
+
+    async def _follow_surge(self, api: Any, surge: surging.Started, events: EventRecorder) -> None:
+        """Follow one surge's rollout to its end (at most its timeout), then tell how it ended."""
+        done = await surging.follow_surge(api, surge)
+        fields = {
+            "pod": f"{surge.namespace}/{surge.pod}",
+            "node": surge.node,
+            "profile": surge.profile,
+            "plugin": surge.plugin,
+            "method": "surge",
+            "target": surge.target,
+            "seconds": round(done.seconds, 1),
+            "detail": done.detail,
+        }
+        if done.succeeded:
+            log.log(V0, "surge done", extra=fields)
+        else:
+            log.warning("surge failed", extra=fields)
+        if self.metrics is not None:
+            self.metrics.observe_surge(done.succeeded, surge.plugin, surge.profile, surge.namespace)
+        events.observe_surge(done)
 
     async def _reconcile(
         self,

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import aiohttp
 from kubernetes_asyncio import client
 
+from desched.backends import surge as surging
 from desched.backends.background_evictions import (
     BackgroundEvictions,
     answered_in_background,
@@ -45,6 +46,7 @@ from desched.framework.evictor import (
     EvictionRequest,
     InBackground,
     OutcomeUnknown,
+    Surged,
 )
 from desched.framework.safety import Skip
 from desched.framework.types import EvictResult
@@ -125,6 +127,9 @@ class ApiEvictionBackend:
         self.lease_time_left = lease_time_left
         self.ledger = ledger if ledger is not None else EvictionLedger(clock=clock)
         self.clock = clock
+        #: the surges (rollout restarts instead of evictions) of this backend's cycle, in order
+        self.surges: list[surging.Started] = []
+        self._surged: set[str] = set()
 
     def already_evicted(self, pod: Pod) -> bool:
         """Evicted (or possibly) by this process, or its eviction goes on in background."""
@@ -143,12 +148,18 @@ class ApiEvictionBackend:
             budget = min(budget, left)
         return self.clock() + budget
 
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | OutcomeUnknown | InBackground | Skip | None:
+    def evict(
+        self, pod: Pod, request: EvictionRequest
+    ) -> str | OutcomeUnknown | InBackground | Skip | Surged | None:
         if not self.may_evict():
             return "not evicting: this replica is not the leader or is shutting down"
         held = self.hold(pod) if self.hold is not None else None
         if held is not None:
             return held
+        if request.surge is not None:
+            surged = self._surge(pod, request)
+            if not isinstance(surged, surging.NotEligible):
+                return surged
         if self.dry_run:
             return None
         deadline = self.deadline()
@@ -167,6 +178,43 @@ class ApiEvictionBackend:
             self.ledger.remember(pod.metadata.uid)
         elif isinstance(answer, InBackground) and self.background is not None:
             self.background.assume(pod)
+        return answer
+
+    def _surge(
+        self, pod: Pod, request: EvictionRequest
+    ) -> surging.NotEligible | str | OutcomeUnknown | Surged:
+        """``evictionPolicy.surge`` (:mod:`desched.backends.surge`): a rollout restart in place of
+        the eviction, or NOT_ELIGIBLE (the pod is evicted as usual)."""
+        assert request.surge is not None
+        deadline = self.deadline()
+        if deadline - self.clock() < MIN_REQUEST_SECONDS:
+            return "not sent: the leader lease could pass to another replica before it completes"
+        attempt = surging.try_surge(
+            self.api,
+            pod,
+            request.surge,
+            profile=request.profile,
+            plugin=request.plugin,
+            dry_run=self.dry_run,
+            timeout=deadline - self.clock(),
+            already=self._surged,
+            clock=self.clock,
+        )
+        future = asyncio.run_coroutine_threadsafe(attempt, self.loop)
+        try:
+            answer = future.result(max(0.0, deadline - self.clock()) + 5.0)
+        except FutureTimeout:
+            future.cancel()
+            answer = OutcomeUnknown("no answer to the rollout restart before the request's deadline")
+        except Exception as e:  # it concerns this pod only: one line, no trace
+            answer = OutcomeUnknown(f"surge failed: {type(e).__name__}: {e}")
+        if isinstance(answer, surging.Started):
+            self.surges.append(answer)
+            verb = "would surge" if answer.dry_run else "surging"
+            log.info("%s pod %s: rollout restart of %s", verb, pod.key, answer.target)
+            return Surged(answer.target)
+        if isinstance(answer, OutcomeUnknown):
+            self.ledger.remember(pod.metadata.uid)
         return answer
 
     async def evict_async(
@@ -316,6 +364,18 @@ async def reconcile(
     return done
 
 
+#: The reasons of the Events on a Deployment that ``evictionPolicy.surge`` restarted (desched only).
+SURGE_STARTED = "SurgeStarted"
+SURGE_SUCCEEDED = "SurgeSucceeded"
+SURGE_FAILED = "SurgeFailed"
+
+
+def _deployment_ref(target: str) -> dict[str, str]:
+    """``Deployment ns/name`` (an EvictionRecord's target) as an Event's ``regarding``."""
+    namespace, _, name = target.removeprefix("Deployment ").partition("/")
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": namespace, "name": name}
+
+
 #: The reason of the Event on a pod whose eviction the evictionPolicy skipped (desched only).
 EVICTION_SKIPPED = "EvictionSkipped"
 #: A pod skipped for the same reason cycle after cycle gets one EvictionSkipped Event per this
@@ -338,7 +398,23 @@ class EventRecorder:
         self._skip_told: dict[tuple[str, str], float] = {}
 
     def observe(self, record: EvictionRecord) -> None:
-        if record.result is EvictResult.EVICTED:
+        if record.result is EvictResult.EVICTED and record.method == "surge":
+            self._emit(
+                record,
+                "Normal",
+                record.plugin,
+                f"pod surged from {record.node} node by {REQUESTED_BY}: rollout restart of "
+                f"{record.target} (make before break)",
+            )
+            self._emit(
+                record,
+                "Normal",
+                SURGE_STARTED,
+                f"rollout restart by {REQUESTED_BY} to move pod {record.namespace}/{record.name} off "
+                f"node {record.node} ({record.profile}/{record.plugin}: {record.reason})"[:1024],
+                regarding=_deployment_ref(record.target),
+            )
+        elif record.result is EvictResult.EVICTED:
             self._emit(
                 record, "Normal", record.plugin, f"pod eviction from {record.node} node by {REQUESTED_BY}"
             )
@@ -390,13 +466,52 @@ class EventRecorder:
                 f"{done.evidence})",
             )
 
-    def _emit(self, record: EvictionRecord, type_: str, reason: str, note: str) -> None:
+    def observe_surge(self, done: surging.Followed) -> None:
+        """A surge's rollout ended: an Event on the Deployment (and, if it failed, on the pod)."""
+        s = done.surge
+        regarding = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "namespace": s.namespace,
+            "name": s.deployment,
+        }
+        what = f"surge of pod {s.namespace}/{s.pod} off node {s.node} by {REQUESTED_BY}"
+        if done.succeeded:
+            note = f"{what} done in {done.seconds:.0f}s: {done.detail}"
+            self._emit_to(s.namespace, s.deployment, regarding, "Normal", SURGE_SUCCEEDED, note)
+        else:
+            note = f"{what} failed: {done.detail}"
+            self._emit_to(s.namespace, s.deployment, regarding, "Warning", SURGE_FAILED, note)
+            pod = {"apiVersion": "v1", "kind": "Pod", "namespace": s.namespace, "name": s.pod}
+            self._emit_to(s.namespace, s.pod, pod, "Warning", SURGE_FAILED, note)
+
+    def _emit(
+        self,
+        record: EvictionRecord,
+        type_: str,
+        reason: str,
+        note: str,
+        *,
+        regarding: dict[str, str] | None = None,
+    ) -> None:
+        if regarding is None:
+            regarding = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": record.namespace,
+                "name": record.name,
+            }
+        self._emit_to(record.namespace, regarding["name"], regarding, type_, reason, note)
+
+    def _emit_to(
+        self, namespace: str, name: str, regarding: dict[str, str], type_: str, reason: str, note: str
+    ) -> None:
         now = datetime.now(UTC)
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             # named as client-go's recorder names events: <object>.<unix nanos in hex>
-            "metadata": {"name": f"{record.name}.{time.time_ns():x}", "namespace": record.namespace},
+            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
             "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "reportingController": REPORTING_CONTROLLER,
             "reportingInstance": f"{REPORTING_CONTROLLER}-{self.instance}"[:128],
@@ -404,14 +519,9 @@ class EventRecorder:
             "reason": reason,
             "note": note[:1024],
             "type": type_,
-            "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": record.namespace,
-                "name": record.name,
-            },
+            "regarding": regarding,
         }
-        future = asyncio.run_coroutine_threadsafe(self._post(record.namespace, body), self.loop)
+        future = asyncio.run_coroutine_threadsafe(self._post(namespace, body), self.loop)
         self._tasks.add(future)
         future.add_done_callback(self._tasks.discard)
 

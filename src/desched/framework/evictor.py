@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from desched.api.evictionpolicy import IntOrPercent, resolve_amount
+from desched.api.evictionpolicy import IntOrPercent, Surge, resolve_amount
 from desched.api.policy import EvictionLimits
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
@@ -54,6 +54,8 @@ class EvictionRequest:
     plugin: str
     reason: str
     grace_period_seconds: int | None = None
+    #: the profile's ``evictionPolicy.surge``: a small Deployment's pod is surged, not evicted
+    surge: Surge | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,10 @@ class EvictionRecord:
     uid: str = ""
     #: why the evictionPolicy skipped it (a :class:`desched.framework.safety.SkipReason` value)
     skip_reason: str = ""
+    #: how the pod was moved: ``evict`` (the Eviction API) or ``surge`` (a rollout restart)
+    method: str = "evict"
+    #: what a surge restarted (``Deployment ns/name``)
+    target: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +110,17 @@ class CountsBackgroundEvictions(Protocol):
     def background_counts(self) -> BackgroundCounts: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Surged:
+    """A backend's answer when it moved the pod by a rollout restart of its Deployment
+    (``evictionPolicy.surge``) instead of evicting it: counted as one eviction everywhere."""
+
+    #: the Deployment restarted (``Deployment ns/name``)
+    target: str
+
+
 #: What a backend answers an eviction (see :class:`EvictionBackend`).
-EvictAnswer = str | OutcomeUnknown | InBackground | Skip | None
+EvictAnswer = str | OutcomeUnknown | InBackground | Skip | Surged | None
 
 
 class EvictionBackend(Protocol):
@@ -248,6 +263,7 @@ class PodEvictor:
         result = self._limit_check(pod)
         error = ""
         skip_reason = ""
+        method, target = "evict", ""
         if result is None and self.safety is not None:
             skip = self.safety.check(pod, profile, judge)
             if skip is not None:
@@ -260,10 +276,14 @@ class PodEvictor:
                         extra={**fields, "reason": str(skip.reason), "detail": skip.detail},
                     )
         if result is None:
-            request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds)
+            surge = self.safety.surge(profile) if self.safety is not None else None
+            request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds, surge)
             answer = self.backend.evict(pod, request)
             if answer is None:
                 result = EvictResult.EVICTED
+            elif isinstance(answer, Surged):
+                result = EvictResult.EVICTED  # a move like an eviction: charged as one
+                method, target = "surge", answer.target
             elif isinstance(answer, Skip):
                 result = EvictResult.SKIPPED
                 error, skip_reason = answer.detail, str(answer.reason)
@@ -306,6 +326,8 @@ class PodEvictor:
             error,
             pod.metadata.uid,
             skip_reason,
+            method,
+            target,
         )
         self.records.append(record)
         for observe in self.observers:

@@ -75,6 +75,7 @@ from desched.api.evictionpolicy import (
     EvictionPolicy,
     Rate,
     RateScope,
+    Surge,
     WindowAction,
     format_duration,
     resolve_amount,
@@ -259,6 +260,11 @@ class Safety:
                     self._moves[key] = kept
                 else:
                     del self._moves[key]
+
+    def surge(self, profile: str) -> Surge | None:
+        """The profile's ``evictionPolicy.surge`` (None: its pods are evicted)."""
+        policy = self._policies.get(profile)
+        return policy.surge if policy is not None else None
 
     def awaits(self, pod: Pod) -> bool:
         """The pod's workload waits for a replacement (``waitForReplacement``) and the pod is

@@ -151,6 +151,16 @@ class Metrics:
             ["reason", "strategy", "profile", "namespace"],
             registry=self.registry,
         )
+        # desched's own: evictionPolicy.surge's rollout restarts (each also counted once in
+        # descheduler_pods_evicted_total, result "success", whose upstream labels stay as they are)
+        self.surges = Counter(
+            "descheduler_surges",
+            "Pods moved by a rollout restart of their Deployment instead of an eviction "
+            "(evictionPolicy.surge), by result (started; then succeeded or failed), strategy, "
+            "profile and namespace",
+            ["result", "strategy", "profile", "namespace"],
+            registry=self.registry,
+        )
         # desched's own: a plugin that raised (its cycle went on without it)
         self.plugin_failures = Counter(
             "descheduler_plugin_failures",
@@ -202,6 +212,12 @@ class Metrics:
             return
         result = record.result.value
         self._pods_evicted(result, record.plugin, record.profile, record.namespace, record.node).inc()
+        if record.method == "surge":
+            self.surges.labels("started", record.plugin, record.profile, record.namespace).inc()
+
+    def observe_surge(self, succeeded: bool, strategy: str, profile: str, namespace: str) -> None:
+        """A surge's rollout ended (:func:`desched.backends.surge.follow_surge`)."""
+        self.surges.labels("succeeded" if succeeded else "failed", strategy, profile, namespace).inc()
 
     def _pods_evicted(self, *labels: str) -> Counter:
         child = self._pods_evicted_children.get(labels)

@@ -31,6 +31,7 @@ from desched.framework.evictor import (
     EvictionRequest,
     InBackground,
     OutcomeUnknown,
+    Surged,
 )
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.safety import Skip
@@ -135,6 +136,10 @@ class _TracedBackend:
         )
         with self._tracer.start_as_current_span(EVICT_SPAN, attributes=attributes) as span:
             failure = self._backend.evict(pod, request)
+            if isinstance(failure, Surged):
+                span.set_attribute("result", "success")
+                span.set_attribute("method", "surge")
+                return failure
             if isinstance(failure, InBackground | Skip):
                 span.set_attribute("result", "background" if isinstance(failure, InBackground) else "skipped")
                 return failure

@@ -95,6 +95,17 @@ def test_wait_for_replacement_defaults_to_ten_minutes() -> None:
     assert policy.normalised()["evictionPolicy"] == {"waitForReplacement": {"timeout": "10m"}}
 
 
+def test_surge_defaults_and_prints_resolved() -> None:
+    policy = load_policy(doc(evictionPolicy={"surge": {}}), default_registry())
+    assert policy.profiles[0].eviction_policy.surge == ep.Surge(1, timedelta(minutes=10))
+    assert policy.safety_active
+    assert policy.normalised()["evictionPolicy"] == {"surge": {"maxReplicas": 1, "timeout": "10m"}}
+    set_ = load_policy(
+        doc(evictionPolicy={"surge": {"maxReplicas": 3, "timeout": "90s"}}), default_registry()
+    )
+    assert set_.profiles[0].eviction_policy.surge == ep.Surge(3, timedelta(seconds=90))
+
+
 def test_profile_block_overrides_top_level_key_by_key() -> None:
     profiles = [
         {"name": "a", "plugins": {"deschedule": {"enabled": ["RemoveFailedPods"]}}},
@@ -167,6 +178,10 @@ def test_profile_block_overrides_top_level_key_by_key() -> None:
             "duration",
         ),
         ({"waitForReplacement": True}, "evictionPolicy.waitForReplacement", "valid dictionary"),
+        ({"surge": {"maxReplicas": 0}}, "evictionPolicy.surge.maxReplicas", "greater than or equal to 1"),
+        ({"surge": {"timeout": "soon"}}, "evictionPolicy.surge.timeout", "duration"),
+        ({"surge": {"timeout": "0s"}}, "evictionPolicy.surge.timeout", "positive"),
+        ({"surge": {"maxSurge": 1}}, "evictionPolicy.surge.maxSurge", "unknown field"),
         (
             {"rateLimits": {"cluster": {"evictionsPerMinute": 0}}},
             "evictionPolicy.rateLimits.cluster.evictionsPerMinute",
