@@ -384,6 +384,27 @@ def test_default_spread_constraints_may_read_services_and_controllers(helm: str)
     assert added == role["rules"]
 
 
+@pytest.mark.parametrize(
+    "where",
+    [
+        'deschedulerPolicy.evictionPolicy={"surge":{"maxReplicas":1}}',
+        'deschedulerPolicy.profiles=[{"name":"s","evictionPolicy":{"surge":{}},'
+        '"plugins":{"deschedule":{"enabled":["RemovePodsViolatingNodeTaints"]}}}]',
+    ],
+)
+def test_surge_may_read_replicasets_and_restart_deployments(helm: str, where: str) -> None:
+    base = docs_of(helm)["ClusterRole"]["rules"]
+    assert not any("deployments" in r["resources"] for r in base)
+    added = [r for r in docs_of(helm, "--set-json", where)["ClusterRole"]["rules"] if r not in base]
+    # exactly what the kustomize Component deploy/kubernetes/surge grants
+    component = ROOT / "deploy" / "kubernetes" / "surge" / "rbac.yaml"
+    role = next(d for d in yaml.safe_load_all(component.read_text()) if d["kind"] == "ClusterRole")
+    assert added == role["rules"]
+    # another evictionPolicy rule adds nothing of the kind
+    other = docs_of(helm, "--set-json", 'deschedulerPolicy.evictionPolicy={"predictive":true}')
+    assert not any("deployments" in r["resources"] for r in other["ClusterRole"]["rules"])
+
+
 def test_null_cmd_options_render_bare_flags(helm: str) -> None:
     docs = docs_of(helm, "--set", "cmdOptions.dry-run=null", "--set", "cmdOptions.v=2")
     args = pod_spec(docs["CronJob"])["containers"][0]["args"]
