@@ -159,6 +159,41 @@ class LifetimeCriteria:
     #: RemoveFailedPods: only pods in phase Failed.
     failed_only: bool = False
 
+    def why_evicted(self, pod: Pod, now: datetime, limit_name: str) -> str:
+        """What about the pod met the criteria, with its numbers: its age against the limit
+        (``limit_name``: the arg that sets it), the state, exit code and condition it matched."""
+        parts: list[str] = []
+        if self.max_age_seconds is not None:
+            age = int(_go_seconds_since(now, k8s_pods.pod_creation_time(pod)))
+            parts.append(
+                f"age {seconds_text(age)} ({age}s) > {limit_name} {seconds_text(self.max_age_seconds)} "
+                f"({self.max_age_seconds}s)"
+            )
+        statuses = k8s_pods.container_statuses(
+            pod, init=self.including_init, ephemeral=self.including_ephemeral
+        )
+        if self.states:
+            status = pod.status
+            matched = [x for x in (status.phase, status.reason) if x in self.states]
+            for cs in statuses:
+                state = cs.state
+                for sub in (state.waiting, state.terminated) if state is not None else ():
+                    if sub is not None and sub.reason in self.states:
+                        matched.append(f"{sub.reason} (container {cs.name})")
+            parts.append(f"in state {', '.join(matched[:3])}")
+        if self.exit_codes:
+            codes = [
+                f"{cs.state.terminated.exit_code} (container {cs.name})"
+                for cs in statuses
+                if cs.state is not None
+                and cs.state.terminated is not None
+                and cs.state.terminated.exit_code in self.exit_codes
+            ]
+            parts.append(f"exit code {', '.join(codes[:3])}")
+        if self.conditions:
+            parts.append("matching a condition filter")
+        return ", ".join(parts)
+
     def why_not(self, pod: Pod, now: datetime) -> str:
         """Why ``matches`` refuses the pod, with the numbers (for explanations, off the hot path)."""
         if self.failed_only and pod.status.phase != "Failed":
@@ -245,12 +280,47 @@ class LifetimeCriteria:
         return (self.relevant_time(pod), pod.metadata.namespace, pod.metadata.name)
 
 
+def seconds_text(seconds: int) -> str:
+    """``9d3h``, ``2h``, ``5m30s``, ``45s``: a duration for people, its two largest units."""
+    if seconds < 0:
+        return f"-{seconds_text(-seconds)}"
+    values = []
+    rest = seconds
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        n, rest = divmod(rest, size)
+        values.append((n, unit))
+    first = next((i for i, (n, _) in enumerate(values) if n), 3)
+    text = f"{values[first][0]}{values[first][1]}"
+    if first < 3 and values[first + 1][0]:
+        text += f"{values[first + 1][0]}{values[first + 1][1]}"
+    return text
+
+
+def failure_text(pod: Pod, *, init: bool = False) -> str:
+    """Why a Failed pod failed, from its status: the pod's reason and message (``Evicted: The node
+    was low on resource: memory``), and each container that ended with a non-zero exit code
+    (``container app exit code 137 (OOMKilled)``)."""
+    status = pod.status
+    parts = []
+    if status.reason:
+        message = status.message.split(". ", 1)[0][:100]  # its first sentence: an Event stays short
+        parts.append(status.reason + (f": {message}" if message else ""))
+    for cs in k8s_pods.container_statuses(pod, init=init):
+        done = cs.state.terminated if cs.state is not None else None
+        if done is not None and done.exit_code:
+            parts.append(
+                f"container {cs.name} exit code {done.exit_code}"
+                + (f" ({done.reason})" if done.reason else "")
+            )
+    return "; ".join(parts) or "no reason or exit code recorded"
+
+
 def evict_oldest_first(
     handle: Handle,
     nodes: Sequence[Node],
     selected: PodPredicate,
     criteria: LifetimeCriteria,
-    reason: str,
+    reason: str | Callable[[Pod], str],
     *,
     namespaces: frozenset[str] | None = None,
     unscheduled: bool = False,

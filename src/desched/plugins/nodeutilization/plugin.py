@@ -116,10 +116,34 @@ class NodeInfo:
     node: Node
     usage: Resources
     available: Resources
+    #: Why the node was classified so, with its numbers (``cpu 87% > 80%, memory 91% > 85%``).
+    why: str = ""
 
     @property
     def name(self) -> str:
         return self.node.metadata.name
+
+
+def _pct(value: float, limit: float) -> str:
+    """``87``, ``80.4``, ``50.04``: a percentage as eviction reasons show it, with as few decimals
+    as keep it on its side of ``limit`` (50.04 is not shown as 50 against a threshold of 50)."""
+    above = value > limit
+    for digits in (1, 2, 3, 4):
+        text = f"{value:.{digits}f}"
+        if (float(text) > limit) == above:
+            return text.rstrip("0").rstrip(".") if "." in text else text
+    return repr(value)
+
+
+def _compared(percentages: dict[str, float], thresholds: ResourceThresholds, sign: str) -> str:
+    """``cpu 87% > 80%, memory 91% > 85%``: the resources whose percentage is on the ``sign``
+    side of its threshold (``>``: above it; ``<=``: every resource, each at or below)."""
+    rows = []
+    for name in sorted(thresholds):
+        value, limit = percentages.get(name, 0.0), thresholds[name]
+        if sign == "<=" or value > limit:
+            rows.append(f"{name} {_pct(value, limit)}% {sign} {limit:g}%")
+    return ", ".join(rows)
 
 
 def _percents(percentages: dict[str, float], only: ResourceThresholds | None = None) -> str:
@@ -460,6 +484,7 @@ class LowNodeUtilization(_NodeUtilization):
         for node in nodes:
             name = node.metadata.name
             pct = percentages[name]
+            why = ""
             if not k8s_nodes.is_node_unschedulable(node) and is_below(pct, low):
                 group = under
                 if findings.enabled:
@@ -468,6 +493,7 @@ class LowNodeUtilization(_NodeUtilization):
                     )
             elif is_above(pct, high):
                 group = over
+                why = _compared(pct, high, ">")
             else:
                 if findings.enabled:
                     findings.node_left(
@@ -475,7 +501,9 @@ class LowNodeUtilization(_NodeUtilization):
                     )
                 continue
             group.append(
-                NodeInfo(node, usages[name], capped_capacity(capacities[name], high, self._resource_names))
+                NodeInfo(
+                    node, usages[name], capped_capacity(capacities[name], high, self._resource_names), why
+                )
             )
         log.debug(
             "LowNodeUtilization: %d under-utilised nodes (%s), %d over-utilised nodes (%s)",
@@ -540,7 +568,7 @@ class LowNodeUtilization(_NodeUtilization):
 
     @staticmethod
     def _reason(info: NodeInfo) -> str:
-        return f"node {info.name} is over-utilized; moving pods to under-utilized nodes"
+        return f"node is over-utilized: {info.why}; moving pods to under-utilized nodes"
 
 
 class HighNodeUtilization(_NodeUtilization):
@@ -596,8 +624,10 @@ class HighNodeUtilization(_NodeUtilization):
         for node in nodes:
             name = node.metadata.name
             pct = usage_percentages(usages[name], capacities[name])
+            why = ""
             if is_below(pct, low):
                 group = under
+                why = _compared(pct, low, "<=")
             elif not k8s_nodes.is_node_unschedulable(node):
                 group = schedulable
                 if findings.enabled:
@@ -610,7 +640,10 @@ class HighNodeUtilization(_NodeUtilization):
                 continue
             group.append(
                 NodeInfo(
-                    node, usages[name], capped_capacity(capacities[name], self._high, self._resource_names)
+                    node,
+                    usages[name],
+                    capped_capacity(capacities[name], self._high, self._resource_names),
+                    why,
                 )
             )
         log.debug("HighNodeUtilization: %d under-utilised nodes (%s)", len(under), low)
@@ -659,7 +692,7 @@ class HighNodeUtilization(_NodeUtilization):
 
     @staticmethod
     def _reason(info: NodeInfo) -> str:
-        return f"node {info.name} is under-utilized; packing its pods onto other nodes"
+        return f"node is under-utilized: {info.why}; packing its pods onto other nodes"
 
     def _may_evict(self, pod: Pod) -> bool:
         allowed = self._namespace_rule

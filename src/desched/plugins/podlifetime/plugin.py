@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from desched.framework.types import Handle, Status
-from desched.k8s.objects import Node
+from desched.k8s.objects import Node, Pod
 from desched.plugins._shared import LifetimeCriteria, evict_oldest_first, pod_selector
 from desched.plugins.podlifetime.args import PodLifeTimeArgs
 
@@ -53,7 +53,12 @@ class PodLifeTime:
         include = args.namespaces.include if args.namespaces is not None else None
         self._namespaces = frozenset(include) if include else None
         self._criteria = _criteria(args)
-        self._reason = _describe(args)
+
+    def _reason(self, pod: Pod) -> str:
+        """``PodLifeTime: pod age 9d3h (790000s) > maxPodLifeTimeSeconds 7d (604800s)``, and the
+        state, exit code or condition it matched."""
+        why = self._criteria.why_evicted(pod, self.handle.now(), "maxPodLifeTimeSeconds")
+        return f"PodLifeTime: pod {why}"
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
         return evict_oldest_first(
@@ -65,19 +70,6 @@ class PodLifeTime:
             namespaces=self._namespaces,
             unscheduled=self.args.including_unscheduled_pods,
         )
-
-
-def _describe(args: PodLifeTimeArgs) -> str:
-    parts: list[str] = []
-    if args.max_pod_life_time_seconds is not None:
-        parts.append(f"older than {args.max_pod_life_time_seconds}s")
-    if args.states:
-        parts.append(f"in state {'/'.join(args.states)}")
-    if args.conditions:
-        parts.append("matching a condition filter")
-    if args.exit_codes:
-        parts.append(f"exit code {'/'.join(str(c) for c in args.exit_codes)}")
-    return "PodLifeTime: pod " + ", ".join(parts)
 
 
 def _criteria(args: PodLifeTimeArgs) -> LifetimeCriteria:

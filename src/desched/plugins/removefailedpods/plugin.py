@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from desched.framework.types import Handle, Status
-from desched.k8s.objects import Node
-from desched.plugins._shared import LifetimeCriteria, evict_oldest_first, pod_selector
+from desched.k8s.objects import Node, Pod
+from desched.plugins._shared import LifetimeCriteria, evict_oldest_first, failure_text, pod_selector
 from desched.plugins.removefailedpods.args import RemoveFailedPodsArgs
 
 
@@ -44,6 +44,13 @@ class RemoveFailedPods:
         )
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
-        return evict_oldest_first(
-            self.handle, nodes, self._selected, self._criteria, "RemoveFailedPods: pod failed"
-        )
+        return evict_oldest_first(self.handle, nodes, self._selected, self._criteria, self._reason)
+
+    def _reason(self, pod: Pod) -> str:
+        """``RemoveFailedPods: pod failed: Error; container job exit code 1 (Error)``, and its age
+        against minPodLifetimeSeconds when that is set."""
+        why = failure_text(pod, init=self.args.including_init_containers)
+        if self._criteria.max_age_seconds is not None:
+            age = self._criteria.why_evicted(pod, self.handle.now(), "minPodLifetimeSeconds")
+            why += f"; {age.split(', ')[0]}"
+        return f"RemoveFailedPods: pod failed: {why}"

@@ -32,7 +32,7 @@ class RemovePodsHavingTooManyRestarts:
         self.handle = handle
         self._selected = pod_selector(args.namespaces, args.label_selector)
         self._states = frozenset(args.states or ())
-        self._reason = f"RemovePodsHavingTooManyRestarts: at least {args.pod_restart_threshold} restarts"
+        self._reason = "RemovePodsHavingTooManyRestarts"
 
     def restarts(self, pod: Pod) -> int:
         """Restarts counted against the threshold."""
@@ -90,8 +90,11 @@ class RemovePodsHavingTooManyRestarts:
             def most_restarts_first(pod: Pod, counts: dict[int, int] = counts) -> tuple[int, str, str]:
                 return (-counts[id(pod)], pod.metadata.namespace, pod.metadata.name)
 
+            def reason(pod: Pod, counts: dict[int, int] = counts) -> str:
+                return f"{self._reason}: {counts[id(pod)]} restarts >= podRestartThreshold {threshold}"
+
             if ev.evict_in_order(
-                self.handle.sort_pods([p for p, _ in candidates], key=most_restarts_first), self._reason
+                self.handle.sort_pods([p for p, _ in candidates], key=most_restarts_first), reason
             ):
                 return None
         return None

@@ -277,6 +277,21 @@ class RemovePodsViolatingInterPodAntiAffinity:
                     return True
             return False
 
+        def why_evicted(pod: Pod, node: Node) -> str:
+            """The first term the pod violates, with the matching pods in its domain."""
+            for term in _anti_terms(pod):
+                tc = term_counts(pod, term)
+                others = tc.in_domain_of(node)
+                if others and tc.selects(pod):
+                    others -= 1  # the pod itself
+                if others > 0:
+                    value = (node.metadata.labels or {}).get(term.topology_key)
+                    return (
+                        f"pod violates its required inter-pod anti-affinity: {others} other matching "
+                        f"pod(s) in its topology domain {term.topology_key}={value}"
+                    )
+            return "pod violates its required inter-pod anti-affinity"
+
         def why_held(pod: Pod, node: Node) -> str:
             """The reason a pod that violates none of its terms stays (for the findings)."""
             terms = _anti_terms(pod)
@@ -316,9 +331,12 @@ class RemovePodsViolatingInterPodAntiAffinity:
                     if tc.match(pod.metadata.labels or {}):
                         tc.add(node, -1)
 
+            def reason(pod: Pod, node: Node = node) -> str:
+                return why_evicted(pod, node)
+
             if ev.evict_in_order(
                 self.handle.sort_pods(on_node, key=priority_low_to_high_key),
-                "pod violates its required inter-pod anti-affinity",
+                reason,
                 only_if=violating,
                 on_gone=gone,
                 # a pod predictive leaves counts as moved: its partners are not evicted instead

@@ -285,9 +285,15 @@ class RemovePodsViolatingPodAffinity:
             def violating_here(pod: Pod, node: Node = node) -> bool:
                 return violating(pod, node)
 
+            def reason(pod: Pod, node: Node = node) -> str:
+                return (
+                    "pod violates its required pod affinity: no matching pod in its domain "
+                    f"({_domains(peers_of(pod).keys, node)}); another node satisfies it and fits the pod"
+                )
+
             if ev.evict_in_order(
                 self.handle.sort_pods(on_node, key=priority_low_to_high_key),
-                "pod violates its required pod affinity",
+                reason,
                 only_if=violating_here,
                 on_gone=gone,
             ):

@@ -435,8 +435,9 @@ class _Run:
                 i += 1
                 continue
             reason = (
-                f"topology spread constraint {c.describe()}: domain {high.value} has {high.size} "
-                f"matching pods, {low.value} has {low.size}, ideal {ideal:.2f}"
+                f"skew {skew} > maxSkew {c.max_skew}: domain {high.value} has {high.size} matching "
+                f"pods, {low.value} has {low.size}, ideal {ideal:.2f} (topology spread constraint "
+                f"{c.describe()})"
             )
             for pod in chooser.take(high, move):
                 self.plan.add(pod, reason, spread)

@@ -154,7 +154,10 @@ def test_same_zone_on_another_node_violates() -> None:
     nodes = [node("n1", "a"), node("n2", "a"), node("n3", "b")]
     result = run(nodes, [pod("web", "n1", anti=AVOID_DB), pod("db", "n2", labels={"app": "db"})])
     assert evicted(result) == ["web"]
-    assert result.evictions[0].reason == "pod violates its required inter-pod anti-affinity"
+    assert result.evictions[0].reason == (
+        "pod violates its required inter-pod anti-affinity: 1 other matching pod(s) in its topology domain "
+        "topology.kubernetes.io/zone=a"
+    )
 
 
 def test_other_zone_does_not_violate() -> None:

@@ -201,7 +201,10 @@ def test_peer_gone_from_the_zone_evicts_when_another_zone_has_one() -> None:
     nodes = [node("n1", "a"), node("n2", "b")]
     result = run(nodes, [pod("web", "n1", affine=NEAR_DB), pod("db", "n2", labels=DB)])
     assert evicted(result) == ["web"]
-    assert result.evictions[0].reason == "pod violates its required pod affinity"
+    assert result.evictions[0].reason == (
+        "pod violates its required pod affinity: no matching pod in its domain "
+        "(topology.kubernetes.io/zone=a); another node satisfies it and fits the pod"
+    )
 
 
 def test_hostname_affinity_after_the_peer_was_deleted() -> None:
@@ -455,5 +458,10 @@ def test_desched_simulate_evicts_the_pod_whose_peer_left(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert [(e["name"], e["plugin"], e["reason"]) for e in doc["evictions"]] == [
-        ("web", PLUGIN, "pod violates its required pod affinity")
+        (
+            "web",
+            PLUGIN,
+            "pod violates its required pod affinity: no matching pod in its domain "
+            "(topology.kubernetes.io/zone=a); another node satisfies it and fits the pod",
+        )
     ]
