@@ -984,11 +984,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from desched import logs
     from desched.cli import flags
 
+    try:
+        flags.validate(parser, args, raw)  # every option, before any file or cluster is touched
+    except UserError as e:
+        fatal(str(e), fmt, exit_code=e.exit_code, option=e.path if e.path.startswith("-") else "")
+        return e.exit_code
     fmt = args.logging_format
     split = args.log_json_split_stream if fmt == "json" else args.log_text_split_stream
     logs.configure(args.verbosity, fmt, args.vmodule, split_stream=split)
     try:
-        flags.validate(parser, args, raw)  # every option, before any file or cluster is touched
         return _COMMANDS[args.command](args)
     except UserError as e:
         fatal(str(e), fmt, exit_code=e.exit_code, option=e.path if e.path.startswith("-") else "")

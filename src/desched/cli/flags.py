@@ -298,11 +298,28 @@ def _is_set(value: Any) -> bool:
     return value is not None and value is not argparse.SUPPRESS and value != "" and value is not False
 
 
+#: the Python type each kind's value has once parsed (str for the rest)
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "bool": bool,
+    "int": int,
+    "port": int,
+    "float": (float, int),
+    "duration": (float, int),
+    "quantity": int,
+    "list": list,
+    "map": dict,
+}
+
+
 def check_value(flag: Flag, name: str, value: Any, raw: Any = None) -> None:
     """Raise a one-line :class:`UserError` naming ``name`` when ``value`` breaks ``flag``."""
     if value is None or value is argparse.SUPPRESS:
         return
     shown = raw if raw is not None else _shown(value)
+    expected = _PYTHON_TYPES.get(flag.kind, str)
+    if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
+        # argparse hands a flag written `--flag=--` an empty list: say what the flag takes
+        raise UserError(name, f"must be {KINDS[flag.kind]}, got {raw if raw is not None else '--'}")
     if value == "" and not isinstance(value, bool):
         if flag.nonempty:
             raise UserError(name, f"must be {KINDS[flag.kind]}, got ''")
@@ -438,10 +455,7 @@ def validate(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Se
         if flag is None:  # tests/unit/cli/test_flag_table.py keeps this from happening
             raise UserError(name, "has no entry in desched.cli.flags.FLAGS")
         value = getattr(args, action.dest, None)
-        items = value if isinstance(value, list) and flag.kind != "list" else [value]
-        for item in items:
-            raw = _raw(argv, action) if isinstance(item, int | float) else None
-            check_value(flag, name, item, raw)
+        check_value(flag, name, value, _raw(argv, action) if not isinstance(value, str) else None)
     for rel in relations:
         if rel.kind not in _STRUCTURAL:
             _check_relation(rel, args, names)
