@@ -29,4 +29,9 @@ export DESCHED_PROMTOOL
 DESCHED_ACTIONLINT=$(bash hack/e2e/build-actionlint.sh | tail -n 1)
 export DESCHED_ACTIONLINT
 
+# upstream descheduler v0.36.0 run on snapshots, the oracle of tests/differential (also built once
+# from the Go module proxy, then cached beside the control plane, keyed by its sources' hash)
+DESCHED_UPSTREAM_DIFF=$(bash hack/e2e/build-upstream-diff.sh | tail -n 1)
+export DESCHED_UPSTREAM_DIFF
+
 .venv/bin/python -m pytest "$@"

@@ -113,6 +113,12 @@ ELSEWHERE: tuple[Elsewhere, ...] = (
         "minutes at 1,000 and 5,000 nodes; the test runs the same command at 20 nodes",
     ),
     Elsewhere(
+        r"\.venv/bin/python -m tests\.differential(?: --fast)?(?: -v)?",
+        ("tests/differential/test_upstream_envelope.py::test_fast_matrix_inside_upstreams_envelope",),
+        "the whole matrix takes tens of minutes; the test runs its fast subset through the same "
+        "code (matrix.run_case, the summary, allowances.json)",
+    ),
+    Elsewhere(
         r"python -m benchmarks\.live .*",
         ("tests/e2e/test_live_benchmark.py::test_live_benchmark_reports_every_figure",),
         "needs the e2e control plane and tens of minutes at 1,000 nodes; the test runs it at 4 nodes",
@@ -409,7 +415,7 @@ def test_scripts_test_sh_runs_what_the_docs_say() -> None:
     # `-m "not e2e"` command selects on.
     script = (ROOT / "scripts" / "test.sh").read_text()
     assert re.search(r"pip install -q -e \"\.\[test,report\]\"", script)
-    for tool in ("build-control-plane.sh", "build-helm.sh", "build-kustomize.sh"):
+    for tool in ("build-control-plane.sh", "build-helm.sh", "build-kustomize.sh", "build-upstream-diff.sh"):
         assert f"hack/e2e/{tool}" in script and (ROOT / "hack" / "e2e" / tool).exists()
     assert re.search(r"^\.venv/bin/python -m pytest \"\$@\"$", script, re.M)
     pyproject = (ROOT / "pyproject.toml").read_text()
