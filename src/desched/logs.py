@@ -379,6 +379,11 @@ def eviction_fields(record: Any) -> dict[str, Any]:
     return fields
 
 
+def _surged(evictions: Any) -> int:
+    """Of the evictions, the pods moved by a rollout restart (``evictionPolicy.surge``)."""
+    return sum(1 for r in evictions if getattr(r, "method", "evict") == "surge")
+
+
 def cycle_fields(cycle: int, pods: int, result: Any, *, dry_run: bool) -> dict[str, Any]:
     """The structured fields of a cycle's summary line (a ``CycleResult``)."""
     return {
@@ -391,7 +396,7 @@ def cycle_fields(cycle: int, pods: int, result: Any, *, dry_run: bool) -> dict[s
         # evictions the evictionPolicy skipped (issue 14), each told at --v=4 and in an Event
         "evictionsSkipped": len(result.skips),
         # of the evictions, the pods moved by a rollout restart (evictionPolicy.surge)
-        **({"surged": surged} if (surged := sum(1 for r in result.evictions if r.method == "surge")) else {}),
+        **({"surged": surged} if (surged := _surged(result.evictions)) else {}),
         "dryRun": dry_run,
         "seconds": round(result.seconds, 3),
     }

@@ -80,9 +80,12 @@ class EvictionLedger:
         self.clock = clock
         self._until: dict[str, float] = {}
 
-    def remember(self, uid: str) -> None:
+    def remember(self, uid: str, ttl: float | None = None) -> None:
+        """Remember ``uid`` for ``ttl`` seconds (default: the ledger's)."""
         if uid:
-            self._until[uid] = self.clock() + self.ttl
+            self._until[uid] = max(
+                self._until.get(uid, 0.0), self.clock() + (self.ttl if ttl is None else ttl)
+            )
 
     def forget(self, uid: str) -> None:
         self._until.pop(uid, None)
@@ -210,6 +213,10 @@ class ApiEvictionBackend:
             answer = OutcomeUnknown(f"surge failed: {type(e).__name__}: {e}")
         if isinstance(answer, surging.Started):
             self.surges.append(answer)
+            if not answer.dry_run:
+                # the old pod stays until its replacement is available: never evicted meanwhile
+                # (its Deployment, rolling now, could not surge again), nor surged twice
+                self.ledger.remember(pod.metadata.uid, answer.timeout + self.ledger.ttl)
             verb = "would surge" if answer.dry_run else "surging"
             log.info("%s pod %s: rollout restart of %s", verb, pod.key, answer.target)
             return Surged(answer.target)

@@ -17,7 +17,7 @@ from desched.framework.evictor import EvictAnswer, EvictionRequest, PodEvictor, 
 from desched.framework.safety import Safety
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Pod
-from desched.logs import eviction_fields
+from desched.logs import cycle_fields, eviction_fields
 from desched.runtime.metrics import Metrics
 
 SURGE = Surge(1, timedelta(minutes=10))
@@ -105,3 +105,24 @@ def test_a_surge_is_counted_in_pods_evicted_and_in_the_surges_metric() -> None:
     started = 'descheduler_surges_total{namespace="shop",profile="p",result="started",strategy='
     assert started in text
     assert 'result="failed"' in text
+
+
+def test_the_cycle_summary_counts_surges_among_the_evictions() -> None:
+    class Result:
+        nodes = 1
+        evictions: list[object] = []
+        failures: list[object] = []
+        unknown: list[object] = []
+        skips: list[object] = []
+        seconds = 0.5
+
+    ev, _ = evictor(EvictionPolicy(surge=SURGE))
+    for p in pods("web-a", "other"):
+        ev.evict(p, "p", "P", "r")
+    Result.evictions = list(ev.records)
+    fields = cycle_fields(1, 3, Result, dry_run=False)
+    assert fields["evicted"] == 2 and fields["surged"] == 1
+    plain, _ = evictor(EvictionPolicy(max_evictions_per_workload=3))
+    plain.evict(pods("web-a")[0], "p", "P", "r")
+    Result.evictions = list(plain.records)
+    assert "surged" not in cycle_fields(1, 3, Result, dry_run=False)

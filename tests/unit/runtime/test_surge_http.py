@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -16,8 +18,9 @@ from tests.kubeapi import api_client_for, status
 
 from desched.api.evictionpolicy import Surge
 from desched.backends import surge as surging
-from desched.backends.api_eviction import ApiEvictionBackend
-from desched.framework.evictor import EvictionRequest, Surged
+from desched.backends.api_eviction import ApiEvictionBackend, EventRecorder
+from desched.framework.evictor import EvictionRecord, EvictionRequest, Surged
+from desched.framework.types import EvictResult
 from desched.k8s.deployments import RESTARTED_AT
 
 SURGE = Surge(1, timedelta(minutes=10))
@@ -46,8 +49,18 @@ def deployment(max_surge: Any = 1, generation: int = 3) -> dict[str, Any]:
 
 
 class Apiserver:
-    def __init__(self, dep: dict[str, Any], *, pdb_allows: bool = True, rs_owner: str = "Deployment") -> None:
+    def __init__(
+        self,
+        dep: dict[str, Any],
+        *,
+        pdb_allows: bool = True,
+        rs_owner: str = "Deployment",
+        patch_status: int = 200,
+        rs_status: int = 200,
+    ) -> None:
         self.dep = dep
+        self.patch_status = patch_status
+        self.rs_status = rs_status
         self.pdb_allows = pdb_allows
         self.rs_owner = rs_owner
         self.requests: list[tuple[str, str, str]] = []  # (method, path, query)
@@ -57,12 +70,16 @@ class Apiserver:
     def app(self) -> web.Application:
         async def rs(request: web.Request) -> web.StreamResponse:
             self.requests.append(("GET", request.path, request.query_string))
+            if self.rs_status != 200:
+                return status(self.rs_status, "replicasets.apps is forbidden", "Forbidden")
             owner = {"kind": self.rs_owner, "name": "web", "controller": True}
             return web.json_response({"metadata": {"name": "web-5f", "ownerReferences": [owner]}})
 
         async def dep(request: web.Request) -> web.StreamResponse:
             self.requests.append((request.method, request.path, request.query_string))
             if request.method == "PATCH":
+                if self.patch_status != 200:
+                    return status(self.patch_status, "the object has been modified", "Conflict")
                 patch = await request.json()
                 self.patches.append(patch)
                 self.dep["metadata"]["generation"] += 1
@@ -121,6 +138,9 @@ def test_an_eligible_pod_is_surged_not_evicted() -> None:
     [started] = backend.surges
     assert (started.deployment, started.generation, started.pod_uid) == ("web", 4, "uid-web-abc")
     assert not started.dry_run
+    # while its rollout goes on (and a while after) the old pod is never evicted in a later cycle
+    assert backend.already_evicted(pod())
+    assert backend.ledger._until["uid-web-abc"] - backend.clock() > SURGE.timeout.total_seconds()
 
 
 def test_without_surge_in_the_request_the_pod_is_evicted() -> None:
@@ -159,12 +179,29 @@ def test_the_pdb_is_respected_before_surging() -> None:
     assert server.patches == [] and evictions(server) == [] and backend.surges == []
 
 
-def test_dry_run_surges_nothing_and_says_what_it_would_do() -> None:
+def test_a_deployment_changed_since_it_was_read_is_not_moved() -> None:
+    server = Apiserver(deployment(), patch_status=409)
+    answers, backend = evict(server, [pod()])
+    assert isinstance(answers[0], str) and "refused" in answers[0] and "409" in answers[0]
+    assert evictions(server) == [] and backend.surges == []
+
+
+def test_without_rbac_to_read_the_replicaset_the_pod_is_not_moved() -> None:
+    server = Apiserver(deployment(), rs_status=403)
+    answers, _ = evict(server, [pod()])
+    assert isinstance(answers[0], str) and "could not read ReplicaSet shop/web-5f" in answers[0]
+    assert evictions(server) == [] and server.patches == []
+
+
+def test_dry_run_surges_nothing_and_says_what_it_would_do(caplog: Any) -> None:
     server = Apiserver(deployment())
-    answers, backend = evict(server, [pod()], dry_run=True)
+    with caplog.at_level(logging.INFO, logger="desched.backends.api_eviction"):
+        answers, backend = evict(server, [pod()], dry_run=True)
+    assert "would surge pod shop/web-abc: rollout restart of Deployment shop/web" in caplog.text
     assert answers == [Surged("Deployment shop/web")]
     assert server.patches == [] and evictions(server) == []
     assert [s.dry_run for s in backend.surges] == [True]
+    assert not backend.already_evicted(pod())
 
 
 def test_a_deployment_is_surged_at_most_once_a_cycle() -> None:
@@ -188,8 +225,6 @@ def _follow(server: Apiserver, started: surging.Started) -> surging.Followed:
 
 
 def _started(timeout: float, generation: int = 4) -> surging.Started:
-    import time
-
     return surging.Started(
         "shop", "web", generation, "web-abc", "uid-web-abc", "n1", "p", "P", timeout, time.monotonic()
     )
@@ -239,3 +274,48 @@ def test_json_of_the_patch_is_a_merge_patch() -> None:
     asyncio.run(test())
     assert seen == ["application/merge-patch+json"]
     assert json.dumps(server.patches[0])  # a JSON document was sent
+
+
+def test_surge_events_on_the_pod_and_the_deployment() -> None:
+    events: list[dict[str, Any]] = []
+
+    async def post(request: web.Request) -> web.StreamResponse:
+        events.append(await request.json())
+        return web.json_response({}, status=201)
+
+    app = web.Application()
+    app.router.add_post("/apis/events.k8s.io/v1/namespaces/{ns}/events", post)
+    rec = EvictionRecord(
+        "shop",
+        "web-abc",
+        "n1",
+        "p",
+        "RemovePodsViolatingNodeTaints",
+        "tainted",
+        EvictResult.EVICTED,
+        method="surge",
+        target="Deployment shop/web",
+    )
+
+    async def test() -> None:
+        async with api_client_for(app) as api:
+            recorder = EventRecorder(api, asyncio.get_running_loop(), failures=True)
+            recorder.observe(rec)
+            recorder.observe_surge(surging.Followed(_started(60), False, "not done after 1m: ...", 60.0))
+            await recorder.flush()
+
+    asyncio.run(test())
+    seen = sorted((e["type"], e["reason"], e["regarding"]["kind"], e["regarding"]["name"]) for e in events)
+    assert seen == [
+        ("Normal", "RemovePodsViolatingNodeTaints", "Pod", "web-abc"),
+        ("Normal", "SurgeStarted", "Deployment", "web"),
+        ("Warning", "SurgeFailed", "Deployment", "web"),
+        ("Warning", "SurgeFailed", "Pod", "web-abc"),
+    ]
+    on_pod = next(e for e in events if e["reason"] == "RemovePodsViolatingNodeTaints")
+    assert on_pod["note"] == (
+        "pod surged from n1 node by sigs.k8s.io/descheduler: rollout restart of Deployment shop/web "
+        "(make before break)"
+    )
+    failed = next(e for e in events if e["reason"] == "SurgeFailed")
+    assert "failed: not done after 1m" in failed["note"]
