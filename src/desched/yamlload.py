@@ -95,14 +95,38 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+def where_nested(labels: list[str | int]) -> str:
+    """Where a too deep value is, for its error: the keys down to the last mapping key on the way
+    (``evictionPolicy.cooldown[...]``), ``""`` when there is none (a list nested in lists)."""
+    last = max((i for i, label in enumerate(labels) if isinstance(label, str)), default=-1)
+    if last < 0:
+        return ""
+    out = ""
+    for label in labels[: last + 1]:
+        out += f"[{label}]" if isinstance(label, int) else (f".{label}" if out else label)
+    return out + ("[...]" if last + 1 < len(labels) else "")
+
+
+def _too_deep(source: str, fail: Fail, max_depth: int, labels: list[str | int]) -> None:
+    where = where_nested(labels)
+    fail(
+        source,
+        f"{where}: nested more than {max_depth} levels deep"
+        if where
+        else f"nested more than {max_depth} levels deep",
+    )
+
+
 def _check_graph(root: yaml.Node, source: str, fail: Fail, max_nodes: int, max_depth: int) -> None:
     # Post-order over the DAG (aliases are shared nodes), iteratively: size and height per node,
-    # memoised by identity, so that an alias bomb costs its compact size to measure.
+    # memoised by identity, so that an alias bomb costs its compact size to measure. ``trail``
+    # holds the keys (indexes) from the root to the node being walked, for a depth error.
     done: dict[int, tuple[int, int]] = {}
     on_path: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    trail: list[str | int] = []
+    stack: list[tuple[yaml.Node, bool, str | int]] = [(root, False, "")]
     while stack:
-        node, expanded = stack.pop()
+        node, expanded, label = stack.pop()
         key = id(node)
         if expanded:
             on_path.discard(key)
@@ -115,20 +139,36 @@ def _check_graph(root: yaml.Node, source: str, fail: Fail, max_nodes: int, max_d
             if size > max_nodes:
                 fail(source, f"YAML expands to more than {max_nodes} values (aliases are copies)")
             if height > max_depth:
-                fail(source, f"nested more than {max_depth} levels deep")
+                _too_deep(source, fail, max_depth, trail[1:])
             done[key] = (size, height)
+            trail.pop()
             continue
         if key in done:
             continue
         if key in on_path:
             fail(source, "a YAML alias refers to a value that contains it")
         if len(on_path) > max_depth:
-            fail(source, f"nested more than {max_depth} levels deep")
+            _too_deep(source, fail, max_depth, trail[1:])
         on_path.add(key)
-        stack.append((node, True))
-        for child in _children(node):
+        trail.append(label)
+        stack.append((node, True, label))
+        for child_label, child in _labelled_children(node):
             cid = id(child)
             if cid in on_path:
                 fail(source, "a YAML alias refers to a value that contains it")
             if cid not in done:
-                stack.append((child, False))
+                stack.append((child, False, child_label))
+
+
+def _labelled_children(node: yaml.Node) -> list[tuple[str | int, yaml.Node]]:
+    """The children of a node, each with its place: a list index, or its mapping key's text."""
+    if isinstance(node, yaml.SequenceNode):
+        return list(enumerate(node.value))
+    if isinstance(node, yaml.MappingNode):
+        out: list[tuple[str | int, yaml.Node]] = []
+        for k, v in node.value:
+            text = k.value if isinstance(k, yaml.ScalarNode) else "?"
+            out.append((text, k))
+            out.append((text, v))
+        return out
+    return []

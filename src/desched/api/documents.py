@@ -29,7 +29,7 @@ import msgspec
 import yaml
 
 from desched.errors import UserError
-from desched.yamlload import Fail, yaml_documents, yaml_error_position, yaml_problem
+from desched.yamlload import Fail, where_nested, yaml_documents, yaml_error_position, yaml_problem
 
 #: A policy is a few KB; anything past this is not a policy.
 MAX_POLICY_BYTES = 4 << 20
@@ -102,7 +102,13 @@ def load_yaml_or_json(text: str, source: str, fail: _Raise, *, max_nodes: int, m
         else:
             depth = measure_depth(value, max_depth)
             if depth > max_depth:
-                fail(source, f"nested more than {max_depth} levels deep")
+                where = where_nested(deep_path(value, max_depth))
+                fail(
+                    source,
+                    f"{where}: nested more than {max_depth} levels deep"
+                    if where
+                    else f"nested more than {max_depth} levels deep",
+                )
             return value
     documents = yaml_documents(text, source, fail, max_nodes=max_nodes, max_depth=max_depth, single=True)
     try:
@@ -136,6 +142,20 @@ def measure_depth(value: Any, limit: int) -> int:
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
     return deepest
+
+
+def deep_path(value: Any, limit: int) -> list[str | int]:
+    """The keys and indexes down to the first place where ``value`` nests past ``limit``."""
+    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if len(path) >= limit:
+            return path
+        if isinstance(item, dict):
+            stack.extend((v, [*path, str(k)]) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, [*path, i]) for i, v in enumerate(item))
+    return []
 
 
 def user_error(cls: type[UserError]) -> _Raise:
