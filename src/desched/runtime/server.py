@@ -18,6 +18,7 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from desched.errors import UserError
 from desched.runtime.tls import server_context
 
 log = logging.getLogger(__name__)
@@ -179,3 +180,12 @@ class HealthServer(BackgroundServer):
         super().__init__(
             HttpServer(host, port, registry=registry, ready=ready, ssl_context=ctx, reuse_port=reuse_port)
         )
+
+    def start(self) -> None:
+        """Listen; an address that cannot be bound (a port taken since the start's check) is one
+        line naming --secure-port, not a traceback."""
+        try:
+            super().start()
+        except OSError as e:
+            where = f"{self.server.host}:{self.server.port}"
+            raise UserError("--secure-port", f"cannot listen on {where}: {e.strerror or e}") from None

@@ -29,7 +29,7 @@ def test_simulate_example_evicts_from_several_plugins() -> None:
     plugins = {e["plugin"] for e in doc["evictions"]}
     assert len(plugins) >= 3, plugins
     for e in doc["evictions"]:
-        assert set(e) == {"namespace", "name", "node", "profile", "plugin", "reason"}
+        assert set(e) == {"cycle", "namespace", "name", "node", "profile", "plugin", "reason"}
     names = {f"{e['namespace']}/{e['name']}" for e in doc["evictions"]}
     # protected by DefaultEvictor: DaemonSet, system-critical, bare and local-storage pods
     assert not any(n.startswith("kube-system/") for n in names)

@@ -287,3 +287,19 @@ def test_underscore_spellings_parse_as_upstream() -> None:
         cli.normalise_flag_names(["run", "--policy_config_file=/p.yaml", "--dry_run", "--secure_port", "0"])
     )
     assert (args.policy_config_file, args.dry_run, args.secure_port) == ("/p.yaml", True, 0)
+
+
+def test_a_port_taken_after_the_check_is_still_one_line() -> None:
+    """The start checks the port before connecting; one taken between that check and the bind
+    (a race) is told the same way by the server, not as a traceback."""
+    from desched.errors import UserError
+    from desched.runtime.server import HealthServer
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        server = HealthServer("127.0.0.1", port, registry=None, ready=lambda: True)
+        with pytest.raises(UserError) as err:
+            server.start()
+    assert str(err.value).startswith(f"--secure-port: cannot listen on 127.0.0.1:{port}: ")

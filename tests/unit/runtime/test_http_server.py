@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from desched.errors import UserError
 from desched.runtime.server import HealthServer
 
 
@@ -71,7 +72,8 @@ def test_a_taken_port_fails_the_start() -> None:
     first = HealthServer("127.0.0.1", 0, registry=None, ready=lambda: True)
     first.start()
     try:
-        with pytest.raises(OSError):
+        # one line naming the flag (desched run's start), not an OSError's traceback
+        with pytest.raises(UserError, match=r"^--secure-port: cannot listen on 127\.0\.0\.1:\d+: .*in use"):
             HealthServer("127.0.0.1", first.port, registry=None, ready=lambda: True).start()
         assert get(f"{first.url}/healthz")[0] == 200
     finally:
