@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from tests import builders
 
 from desched.k8s.objects import Pod
+from desched.scheduling.placement import balanced_allocation_score
 from desched.scheduling.scorer import GenericScorer, GenericScorerArgs, allocated_of, requesting_of
 
 MI = 1024**2
@@ -167,7 +168,8 @@ def least_or_most(
 
 
 def balanced(node: RefNode, pod: RefPod, resources: list[str], *, exact: bool) -> float | int:
-    """balancedResourceScorer, useRequested; a pod requesting none of the resources is skipped."""
+    """balancedResourceScorer up to kube-scheduler 1.35 (the balance with the pod), useRequested;
+    a pod requesting none of the resources is skipped."""
     if all(pod.request(res, non_zero=False) == 0 for res in resources):
         return 0
     fractions = []
@@ -268,9 +270,10 @@ def test_most_allocated(cluster: tuple[list[RefNode], RefPod], weights: dict[str
     clusters(explicit=True), st.lists(st.sampled_from(["cpu", "memory", EPH, GPU]), min_size=1, unique=True)
 )
 def test_balanced_allocation(cluster: tuple[list[RefNode], RefPod], resources: list[str]) -> None:
-    """BalancedAllocation = allocated, RatioToAllocatable, MostBalanced, every weight 1 (it
-    ignores weights). Pods set cpu and memory requests on every container: kube-scheduler's
-    BalancedAllocation reads plain requests, the KEP's Allocated non-zero ones (docs/scorer.md)."""
+    """BalancedAllocation up to kube-scheduler 1.35 = allocated, RatioToAllocatable, MostBalanced,
+    every weight 1 (it ignores weights; 1.36's: below). Pods set cpu and memory requests on every
+    container: kube-scheduler's BalancedAllocation reads plain requests, the KEP's Allocated
+    non-zero ones (docs/scorer.md)."""
     nodes, pod = cluster
     args = {
         "allocated": {
@@ -288,6 +291,41 @@ def test_balanced_allocation(cluster: tuple[list[RefNode], RefPod], resources: l
     assert_same_scores(got, [balanced(n, pod, resources, exact=True) for n in nodes])
     go = [int(balanced(n, pod, resources, exact=False)) for n in nodes]
     assert_consistent_ranking(got, go, slack=0)
+
+
+def test_balanced_allocation_of_kube_scheduler_1_36_is_not_the_expression() -> None:
+    """kube-scheduler 1.36 scores the change in balance the pod causes (kubernetes#135573;
+    desched's placement model: ``balanced_allocation_score``), which no part of the generic scorer
+    holds (it has no "the node without the pod"): the expression above is BalancedAllocation up to
+    1.35, and on these two nodes it prefers the other one than 1.36 does (docs/scorer.md)."""
+    cpu, mem = 10_000, 10 * GI  # millicores, bytes
+    pod = RefPod([{"cpu": 1000, "memory": MI}])  # 10% cpu, next to no memory
+    balanced_now = RefNode("a", {"cpu": cpu, "memory": mem}, [RefPod([{"cpu": 5000, "memory": 5 * GI}])])
+    lopsided = RefNode("b", {"cpu": cpu, "memory": mem}, [RefPod([{"cpu": 2000, "memory": 5 * GI}])])
+    nodes = [balanced_now, lopsided]
+    args = {
+        "allocated": {
+            "values": "RatioToAllocatable",
+            "prefer": "MostBalanced",
+            "resources": {"cpu": 1, "memory": 1},
+        }
+    }
+    got = ours(nodes, pod, args)
+    assert got[0] > got[1]  # the expression (and kube-scheduler up to 1.35): node a, balanced after
+    assert [int(balanced(n, pod, ["cpu", "memory"], exact=False)) for n in nodes] == [95, 89]
+    v136 = [
+        balanced_allocation_score(
+            n.requested("cpu", non_zero=False) + 1000,
+            n.requested("memory", non_zero=False) + MI,
+            n.requested("cpu", non_zero=False),
+            n.requested("memory", non_zero=False),
+            cpu,
+            mem,
+        )
+        for n in nodes
+    ]
+    assert v136[1] > v136[0]  # 1.36: node b, whose balance the pod improves
+    assert v136 == [72, 77]
 
 
 @SETTINGS
