@@ -94,7 +94,8 @@ class Registry:
     def load_entry_points(self) -> None:
         """Register every plugin exposed under the ``desched.plugins`` entry-point group.
 
-        A package that fails to import is remembered, not fatal: it only matters if a policy uses it.
+        A package that fails to import is not fatal: it is warned about (on every command that
+        builds the registry) and remembered, so that a policy using it is refused naming why.
         """
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             try:
