@@ -249,6 +249,22 @@ class ClusterSnapshot:
         self.version += 1
         self.additions += 1
 
+    def reorder(self) -> None:
+        """Put the pods back in the canonical order (namespace, then name) in every index, as a
+        snapshot read afresh lists them: :meth:`add_pod` appends, so after the placement
+        simulator has bound replacements the next simulated cycle would otherwise meet them last
+        wherever a plugin takes pods in listing order, where a live ``run``'s next cycle meets
+        them by name."""
+
+        def canonical(pods: dict[str, Pod]) -> dict[str, Pod]:
+            return dict(sorted(pods.items(), key=lambda kv: (kv[1].metadata.namespace, kv[1].metadata.name)))
+
+        self._pods = canonical(self._pods)
+        self._by_node = {node: canonical(pods) for node, pods in self._by_node.items()}
+        self._by_namespace = {ns: canonical(pods) for ns, pods in self._by_namespace.items()}
+        self._by_owner = {owner: canonical(pods) for owner, pods in self._by_owner.items()}
+        self.version += 1
+
     def was_removed(self, pod: Pod) -> bool:
         return pod.key in self._removed
 

@@ -276,6 +276,9 @@ def _simulate(
     converged = False
     for k in range(1, cycles + 1):
         progress(f"cycle {k}: descheduling", 0, 1)
+        if k > 1:
+            # the next cycle reads the cluster as run's next cycle reads it: a fresh listing
+            snapshot.reorder()
         recorder = EvictionRecorder(snapshot)
         result = run_cycle(snapshot, recorder, k)
         run = CyclePlacement(k, result)

@@ -472,3 +472,61 @@ def test_the_json_example_of_the_docs_is_what_simulate_prints(capsys: pytest.Cap
         shown.pop(key)
     mismatched = [k for k, v in shown.items() if not _shown_in(v, actual.get(k))]
     assert not mismatched, {k: (shown[k], actual.get(k)) for k in mismatched}
+
+
+def test_a_later_cycle_lists_the_pods_as_a_fresh_snapshot_does() -> None:
+    """The placement simulator binds replacements with ``add_pod`` (appended); the next cycle must
+    still meet the pods in the canonical order (namespace, name) a live ``run``'s next cycle reads
+    them in, in every index: a plugin taking pods in listing order decides the same."""
+    node = msgspec.convert(
+        {
+            "metadata": {"name": "n0", "labels": {"kubernetes.io/hostname": "n0"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "20"}},
+        },
+        Node,
+        strict=False,
+    )
+    pods = [
+        msgspec.convert(
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "ownerReferences": [{"kind": "ReplicaSet", "name": owner, "controller": True}],
+                },
+                "spec": {"nodeName": "n0", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"},
+            },
+            Pod,
+            strict=False,
+        )
+        for name, owner in (("a-0", "a"), ("zz-0", "zz"))
+    ]
+    seen: list[tuple[list[str], list[str], list[str], list[str]]] = []
+
+    def run_cycle(snap: ClusterSnapshot, backend: EvictionRecorder, k: int) -> CycleResult:
+        seen.append(
+            (
+                [p.metadata.name for p in snap.pods],
+                [p.metadata.name for p in snap.pods_on_node("n0")],
+                [p.metadata.name for p in snap.pods_in_namespace("default")],
+                [p.metadata.name for p in snap.pods_of_owner("default", "ReplicaSet", "a")],
+            )
+        )
+        cycle = CycleResult(started=datetime(2026, 11, 21, tzinfo=UTC), nodes=1)
+        if k == 1:
+            p = snap.pod("default", "a-0")
+            assert p is not None
+            backend.evict(p, EvictionRequest("p", "Test", "test"))
+            cycle.records.append(
+                EvictionRecord("default", "a-0", "n0", "p", "Test", "r", EvictResult.EVICTED)
+            )
+        return cycle
+
+    sim = simulate(
+        ClusterSnapshot(nodes=[node], pods=pods), run_cycle, now=datetime(2026, 11, 21, tzinfo=UTC), cycles=2
+    )
+    (placed,) = sim.placements
+    assert placed.replacement.startswith("a-") and placed.replacement < "zz-0"
+    listing = [placed.replacement, "zz-0"]
+    assert seen[1] == (listing, listing, listing, [placed.replacement])

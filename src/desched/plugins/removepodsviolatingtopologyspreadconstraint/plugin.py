@@ -77,7 +77,8 @@ Differences from upstream, on purpose:
   evictable one is available (upstream could choose them, and then evicted nothing);
 - pods in ``Succeeded``/``Failed`` phase are not counted (kube-scheduler does not see them);
 - within a domain the lowest priority leaves first, as upstream documents (its comparator
-  inverted it), and ties are broken by name rather than Go's map and sort order;
+  inverted it), and ties are broken by node, then by name, rather than Go's map and sort order
+  (a replacement's name is random: by name first, no snapshot could tell which node loses a pod);
 - with ``topologyBalanceNodeFit``, a pod is also kept when every candidate node would break another
   of its ``DoNotSchedule`` constraints (kube-scheduler would refuse it there; upstream PR #1918,
   except that a node without the topology key is refused, as kube-scheduler does);
@@ -305,6 +306,9 @@ class _Run:
         self.node_fit = plugin.args.topology_balance_node_fit
         self.nodes = list(nodes)
         self.node_by_name = {n.metadata.name: n for n in self.nodes}
+        #: a node's place among the nodes by name: ties between equal pods of a domain are broken
+        #: by their node first (see _Chooser.keep_order)
+        self.node_rank = {name: i for i, name in enumerate(sorted(self.node_by_name))}
         self.constraints = ConstraintCache()
         self.topology = Topologies(self.nodes)
         #: id(pod) -> movable (the pods are the snapshot's, alive for the whole call)
@@ -666,8 +670,15 @@ class _Chooser:
             else:
                 free.append(pod)
 
-        def evict_first(p: Pod) -> tuple[int, int, int]:
-            return (*_priority_key(p), -rank[id(p)])
+        node_rank = run.node_rank
+
+        def evict_first(p: Pod) -> tuple[int, int, int, int]:
+            # Among equal priorities, by node, then by the pod's place in the namespace (its
+            # name): a replacement's name is the random suffix its ReplicaSet controller gave it,
+            # so taking by name first would leave to that suffix which node of a domain loses a
+            # pod of the ReplicaSet, which no snapshot (and no simulate) can tell in advance.
+            # Two pods of one ReplicaSet on one node are the same template on the same node.
+            return (*_priority_key(p), -node_rank.get(p.spec.node_name, -1), -rank[id(p)])
 
         sort = run.handle.sort_pods
         return kept + sort(pinned, key=evict_first)[::-1] + sort(free, key=evict_first)[::-1]

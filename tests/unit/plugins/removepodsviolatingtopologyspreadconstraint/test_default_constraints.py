@@ -155,3 +155,39 @@ def test_live_runs_watch_the_workloads_only_when_defaults_are_on() -> None:
     on = Framework(load_policy(policy({"defaultConstraints": {}}), REG), REG, clock=lambda: NOW)
     off = Framework(load_policy(policy({}), REG), REG, clock=lambda: NOW)
     assert on.live_inputs().workloads and not off.live_inputs().workloads
+
+
+ZONE_TSC = [
+    {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+]
+
+
+@pytest.mark.parametrize("names", [("web-5d-aaaaa", "web-5d-zzzzz"), ("web-5d-zzzzz", "web-5d-aaaaa")])
+def test_equal_pods_of_a_domain_leave_by_node_whatever_their_names(names: tuple[str, str]) -> None:
+    """Zone z0 (nodes a and b) holds 3 pods of the ReplicaSet, z1 holds 1: one of z0's leaves. Of
+    equal pods the one on the later node leaves, whichever of the two names sorts first: a
+    replacement's name is the random suffix its controller gave it, so the name must not decide
+    which node loses a pod (simulate could not tell; tests/e2e/test_simulate_predicts_run.py)."""
+    zoned = [
+        builders.node("a", zone="z0", cpu="8", memory="16Gi"),
+        builders.node("b", zone="z0", cpu="8", memory="16Gi"),
+        builders.node("c", zone="z1", cpu="8", memory="16Gi"),
+    ]
+    on_a, on_b = names
+    pods = [
+        web("web-5d-mmmmm", "a", tsc=ZONE_TSC),
+        web(on_a, "a", tsc=ZONE_TSC),
+        web(on_b, "b", tsc=ZONE_TSC),
+        web("web-5d-ccccc", "c", tsc=ZONE_TSC),
+    ]
+    snapshot = ClusterSnapshot(
+        nodes=zoned, pods=pods, workloads=[builders.replica_set("web-5d", {"app": "web"})]
+    )
+    fw = Framework(load_policy(policy({"constraints": BOTH}), REG), REG, clock=lambda: NOW)
+    result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    assert [(e.name, e.node) for e in result.evictions] == [(on_b, "b")]
