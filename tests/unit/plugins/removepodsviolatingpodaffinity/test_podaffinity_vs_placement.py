@@ -111,3 +111,45 @@ def test_evicted_exactly_when_the_scheduler_would_move_it(
         nodes, peers, candidate, own_node=False
     )
     assert [r.name for r in result.evictions] == (["web"] if expected else [])
+
+
+def test_a_pair_in_two_zones_where_the_replacement_lands() -> None:
+    """Two pods that only have each other, in zones a and b (the README's case): one is evicted.
+    While it terminates kube-scheduler still counts it (InterPodAffinity, unlike PodTopologySpread,
+    does not skip terminating pods), so its replacement's affinity holds in its old zone as in the
+    other's, and on these equal nodes it lands back on its own node: flagged same-node, and
+    evicted again in the next cycle. Placed once the evicted pod is gone (``--terminating-pods
+    gone``) it can only join the other."""
+    from desched.scheduling.placement import PlacementOptions
+    from desched.simulation import EvictionRecorder, simulate
+
+    def cluster() -> ClusterSnapshot:
+        nodes = [builders.node(n, zone=z, cpu="4") for n, z in (("a1", "za"), ("b1", "zb"), ("c1", "zc"))]
+        term = {"labelSelector": {"matchLabels": {"app": "g"}}, "topologyKey": ZONE}
+        pods = [
+            builders.pod(
+                name,
+                node=on,
+                uid=name,
+                labels={"app": "g"},
+                owner=("ReplicaSet", "g"),
+                cpu="100m",
+                affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+            )
+            for name, on in (("g0", "a1"), ("g1", "b1"))
+        ]
+        return ClusterSnapshot(nodes=nodes, pods=pods)
+
+    def run_cycle(snap: ClusterSnapshot, backend: EvictionRecorder, k: int) -> Any:
+        return Framework(POLICY, REG, clock=lambda: NOW).run_cycle(snap, backend)
+
+    held = simulate(cluster(), run_cycle, now=NOW, cycles=2)
+    first = [p for p in held.placements if p.cycle == 1]
+    assert [(p.name, p.evicted_from, p.node, p.same_node) for p in first] == [("g0", "a1", "a1", True)]
+    assert [(t.cycle, t.kind) for t in held.thrashing] == [
+        (1, "same-node"),
+        (2, "re-evicted"),
+        (2, "same-node"),
+    ]
+    gone = simulate(cluster(), run_cycle, now=NOW, options=PlacementOptions(terminating="gone"))
+    assert [(p.name, p.node) for p in gone.placements] == [("g0", "b1")]
