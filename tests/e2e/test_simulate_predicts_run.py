@@ -16,11 +16,19 @@ Compared: the evicted pods (run's log vs simulate's list), the refused evictions
 ReplicaSet the nodes the replacements landed on (a multiset: replacement names differ) against
 simulate's. The figures are printed (``-s`` shows them); the assertions say what holds.
 
+Then the later cycles (``CYCLES``, 3 by default; issue 24): ``simulate --cycles 3`` on the same
+snapshot against ``run`` once more per cycle, each on the cluster the controllers and kube-scheduler
+made of the cycle before (the evicted pods gone, every replacement bound and Ready or Pending for
+good, the PDBs' status caught up: simulate's picture of the cluster between cycles). Per cycle the
+evictions and the refusals are compared; a pod of the snapshot by its name, a replacement (whose
+name its ReplicaSet chose) as its ReplicaSet and node.
+
 Reproduce one cluster: ``DESCHED_E2E_SEEDS=11 pytest tests/e2e/test_simulate_predicts_run.py -s``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -42,6 +50,8 @@ from tests.e2e.controlplane import ControlPlane
 from tests.e2e.support import apply_manifest, run_desched, wait_for
 
 SEEDS = [int(s) for s in os.environ.get("DESCHED_E2E_SEEDS", "11,12,13").split(",") if s]
+#: the cycles compared per cluster (the first, then ``run`` again on what the cluster became)
+CYCLES = int(os.environ.get("DESCHED_E2E_CYCLES") or "3")
 #: simulate's placement model: the default (interleaved, terminating pods hold their room)
 MODEL: tuple[str, ...] = ()
 #: the other models, measured on the same snapshots and printed for comparison
@@ -151,10 +161,52 @@ class Outcome:
     models: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: seconds from each eviction to its replacement's creation, as a watch saw them
     created_after: list[float] = field(default_factory=list)
+    #: every cycle, the first included
+    cycles: list[CycleOutcome] = field(default_factory=list)
+    #: seconds the cycles after the first took, waits included (what they add to the test)
+    later_seconds: float = 0.0
 
     @property
     def placed(self) -> tuple[int, int]:
         return sum(a for a, _ in self.per_rs.values()), sum(b for _, b in self.per_rs.values())
+
+
+#: a pod a cycle evicted or was refused: (the pod as :func:`_key` names it, its ReplicaSet and
+#: node as :func:`_where` names them, the plugin that asked)
+Entry = tuple[str, str, str]
+
+
+@dataclass
+class CycleOutcome:
+    """One cycle's evictions and refusals."""
+
+    cycle: int
+    run_evicted: list[Entry]
+    sim_evicted: list[Entry]
+    run_refused: list[Entry]
+    sim_refused: list[Entry]
+    #: seconds the cycle's ``run`` took, and the wait for the cluster to settle after it
+    seconds: float = 0.0
+    settle_seconds: float = 0.0
+
+    def agree(self) -> bool:
+        """The same pods of the same ReplicaSets left the same nodes, asked by the same plugins.
+        Which of two pods of one ReplicaSet on one node (one template, one node) goes is not
+        compared: a plugin that breaks the tie by name decides it by the random suffix the
+        ReplicaSet controller gave the replacement, which no snapshot holds."""
+        return _counts(self.run_evicted, 1) == _counts(self.sim_evicted, 1) and _counts(
+            self.run_refused, 1
+        ) == _counts(self.sim_refused, 1)
+
+    def same_pods(self) -> bool:
+        """As :meth:`agree`, and the pods of the snapshot by name (printed, not asserted)."""
+        return _counts(self.run_evicted, 0) == _counts(self.sim_evicted, 0) and _counts(
+            self.run_refused, 0
+        ) == _counts(self.sim_refused, 0)
+
+
+def _counts(entries: list[Entry], part: int) -> Counter[str]:
+    return Counter(f"{e[part]} by {e[2]}" for e in entries)
 
 
 # ----------------------------------------------------------------------------- building
@@ -263,21 +315,8 @@ def _owner(pod: dict[str, Any]) -> str:
     return next((r["name"] for r in refs if r.get("controller")), "")
 
 
-def compare(cp: ControlPlane, c: clustergen.GenCluster, tmp: Path) -> Outcome:
-    snap = tmp / f"snapshot-{c.seed}.json"
-    policy = tmp / "policy.yaml"
-    policy.write_text(clustergen.POLICY)
-    r = run_desched("snapshot", "--kubeconfig", str(cp.kubeconfig), "-o", str(snap))
-    assert r.returncode == 0, r.stderr
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    r = run_desched("simulate", str(snap), "--policy", str(policy), "--now", now, "-o", "json", *MODEL)
-    assert r.returncode == 0, r.stderr
-    sim = json.loads(r.stdout)
-    before = {p["metadata"]["name"]: p for p in _pods(cp, c.namespace)}
-    # what the controllers did and when: how long each replacement took to be created
-    seen: list[tuple[float, dict[str, Any]]] = []
-    events = cp.watch(f"/api/v1/namespaces/{c.namespace}/pods", timeout=300)
-    threading.Thread(target=lambda: seen.extend(events), daemon=True).start()
+def _run_once(cp: ControlPlane, policy: Path) -> str:
+    """One cycle of ``desched run`` on the live cluster; its log."""
     r = run_desched(
         "-v",
         "2",
@@ -300,29 +339,122 @@ def compare(cp: ControlPlane, c: clustergen.GenCluster, tmp: Path) -> Outcome:
         timeout=180,
     )
     assert r.returncode == 0, r.stderr
-    (tmp / f"run-{c.seed}.log").write_text(r.stderr)
+    return r.stderr
+
+
+def _key(ns: str, name: str, node: str, originals: set[str], owner_of: dict[str, str]) -> str:
+    """A pod as the cycles are compared: a pod of the snapshot by its name; a replacement, whose
+    name its ReplicaSet chose (simulate cannot know it), as its ReplicaSet and node."""
+    if name in originals:
+        return f"{ns}/{name}"
+    return _where(ns, name, node, owner_of)
+
+
+def _where(ns: str, name: str, node: str, owner_of: dict[str, str]) -> str:
+    """A pod as one of its ReplicaSet's on its node."""
+    return f"{ns}/{owner_of.get(name, '?' + name)}-*@{node}"
+
+
+def _entry(
+    ns: str, name: str, node: str, plugin: str, originals: set[str], owner_of: dict[str, str]
+) -> Entry:
+    return _key(ns, name, node, originals, owner_of), _where(ns, name, node, owner_of), plugin
+
+
+def _replaced(
+    cp: ControlPlane, c: clustergen.GenCluster, gone: set[str], known: set[str]
+) -> list[dict[str, Any]] | None:
+    """The replacements of the ``gone`` pods once every one is created and bound, or Pending for
+    good (kube-scheduler said so in PodScheduled), and the evicted pods are gone."""
+    pods = _pods(cp, c.namespace)
+    names = {p["metadata"]["name"] for p in pods}
+    new = [p for p in pods if p["metadata"]["name"] not in known]
+    if names & gone or len(new) < len(gone):
+        return None
+    if not all(p["spec"].get("nodeName") or _unschedulable(p) for p in new):
+        return None
+    return new
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod["status"].get("conditions") or []
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in conditions)
+
+
+def _between_cycles(cp: ControlPlane, c: clustergen.GenCluster) -> bool:
+    """The cluster as simulate pictures it between two cycles: no pod terminating, every bound pod
+    Running and Ready, the others Pending for good, every PDB's status counting the Ready pods."""
+    pods = _pods(cp, c.namespace)
+    if len(pods) != c.pods:  # an evicted pod not yet re-created
+        return False
+    for p in pods:
+        if p["metadata"].get("deletionTimestamp"):
+            return False
+        if p["spec"].get("nodeName"):
+            if p["status"].get("phase") != "Running" or not _ready(p):
+                return False
+        elif not _unschedulable(p):
+            return False
+    pdbs = cp.request("GET", f"/apis/policy/v1/namespaces/{c.namespace}/poddisruptionbudgets")["items"]
+    for b in pdbs:
+        app = b["spec"]["selector"]["matchLabels"]["app"]
+        healthy = sum(1 for p in pods if p["metadata"]["labels"].get("app") == app and _ready(p))
+        status = b.get("status") or {}
+        if status.get("observedGeneration") != b["metadata"]["generation"]:
+            return False
+        if status.get("currentHealthy") != healthy:
+            return False
+    return True
+
+
+def compare(cp: ControlPlane, c: clustergen.GenCluster, tmp: Path) -> Outcome:
+    snap = tmp / f"snapshot-{c.seed}.json"
+    policy = tmp / "policy.yaml"
+    policy.write_text(clustergen.POLICY)
+    r = run_desched("snapshot", "--kubeconfig", str(cp.kubeconfig), "-o", str(snap))
+    assert r.returncode == 0, r.stderr
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    r = run_desched(
+        "simulate",
+        str(snap),
+        "--policy",
+        str(policy),
+        "--now",
+        now,
+        "-o",
+        "json",
+        "--cycles",
+        str(CYCLES),
+        *MODEL,
+    )
+    assert r.returncode == 0, r.stderr
+    sim = json.loads(r.stdout)
     (tmp / f"simulate-{c.seed}.json").write_text(json.dumps(sim, indent=1))
-    run_evicted = [f"{m[1]}/{m[2]}" for m in map(_EVICTED.search, r.stderr.splitlines()) if m]
-    run_refused = [f"{m[1]}/{m[2]}" for m in map(_REFUSED.search, r.stderr.splitlines()) if m]
-    ours = [e for e in sim["evictions"] if e["namespace"] == c.namespace]
+    before = {p["metadata"]["name"]: p for p in _pods(cp, c.namespace)}
+    originals = set(before)
+    # what the controllers did and when: how long each replacement took to be created
+    seen: list[tuple[float, dict[str, Any]]] = []
+    events = cp.watch(f"/api/v1/namespaces/{c.namespace}/pods", timeout=300)
+    threading.Thread(target=lambda: seen.extend(events), daemon=True).start()
+    t0 = time.monotonic()
+    log = _run_once(cp, policy)
+    seconds = time.monotonic() - t0
+    (tmp / f"run-{c.seed}-1.log").write_text(log)
+    run_evicted = [f"{m[1]}/{m[2]}" for m in map(_EVICTED.search, log.splitlines()) if m]
+    run_refused = [f"{m[1]}/{m[2]}" for m in map(_REFUSED.search, log.splitlines()) if m]
+    ours = [e for e in sim["cycles"][0]["evictions"] if e["namespace"] == c.namespace]
     sim_evicted = [f"{e['namespace']}/{e['name']}" for e in ours]
-    sim_refused = [f"{e['namespace']}/{e['name']}" for e in sim.get("refused", [])]
+    sim_refused = [f"{e['namespace']}/{e['name']}" for e in sim.get("refused", []) if e["cycle"] == 1]
     # the replacements: every pod the run evicted is re-created and placed
     gone = {k.split("/", 1)[1] for k in run_evicted}
-
-    def replaced() -> list[dict[str, Any]] | None:
-        pods = _pods(cp, c.namespace)
-        names = {p["metadata"]["name"] for p in pods}
-        new = [p for p in pods if p["metadata"]["name"] not in before]
-        if names & gone or len(new) < len(gone):
-            return None
-        # every replacement bound, or Pending for good (kube-scheduler said so in PodScheduled)
-        if not all(p["spec"].get("nodeName") or _unschedulable(p) for p in new):
-            return None
-        return new
-
-    wait_for(replaced, f"the replacements of cluster {c.seed}", timeout=120, interval=0.5)
-    new = _settled_placements(cp, c.namespace, set(before))
+    t0 = time.monotonic()
+    wait_for(
+        lambda: _replaced(cp, c, gone, originals),
+        f"the replacements of cluster {c.seed}",
+        timeout=120,
+        interval=0.5,
+    )
+    new = _settled_placements(cp, c.namespace, originals)
     landed: dict[str, Counter[str]] = {}
     for p in new:
         landed.setdefault(_owner(p), Counter())[p["spec"].get("nodeName") or ""] += 1
@@ -330,8 +462,10 @@ def compare(cp: ControlPlane, c: clustergen.GenCluster, tmp: Path) -> Outcome:
     owner_of = {name: _owner(p) for name, p in before.items()}
     out = Outcome(c.seed, run_evicted, sim_evicted, run_refused, sim_refused)
     out.created_after = _creation_delays(list(seen), before)
-    out.per_rs = _agreement(sim, c.namespace, owner_of, landed)
-    # the other placement models on the same snapshot, for the record
+    first_placements = {**sim, "placements": [p for p in sim["placements"] if p["cycle"] == 1]}
+    first_placements["pending"] = [p for p in sim.get("pending", []) if p["cycle"] == 1]
+    out.per_rs = _agreement(first_placements, c.namespace, owner_of, landed)
+    # the other placement models on the same snapshot (one cycle), for the record
     for model in MODELS:
         r = run_desched("simulate", str(snap), "--policy", str(policy), "--now", now, "-o", "json", *model)
         assert r.returncode == 0, r.stderr
@@ -340,6 +474,77 @@ def compare(cp: ControlPlane, c: clustergen.GenCluster, tmp: Path) -> Outcome:
             sum(a for a, _ in per_rs.values()),
             sum(b for _, b in per_rs.values()),
         )
+    # the later cycles: each pod as _key names it, on both sides
+    sim_owner = dict(owner_of)
+    for p in [*sim["placements"], *sim.get("pending", [])]:
+        sim_owner[p["replacement"]] = sim_owner.get(p["name"], "")
+    node_of = {name: p["spec"].get("nodeName") or "" for name, p in before.items()}
+
+    def keyed(entries: list[dict[str, Any]], owners: dict[str, str]) -> list[Entry]:
+        return [_entry(e["namespace"], e["name"], e["node"], e["plugin"], originals, owners) for e in entries]
+
+    def run_entries(
+        log: str, owners: dict[str, str], node_of: dict[str, str]
+    ) -> tuple[list[Entry], list[Entry]]:
+        lines = log.splitlines()
+        evicted = [
+            _entry(m[1], m[2], m[3], m[5], originals, owners) for m in map(_EVICTED.search, lines) if m
+        ]
+        refused = [
+            _entry(m[1], m[2], node_of.get(m[2], ""), m[4], originals, owners)
+            for m in map(_REFUSED.search, lines)
+            if m
+        ]
+        return evicted, refused
+
+    run_evicted_1, run_refused_1 = run_entries(log, owner_of, node_of)
+    sim_refused_1 = keyed([e for e in sim.get("refused", []) if e["cycle"] == 1], sim_owner)
+    out.cycles.append(
+        CycleOutcome(1, run_evicted_1, keyed(ours, sim_owner), run_refused_1, sim_refused_1, seconds)
+    )
+    known = set(originals)
+    later = time.monotonic()
+    for k in range(2, CYCLES + 1):
+        wait_for(
+            lambda: _between_cycles(cp, c),
+            f"cluster {c.seed} settled after cycle {k - 1}",
+            timeout=120,
+            interval=0.5,
+        )
+        out.cycles[-1].settle_seconds = time.monotonic() - t0
+        pods = _pods(cp, c.namespace)
+        known |= {p["metadata"]["name"] for p in pods}
+        real_owner = {**owner_of, **{p["metadata"]["name"]: _owner(p) for p in pods}}
+        node_of = {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in pods}
+        t0 = time.monotonic()
+        log = _run_once(cp, policy)
+        seconds = time.monotonic() - t0
+        (tmp / f"run-{c.seed}-{k}.log").write_text(log)
+        run_evicted_k, run_refused_k = run_entries(log, real_owner, node_of)
+        sim_cycle = sim["cycles"][k - 1]["evictions"] if len(sim["cycles"]) >= k else []
+        out.cycles.append(
+            CycleOutcome(
+                k,
+                run_evicted_k,
+                keyed(sim_cycle, sim_owner),
+                run_refused_k,
+                keyed([e for e in sim.get("refused", []) if e["cycle"] == k], sim_owner),
+                seconds,
+            )
+        )
+        if k == CYCLES:
+            break
+        t0 = time.monotonic()
+        gone = {m[2] for m in map(_EVICTED.search, log.splitlines()) if m}
+        wait_for(
+            functools.partial(_replaced, cp, c, gone, set(known)),
+            f"the replacements of cluster {c.seed}, cycle {k}",
+            timeout=120,
+            interval=0.5,
+        )
+        _settled_placements(cp, c.namespace, known)
+        out.cycles[-1].settle_seconds = time.monotonic() - t0
+    out.later_seconds = time.monotonic() - later
     return out
 
 
@@ -409,11 +614,30 @@ def report(o: Outcome) -> str:
         f"common {common} (Jaccard {common / union:.0%}), identical lists: {o.run_evicted == o.sim_evicted}; "
         f"refused run {len(o.run_refused)}, simulate predicted {len(o.sim_refused)}; "
         f"replacements on a predicted node {hit}/{total} ({hit / (total or 1):.0%}); "
-        f"created after their evictions: {_ms(o.created_after)}",
+        f"created after their evictions: {_ms(o.created_after)}; "
+        f"cycles 2-{CYCLES} took {o.later_seconds:.0f} s",
         *(f"  {rs}: {a}/{b}" for rs, (a, b) in o.per_rs.items()),
         *(f"  model {m}: {a}/{b}" for m, (a, b) in o.models.items()),
+        *(
+            f"  cycle {k.cycle}: evictions run {len(k.run_evicted)}, simulate {len(k.sim_evicted)}; "
+            f"refused run {len(k.run_refused)}, simulate {len(k.sim_refused)}; identical: {k.agree()}, "
+            f"by pod name: {k.same_pods()} "
+            f"(run {k.seconds:.1f} s, settled {k.settle_seconds:.1f} s later)"
+            + ("" if k.same_pods() else f"\n    {_differences(k, 1)}\n    by pod name: {_differences(k, 0)}")
+            for k in o.cycles
+        ),
     ]
     return "\n".join(lines)
+
+
+def _differences(k: CycleOutcome, part: int) -> str:
+    run_e, sim_e = _counts(k.run_evicted, part), _counts(k.sim_evicted, part)
+    run_r, sim_r = _counts(k.run_refused, part), _counts(k.sim_refused, part)
+    return (
+        f"evicted by run only {sorted((run_e - sim_e).elements())}, by simulate only "
+        f"{sorted((sim_e - run_e).elements())}; refused by run only {sorted((run_r - sim_r).elements())}, "
+        f"by simulate only {sorted((sim_r - run_r).elements())}"
+    )
 
 
 def _ms(delays: list[float]) -> str:
@@ -439,6 +663,11 @@ def test_simulate_predicts_run(cp: ControlPlane, seed: int, tmp_path: Path) -> N
     assert len(o.run_evicted) >= 5
     assert sorted(o.run_evicted) == sorted(o.sim_evicted), report(o)
     assert sorted(o.run_refused) == sorted(o.sim_refused), report(o)
+    # every cycle: the same evictions and refusals (issue 24); a later cycle has something to compare
+    assert [k.cycle for k in o.cycles] == list(range(1, CYCLES + 1))
+    assert all(k.agree() for k in o.cycles), report(o)
+    if CYCLES > 1:
+        assert sum(len(k.run_evicted) for k in o.cycles[1:]) >= 1, report(o)
 
 
 def _tree_order(seed: int) -> dict[str, int]:
@@ -503,6 +732,8 @@ def test_placement_agreement_overall(cp: ControlPlane) -> None:
         a = sum(o.models[m][0] for o in OUTCOMES)
         b = sum(o.models[m][1] for o in OUTCOMES)
         print(f"  with --placement-order/--terminating-pods {m}: {a}/{b} ({a / (b or 1):.1%})")
+    later = sum(o.later_seconds for o in OUTCOMES)
+    print(f"  cycles after the first (runs and waits) took {later:.0f} s over {len(OUTCOMES)} clusters")
     delays = sorted(d for o in OUTCOMES for d in o.created_after)
     print(f"  replacements created after their evictions: {_ms(delays)}")
     log = cp.workdir / "kube-scheduler.log"
