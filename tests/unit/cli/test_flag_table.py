@@ -303,3 +303,20 @@ def test_a_port_taken_after_the_check_is_still_one_line() -> None:
         with pytest.raises(UserError) as err:
             server.start()
     assert str(err.value).startswith(f"--secure-port: cannot listen on 127.0.0.1:{port}: ")
+
+
+def test_a_start_that_cannot_connect_ends_in_a_json_line_with_json_logging(kubeconfig: Path) -> None:
+    code, _, err, took = desched(
+        "run",
+        f"--policy-config-file={POLICY}",
+        f"--kubeconfig={kubeconfig}",
+        "--secure-port=0",
+        "--client-connection-timeout=1s",
+        "--logging-format=json",
+    )
+    assert code == 2
+    lines = err.strip().splitlines()
+    docs = [json.loads(line) for line in lines]  # every line is JSON, the last says why it stopped
+    assert docs[-1]["level"] == "error" and docs[-1]["exitCode"] == 2
+    assert docs[-1]["msg"].startswith("cannot reach the API server at https://127.0.0.1:"), docs[-1]
+    assert took < 15
