@@ -4,7 +4,9 @@ NoSchedule taint is moved by ``desched run`` (once, RemovePodsViolatingNodeTaint
 restart: a watch on the Deployment never sees it without an available replica, the old pod goes
 only after the new one is Ready, there is exactly one rollout, and the Events and log say so. The
 same Deployment without ``surge`` is evicted and has no available replica for a while: the
-difference is what the test proves. A ``maxSurge: 0`` Deployment is evicted as today.
+difference is what the test proves. A ``maxSurge: 0`` Deployment and a StatefulSet are evicted as
+today; a surge whose new pod fits no node is reported failed after its timeout, once, and the old
+pod keeps serving.
 
 Reuses tests/e2e/test_live_run.py's cluster (kwok nodes e2e-n1..3, desched under the deploy/
 ServiceAccount and ClusterRole) plus the kustomize Component deploy/kubernetes/surge.
@@ -23,7 +25,7 @@ import yaml
 from tests.e2e import test_live_run
 from tests.e2e.controlplane import ApiError, ControlPlane
 from tests.e2e.support import apply_manifest, single_plugin_policy, wait_for
-from tests.e2e.test_live_run import ROOT, Cluster, new_namespace, run_once
+from tests.e2e.test_live_run import NODES, ROOT, Cluster, new_namespace, run_once
 from tests.e2e.test_safe_disruption import available, deployment, desched_events
 
 #: the live-run module's cluster fixture
@@ -254,3 +256,75 @@ def test_a_deployment_that_cannot_surge_is_evicted_as_today(cluster: Cluster, tm
     assert dep["metadata"]["generation"] == generation  # not restarted: evicted
     assert "method=surge" not in proc.stderr, proc.stderr
     assert f"pod={ns}/{old['metadata']['name']}" in proc.stderr, proc.stderr
+
+
+def test_a_surge_that_cannot_finish_is_reported_failed_after_its_timeout(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Every node tainted: the new pod fits nowhere, the rollout cannot finish; desched reports the
+    surge failed after its timeout (once), and the old pod keeps serving."""
+    cp = cluster.cp
+    cp.start_scheduler()
+    cp.start_controller_manager()
+    for doc in yaml.safe_load_all(SURGE_RBAC.read_text()):
+        apply_manifest(cp, doc)
+    ns, old = start_one(cluster, "surgefail")
+    path = single_plugin_policy(
+        tmp_path / "fail.yaml",
+        ns,
+        "RemovePodsViolatingNodeTaints",
+        {},
+        evictionPolicy={"surge": {"timeout": "8s"}},
+    )
+    for node in NODES:
+        set_taint(cp, node, True)
+    try:
+        started = time.monotonic()
+        proc = run_once(cluster, path)
+        took = time.monotonic() - started
+        assert "surge failed" in proc.stderr and "surge done" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("method=surge") == 2, proc.stderr  # the eviction line, the failure
+        assert "not done after 8s" in proc.stderr and "is still there" in proc.stderr, proc.stderr
+        assert took >= 8, took
+        # the old pod still serves; the new one waits for a node
+        now = {p["metadata"]["uid"]: p for p in pods(cp, ns)}
+        assert old["metadata"]["uid"] in now and _ready(now[old["metadata"]["uid"]])
+        pending = [p for uid, p in now.items() if uid != old["metadata"]["uid"]]
+        assert len(pending) == 1 and not pending[0]["spec"].get("nodeName"), pending
+        evs = wait_for(
+            lambda: [e for e in desched_events(cluster, ns) if e["reason"] == "SurgeFailed"],
+            "the SurgeFailed Events",
+            timeout=30,
+        )
+        assert sorted(e["regarding"]["kind"] for e in evs) == ["Deployment", "Pod"], evs
+        assert all(e["type"] == "Warning" for e in evs)
+    finally:
+        for node in NODES:
+            set_taint(cp, node, False)
+
+
+def test_a_statefulset_pod_is_evicted_not_surged(cluster: Cluster, tmp_path: Path) -> None:
+    cp = cluster.cp
+    cp.start_scheduler()
+    cp.start_controller_manager()
+    ns = new_namespace(cp, "surgests")
+    sts = deployment("db", 1)
+    sts["kind"] = "StatefulSet"
+    sts["spec"]["serviceName"] = "db"
+    cp.request("POST", f"/apis/apps/v1/namespaces/{ns}/statefulsets", sts)
+    wait_for(lambda: available(cp, ns) == 1, "the pod Ready", timeout=90)
+    (old,) = pods(cp, ns)
+    node = old["spec"]["nodeName"]
+    set_taint(cp, node, True)
+    try:
+        proc = run_once(cluster, policy(tmp_path, ns, surge=True))
+        wait_for(
+            lambda: [p for p in pods(cp, ns) if p["metadata"]["uid"] != old["metadata"]["uid"]],
+            "the pod re-created",
+            timeout=60,
+        )
+    finally:
+        set_taint(cp, node, False)
+    assert "method=surge" not in proc.stderr, proc.stderr
+    assert f"pod={ns}/db-0" in proc.stderr, proc.stderr
+    assert not [e for e in desched_events(cluster, ns) if e["reason"].startswith("Surge")]
