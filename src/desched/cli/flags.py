@@ -423,6 +423,17 @@ def check_bindable(port_name: str, address_name: str, port: int, address: str, r
         sock.close()
 
 
+def _written(argv: Sequence[str], action: argparse.Action) -> str | None:
+    """The spelling of an option the user wrote last (``--client-connection-kubeconfig`` rather
+    than ``--kubeconfig``), so the message names what is on their command line."""
+    found: str | None = None
+    for token in argv:
+        name = token.partition("=")[0]
+        if name in action.option_strings and name.startswith("--"):  # -o is told as --output
+            found = name
+    return found
+
+
 def _raw(argv: Sequence[str], action: argparse.Action) -> str | None:
     """The text the user wrote for an option (the last time), to name it in a message."""
     found: str | None = None
@@ -440,7 +451,7 @@ def validate(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Se
     mistake is a :class:`UserError` naming the option and the value."""
     command = args.command
     actions = command_actions(parser, command)
-    names = {action.dest: option_name(action) for action in actions}
+    names = {action.dest: _written(argv, action) or option_name(action) for action in actions}
     relations = [r for r in RELATIONS if r.command == command]
     # which options go together is told first (it holds whatever their values), then each value,
     # then the rules that compare values or use them (a port that must be free)

@@ -319,7 +319,7 @@ def check(argv: list[str]) -> None:
         said += [t.split("=", 1)[1] for t in argv if t.startswith("--") and "=" in t]
         said += [t for t in argv if not t.startswith("-")]
         # a control character the user wrote is shown escaped (desched.errors), as repr shows it
-        named = any(s and (s in last or _escaped(s) in last) for s in said)
+        named = any(s and (s in last or _escaped(s) in last or repr(s)[1:-1] in last) for s in said)
         # argparse's own words for an option are the option (`argument --x`), or a positional's name
         named = named or "argument " in last or "required" in last
         # a file given to an option that reads it (a policy, a snapshot) whose content is wrong:
@@ -368,6 +368,10 @@ REGRESSIONS: list[tuple[list[str], str]] = [
     (["simulate", CLUSTER, f"--policy={SCORER}", f"--now={NOW}"], "apiVersion: must be descheduler/v1alpha2"),
     # found by the fuzzer: argparse hands `--flag=--` an empty list (a TypeError in logs.configure)
     (["completion", "bash", "--v=--"], "--v: must be a whole number, got --"),
+    (
+        ["snapshot", f"--output={WORK / 'snap.json'}", "--client-connection-kubeconfig", "\x80"],
+        "--client-connection-kubeconfig: file '\\x80' does not exist",
+    ),
     (["--logging-format=--", "version"], "--logging-format: must be one of a list, got --"),
     (["run", f"--policy-config-file={POLICY}", "--secure-port=--"], "--secure-port: must be a TCP port"),
 ]
