@@ -33,5 +33,14 @@ export DESCHED_ACTIONLINT
 # from the Go module proxy, then cached beside the control plane, keyed by its sources' hash)
 DESCHED_UPSTREAM_DIFF=$(bash hack/e2e/build-upstream-diff.sh | tail -n 1)
 export DESCHED_UPSTREAM_DIFF
+# chromium, to load the HTML report headless (tests/unit/report/test_report_browser.py): Debian's
+# package, installed when missing and this runs as root; otherwise those tests skip, saying why.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+  else
+    echo "test.sh: chromium is not installed and this is not root: the report's browser tests will skip" >&2
+  fi
+fi
 
 .venv/bin/python -m pytest "$@"

@@ -80,7 +80,7 @@ class SimulateRequest:
     kube_scheduler_config: str | None = None
     explain: tuple[str, ...] = ()
     explain_all: bool = False
-    #: The HTML report's directory.
+    #: ``--report``: the HTML file to write, or a directory for its index.html.
     report: str | None = None
 
 
@@ -363,6 +363,7 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
         if explainer is not None:
             explainer.write_text(out)
     if request.report:
+        from desched.report.charts import policy_thresholds
         from desched.report.html import write_report
 
         try:
@@ -373,6 +374,7 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
                 snapshot=request.snapshot,
                 policy=request.policy,
                 pods_total=pods_total,
+                thresholds=policy_thresholds(policy.profiles),
             )
         except OSError as e:
             raise UserError("--report", f"cannot write the report: {e.strerror or e}") from None

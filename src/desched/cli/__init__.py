@@ -754,8 +754,9 @@ def _add_placement_arguments(sim: argparse.ArgumentParser) -> None:
     )
     sim.add_argument(
         "--report",
-        metavar="DIR",
-        help="write an HTML report (DIR/index.html) with PNG charts; needs the 'report' extra",
+        metavar="FILE.html|DIR",
+        help="write the HTML report, one self-contained file (charts inlined), to FILE.html, or to "
+        "DIR/index.html for a path not ending in .html; needs the 'report' extra",
     )
 
 

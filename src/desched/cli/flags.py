@@ -41,6 +41,7 @@ KINDS = {
     "input": "a policy, snapshot or config file to read",
     "output-file": "a file to write",
     "output-dir": "a directory to write in (made if missing)",
+    "report-target": "an .html file to write, or a directory to write index.html in",
     "time": "an RFC 3339 time",
     "quantity": "a quantity of bytes",
     "list": "a comma-separated or repeated list",
@@ -168,7 +169,7 @@ FLAGS: dict[tuple[str, str], Flag] = {
     ("simulate", "terminating_pods"): Flag("choice"),
     ("simulate", "kube_scheduler_config"): Flag("input", nonempty=True),
     ("simulate", "cycles"): Flag("int", minimum=1),
-    ("simulate", "report"): Flag("output-dir", nonempty=True),
+    ("simulate", "report"): Flag("report-target", nonempty=True),
     # validate
     ("validate", "policy"): Flag("input", nonempty=True),
     ("validate", "output"): Flag("choice"),
@@ -348,6 +349,11 @@ def check_value(flag: Flag, name: str, value: Any, raw: Any = None) -> None:
         _check_writable_file(name, value)
     elif flag.kind == "output-dir" and isinstance(value, str):
         _check_writable_dir(name, value)
+    elif flag.kind == "report-target" and isinstance(value, str):
+        if Path(value).suffix.lower() in (".html", ".htm") and not Path(value).is_dir():
+            _check_writable_dir(name, str(Path(value).parent))  # (made if missing)
+        else:
+            _check_writable_dir(name, value)
     if flag.check is not None:
         reason = flag.check(value)
         if reason:

@@ -3,16 +3,20 @@
 matplotlib is the optional extra ``report`` (``pip install 'desched[report]'``); without it,
 :func:`require_matplotlib` raises a :class:`~desched.errors.UserError` naming the extra.
 
-Charts (each a file next to the HTML page):
+Charts (PNG images the HTML page inlines as data URIs; :func:`write_charts` also writes them as
+files):
 
 - ``utilisation-<resource>.png``: requests as % of allocatable per node, before and after (bars
-  per node up to :data:`MAX_NODE_BARS` nodes; a histogram of nodes per 5% band beyond);
+  per node up to :data:`MAX_NODE_BARS` nodes; a histogram of nodes per 5% band beyond), with the
+  policy's LowNodeUtilization/HighNodeUtilization thresholds of that resource drawn across;
 - ``evictions-by-plugin.png``: evictions per profile/plugin, stacked per cycle;
 - ``topology-skew.png``: skew before and after of the worst constraints, against their maxSkew.
 """
 
 from __future__ import annotations
 
+import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +26,15 @@ from desched.errors import UserError
 if TYPE_CHECKING:
     from desched.simulation import Simulation
 
-__all__ = ["MAX_NODE_BARS", "MISSING_MATPLOTLIB", "Chart", "require_matplotlib", "write_charts"]
+__all__ = [
+    "MAX_NODE_BARS",
+    "MISSING_MATPLOTLIB",
+    "Chart",
+    "Threshold",
+    "render_charts",
+    "require_matplotlib",
+    "write_charts",
+]
 
 MISSING_MATPLOTLIB = "needs matplotlib, which is not installed: pip install 'desched[report]'"
 
@@ -36,6 +48,10 @@ AFTER_COLOUR = "#2b7bb9"
 LIMIT_COLOUR = "#d62728"
 CYCLE_COLOURS = ("#2b7bb9", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7")
 RESOURCES = ("cpu", "memory", "pods")
+THRESHOLD_COLOURS = ("#e8a33d", "#7b3fa0", "#2a9d8f", "#c0392b")
+
+
+THRESHOLD_STYLES = ("--", "-.", ":")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +59,42 @@ class Chart:
     file: str
     title: str
     description: str
+    #: The PNG image.
+    png: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """A utilisation threshold of the policy, drawn across the utilisation chart of its resource:
+    e.g. ``Threshold("cpu", 20.0, "default/LowNodeUtilization thresholds")``."""
+
+    resource: str
+    value: float
+    label: str
+
+
+def policy_thresholds(profiles: Sequence[Any]) -> list[Threshold]:
+    """The utilisation thresholds of a policy's profiles (``Policy.profiles``) that apply to
+    requests as % of allocatable: LowNodeUtilization's ``thresholds`` and ``targetThresholds``,
+    HighNodeUtilization's ``thresholds``, each resource the args set. Deviation thresholds
+    (relative to the mean) and thresholds on measured usage (metricsUtilization) are left out:
+    the charts draw requests."""
+    out: list[Threshold] = []
+    for profile in profiles:
+        for plugin, fields in (
+            ("LowNodeUtilization", (("thresholds", "low"), ("target_thresholds", "target"))),
+            ("HighNodeUtilization", (("thresholds", "low"),)),
+        ):
+            args = profile.args.get(plugin)
+            if args is None or getattr(args, "use_deviation_thresholds", False):
+                continue
+            if getattr(args, "metrics_utilization", None) is not None:
+                continue
+            for attr, word in fields:
+                for resource, value in sorted((getattr(args, attr, None) or {}).items()):
+                    if resource in RESOURCES:
+                        out.append(Threshold(resource, float(value), f"{profile.name}/{plugin} {word}"))
+    return out
 
 
 def require_matplotlib() -> None:
@@ -72,24 +124,37 @@ def _pyplot() -> Any:
     return plt
 
 
-def write_charts(sim: Simulation, directory: Path) -> list[Chart]:
-    """Draw every chart of ``sim`` (a :class:`desched.simulation.Simulation`) into
-    ``directory``; returns them in page order."""
+def render_charts(sim: Simulation, thresholds: Sequence[Threshold] = ()) -> list[Chart]:
+    """Draw every chart of ``sim`` (a :class:`desched.simulation.Simulation`) as PNG, in page
+    order; ``thresholds`` are drawn on the utilisation chart of their resource."""
     plt = _pyplot()
-    directory.mkdir(parents=True, exist_ok=True)
-    charts = [_utilisation(plt, sim, resource, directory) for resource in RESOURCES]
-    charts.append(_evictions(plt, sim, directory))
-    charts.append(_skew(plt, sim, directory))
+    charts = [
+        _utilisation(plt, sim, resource, [t for t in thresholds if t.resource == resource])
+        for resource in RESOURCES
+    ]
+    charts.append(_evictions(plt, sim))
+    charts.append(_skew(plt, sim))
     return charts
 
 
-def _save(plt: Any, fig: Any, path: Path) -> None:
+def write_charts(sim: Simulation, directory: Path, thresholds: Sequence[Threshold] = ()) -> list[Chart]:
+    """:func:`render_charts`, each PNG also written into ``directory`` under its file name."""
+    directory.mkdir(parents=True, exist_ok=True)
+    charts = render_charts(sim, thresholds)
+    for chart in charts:
+        (directory / chart.file).write_bytes(chart.png)
+    return charts
+
+
+def _save(plt: Any, fig: Any) -> bytes:
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100, metadata={"Software": "desched"})
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": "desched"})
     plt.close(fig)
+    return buffer.getvalue()
 
 
-def _utilisation(plt: Any, sim: Simulation, resource: str, directory: Path) -> Chart:
+def _utilisation(plt: Any, sim: Simulation, resource: str, thresholds: Sequence[Threshold]) -> Chart:
     name = f"utilisation-{resource}.png"
     before = {u.name: getattr(u, resource) for u in sim.before.nodes}
     after = {u.name: getattr(u, resource) for u in sim.after.nodes}
@@ -97,7 +162,8 @@ def _utilisation(plt: Any, sim: Simulation, resource: str, directory: Path) -> C
     b_stats, a_stats = sim.before.stats(resource), sim.after.stats(resource)
     title = f"{resource}: requests as % of allocatable, per node"
     if len(nodes) <= MAX_NODE_BARS:
-        fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(nodes) + 3), 4.2))
+        legend = 3.2 if thresholds else 0.0  # room for the thresholds' names beside the plot
+        fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(nodes) + 3) + legend, 4.2))
         xs = list(range(len(nodes)))
         width = 0.4
         ax.bar(
@@ -121,9 +187,17 @@ def _utilisation(plt: Any, sim: Simulation, resource: str, directory: Path) -> C
         top = max([100.0, *before.values(), *after.values()])
         ax.set_ylim(0, top * 1.08)
         ax.axhline(100, color=LIMIT_COLOUR, linewidth=0.8, linestyle=":")
+        for k, t in enumerate(thresholds):
+            ax.axhline(
+                t.value,
+                color=THRESHOLD_COLOURS[k % len(THRESHOLD_COLOURS)],
+                linewidth=1.4,
+                linestyle=THRESHOLD_STYLES[k % len(THRESHOLD_STYLES)],
+                label=f"{t.label} {t.value:g}%",
+            )
         description = f"one pair of bars per node ({len(nodes)} nodes): grey before, blue after"
     else:
-        fig, ax = plt.subplots(figsize=(8.0, 4.2))
+        fig, ax = plt.subplots(figsize=(8.0 + (3.2 if thresholds else 0.0), 4.2))
         top = max([100.0, *before.values(), *after.values()])
         edges = [5.0 * k for k in range(int(top // 5) + 2)]
         ax.hist(
@@ -132,6 +206,14 @@ def _utilisation(plt: Any, sim: Simulation, resource: str, directory: Path) -> C
             label=["before", "after"],
             color=[BEFORE_COLOUR, AFTER_COLOUR],
         )
+        for k, t in enumerate(thresholds):
+            ax.axvline(
+                t.value,
+                color=THRESHOLD_COLOURS[k % len(THRESHOLD_COLOURS)],
+                linewidth=1.4,
+                linestyle=THRESHOLD_STYLES[k % len(THRESHOLD_STYLES)],
+                label=f"{t.label} {t.value:g}%",
+            )
         ax.set_xlabel("% of allocatable requested")
         ax.set_ylabel("nodes")
         title = f"{resource}: nodes per 5% utilisation band"
@@ -140,12 +222,15 @@ def _utilisation(plt: Any, sim: Simulation, resource: str, directory: Path) -> C
         f"{title}\nmean {b_stats.mean:.1f}% → {a_stats.mean:.1f}%, "
         f"stddev {b_stats.stddev:.1f} → {a_stats.stddev:.1f}, max {b_stats.max:.1f}% → {a_stats.max:.1f}%"
     )
+    if thresholds:
+        description += "; the policy's thresholds: " + ", ".join(
+            f"{t.label} {t.value:g}%" for t in thresholds
+        )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
-    _save(plt, fig, directory / name)
-    return Chart(name, f"Node utilisation: {resource}", description)
+    return Chart(name, f"Node utilisation: {resource}", description, _save(plt, fig))
 
 
-def _evictions(plt: Any, sim: Simulation, directory: Path) -> Chart:
+def _evictions(plt: Any, sim: Simulation) -> Chart:
     name = "evictions-by-plugin.png"
     labels: list[str] = []
     for cycle in sim.cycles:
@@ -187,15 +272,15 @@ def _evictions(plt: Any, sim: Simulation, directory: Path) -> Chart:
     ax.set_title(f"Evictions per plugin ({total} in {len(sim.cycles)} cycle(s))")
     if len(per_cycle) > 1:
         ax.legend(loc="lower right", fontsize=9)
-    _save(plt, fig, directory / name)
     return Chart(
         name,
         "Evictions per plugin",
         "pods evicted by each profile / plugin" + (", stacked per cycle" if len(per_cycle) > 1 else ""),
+        _save(plt, fig),
     )
 
 
-def _skew(plt: Any, sim: Simulation, directory: Path) -> Chart:
+def _skew(plt: Any, sim: Simulation) -> Chart:
     from desched.report.output import skew_pairs, skew_ref
 
     name = "topology-skew.png"
@@ -204,8 +289,7 @@ def _skew(plt: Any, sim: Simulation, directory: Path) -> Chart:
         fig, ax = plt.subplots(figsize=(8.0, 2.0))
         ax.axis("off")
         ax.text(0.5, 0.5, "No pod declares a topology spread constraint.", ha="center", va="center")
-        _save(plt, fig, directory / name)
-        return Chart(name, "Topology skew", "no topology spread constraints")
+        return Chart(name, "Topology skew", "no topology spread constraints", _save(plt, fig))
     labels = []
     for b, a in pairs:
         ref = skew_ref(b, a)
@@ -234,5 +318,9 @@ def _skew(plt: Any, sim: Simulation, directory: Path) -> Chart:
     total = len(sim.before.skew)
     ax.set_title(f"Topology skew, worst {len(pairs)} of {max(total, len(pairs))} constraint(s)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
-    _save(plt, fig, directory / name)
-    return Chart(name, "Topology skew", "skew per constraint before (grey) and after (blue); red: maxSkew")
+    return Chart(
+        name,
+        "Topology skew",
+        "skew per constraint before (grey) and after (blue); red: maxSkew",
+        _save(plt, fig),
+    )

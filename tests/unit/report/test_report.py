@@ -3,6 +3,7 @@ its PNG charts, the flags and their one-line errors."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -257,26 +258,95 @@ def test_report_writes_the_page_and_readable_charts(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     out_dir = tmp_path / "out"
-    code, _, err = run(capsys, "--report", str(out_dir))
+    code, _, err = run(capsys, "--report", str(out_dir))  # a directory, as before: its index.html
     assert code == 0, err
     assert f"report written to {out_dir / 'index.html'}" in err
+    assert [p.name for p in out_dir.iterdir()] == ["index.html"]  # one file: the charts are inlined
     page = (out_dir / "index.html").read_text()
-    for chart in CHARTS:
-        data = (out_dir / chart).read_bytes()
-        assert data.startswith(PNG) and len(data) > 5000, chart
-        assert f'src="{chart}"' in page
+    images = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) == len(CHARTS)
+    for data in images:
+        png = base64.b64decode(data)
+        assert png.startswith(PNG) and len(png) > 5000
     for needle in (
         "Evictions and where the pods go",
+        "Per plugin",
+        "Refused",
         "Before and after",
         "Pods still violating",
         "Topology skew",
         "RemovePodsViolatingNodeTaints",
         "→ node-",
         "gone</span>",
+        "snapshot <code>cluster.yaml</code>",
+        "default/LowNodeUtilization low 20%",  # the policy's thresholds, drawn on the charts
     ):
         assert needle in page, needle
-    # self-contained apart from the PNGs: no remote resources, no scripts
+    assert str(ROOT) not in page  # no local path
+    # self-contained: no remote resources, no scripts
     assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_report_to_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    page = tmp_path / "new" / "desched.html"
+    code, _, err = run(capsys, "--report", str(page))
+    assert code == 0, err
+    assert f"report written to {page}" in err
+    assert [p.name for p in page.parent.iterdir()] == ["desched.html"]
+    code, _, err = run(capsys, "--report", str(tmp_path / "new" / "desched.html" / "x"))
+    assert code == 2 and "--report" in err
+
+
+def test_report_lists_refusals_and_skips(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "--report", str(tmp_path / "r.html"))
+    assert code == 0, err
+    assert "No eviction would be refused." in (tmp_path / "r.html").read_text()
+    safe = str(ROOT / "examples" / "policy-safe.yaml")
+    assert (
+        cli.main(["simulate", EXAMPLE, "--policy", safe, "--now", NOW, "--report", str(tmp_path / "s.html")])
+        == 0
+    )
+    capsys.readouterr()
+    page = (tmp_path / "s.html").read_text()
+    assert "<h2>Skipped by evictionPolicy: 11</h2>" in page
+    assert "max_evictions_per_workload" in page and "monitoring/reports-84c6d9f7b-1" in page
+    sim = small_simulation(3)
+    result = sim.cycles[0].result
+    result.records.append(
+        EvictionRecord(
+            "shop",
+            "web-9",
+            "n1",
+            "default",
+            "PodLifeTime",
+            "r",
+            EvictResult.FAILED,
+            error="429 Cannot evict pod as it would violate the pod's disruption budget. (budget web)",
+        )
+    )
+    page = write_report(sim, tmp_path / "p.html", now=NOW).read_text()
+    assert "<h2>Refused: 1</h2>" in page and "shop/web-9" in page
+    assert (
+        '429 Cannot evict pod as it would violate the pod&#x27;s disruption budget.</td><td class="num">1'
+        in page
+    )
+
+
+def test_policy_thresholds_are_drawn() -> None:
+    from desched.api.policy import load_policy_file
+    from desched.plugins import default_registry
+    from desched.report.charts import Threshold, policy_thresholds, render_charts
+
+    policy = load_policy_file(POLICY, default_registry())
+    found = policy_thresholds(policy.profiles)
+    assert Threshold("cpu", 20.0, "default/LowNodeUtilization low") in found
+    assert {t.resource for t in found} == {"cpu", "memory", "pods"}
+    sim = small_simulation(3)
+    plain, drawn = render_charts(sim)[0], render_charts(sim, found)[0]
+    assert (
+        plain.png != drawn.png
+        and "the policy's thresholds: default/LowNodeUtilization low 20%" in drawn.description
+    )
 
 
 def test_report_without_matplotlib_names_the_extra(
