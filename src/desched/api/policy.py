@@ -479,8 +479,18 @@ def read_document(text: str, source: str) -> Any:
 
 
 def load_policy_file(path: str | Path, registry: PluginCatalog) -> Policy:
+    return load_policy_bytes(read_policy_file(path), path, registry)
+
+
+def read_policy_file(path: str | Path) -> bytes:
+    """The bytes of a policy file (a regular file, bounded in size), or a PolicyError."""
     fail = documents.user_error(PolicyError)
-    data = documents.read_regular_file(path, "policy file", documents.MAX_POLICY_BYTES, fail)
+    return documents.read_regular_file(path, "policy file", documents.MAX_POLICY_BYTES, fail)
+
+
+def load_policy_bytes(data: bytes, path: str | Path, registry: PluginCatalog) -> Policy:
+    """Load a policy from the bytes read from ``path`` (``desched run`` hashes what it loads)."""
+    fail = documents.user_error(PolicyError)
     doc = read_document(documents.decode_utf8(data, str(path), fail), str(path))
     if doc is None:
         raise PolicyError(str(path), "empty file (expected a DeschedulerPolicy)")

@@ -22,7 +22,9 @@ the plugins (``handle.metrics``) is polled (metrics.k8s.io) or queried (Promethe
 (:mod:`desched.backends.usage_metrics`). With an evictionPolicy rule that remembers across cycles
 (cooldown, rateLimits, waitForReplacement) that memory is loaded from its ConfigMap before the
 first cycle (and on becoming the leader) and saved after each cycle that changed it, never in
-dry-run (:mod:`desched.runtime.statestore`).
+dry-run (:mod:`desched.runtime.statestore`). With ``--reload-policy`` (on by default) the policy
+file is read again before each cycle and at once on SIGHUP, and a changed one takes over between
+two cycles, never during one (:mod:`desched.app.reload`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from desched.api.policy import Policy, load_policy_file
+from desched.api.policy import Policy, load_policy_bytes, read_policy_file
+from desched.app.reload import carry_over, content_hash, describe_changes, read_policy, restart_needed
 from desched.backends import surge as surging
 from desched.backends.api_eviction import (
     RECONCILE_WINDOW_SECONDS,
@@ -57,7 +60,7 @@ from desched.errors import UserError
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
 from desched.framework.safety import is_available
-from desched.framework.types import EvictResult
+from desched.framework.types import EvictResult, LiveInputs
 from desched.k8s.objects import Event, Node, Pod
 from desched.kube import loop as kube_loop
 from desched.kube.client import RateLimiter, api_client, rate_limiter
@@ -122,6 +125,8 @@ class RunOptions:
     safety_state: str = DEFAULT_NAME
     #: --settling-window: seconds (0: off) the settling guard holds back pods whose readiness changed
     settling_window: float = DEFAULT_SETTLING_WINDOW
+    #: --reload-policy: a changed policy file (or SIGHUP) reloads the policy between two cycles
+    reload_policy: bool = True
 
 
 def relevant_change(kind: str, kind_event: str, old: Any, new: Any) -> bool:
@@ -167,9 +172,21 @@ def _occurrences(event: Event) -> int:
 
 
 class Descheduler:
-    def __init__(self, options: RunOptions, policy: Policy) -> None:
+    def __init__(self, options: RunOptions, policy: Policy, policy_hash: str = "") -> None:
         self.options = options
         self.policy = policy
+        #: the content hash of the policy file that runs (desched.app.reload.content_hash)
+        self.policy_hash = policy_hash
+        #: the last policy file content (or read error) that failed to reload: told once, not every cycle
+        self._failed: str | None = None
+        #: set by SIGHUP: read the policy file now (between cycles) or once the running cycle ends
+        self.hup = asyncio.Event()
+        #: what a reload needs to apply (set by run())
+        self._api: Any = None
+        self._events: EventRecorder | None = None
+        self._elector: LeaderElector | None = None
+        self._watched = LiveInputs()
+        self.persistence: SafetyPersistence | None = None
         self.registry = default_registry()
         self.stop = asyncio.Event()
         self.trigger = asyncio.Event()
@@ -222,6 +239,9 @@ class Descheduler:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._shutdown, sig)
+        loop.add_signal_handler(signal.SIGHUP, self._on_hup)
+        if self.metrics is not None and self.policy_hash:
+            self.metrics.observe_policy(self.policy_hash)
         # the kubeconfig (and an exec credential plugin) may hang too: bound it with the rest
         cfg, source = await load_config_bounded(
             opts.kubeconfig, opts.context, opts.connect_timeout, self.stop, self.signals
@@ -230,9 +250,10 @@ class Descheduler:
         api = api_client(cfg)
         limiter = rate_limiter(opts.qps, opts.burst)
         framework = self.framework = Framework(self.policy, self.registry)
-        persistence = self._persistence(framework, api)
+        self._api = api
+        self.persistence = self._persistence(framework, api)
         # what the plugins declare they read beyond the default kinds (e.g. Warning Events)
-        inputs = framework.live_inputs()
+        inputs = self._watched = framework.live_inputs()
         kinds = DEFAULT_KINDS + (("Event",) if inputs.warning_events else ())
         kinds += WORKLOAD_KINDS if inputs.workloads else ()
         cache = LiveCache(
@@ -285,9 +306,11 @@ class Descheduler:
                 await usage.start(self.stop)
             self.ready = True
             if opts.leader_elect and not opts.dry_run:
-                elector = LeaderElector(api, opts.leader)
+                elector = self._elector = LeaderElector(api, opts.leader)
                 tasks.append(asyncio.create_task(elector.run(self.stop)))
-            events = EventRecorder(api, loop, failures=self.policy.eviction_failure_event_notification)
+            events = self._events = EventRecorder(
+                api, loop, failures=self.policy.eviction_failure_event_notification
+            )
             # node downgrades (plugins' node actions): expiry is read from the nodes, at every cycle's
             # start and when the earliest one is due, never from memory
             downgrades = NodeDowngrades(
@@ -305,16 +328,27 @@ class Descheduler:
             skipped = False
             while not self.stop.is_set():
                 if elector is not None and not elector.is_leader():
-                    if persistence is not None:
-                        persistence.forget()  # a leader elsewhere may write it meanwhile
+                    if self.persistence is not None:
+                        self.persistence.forget()  # a leader elsewhere may write it meanwhile
                     await self._wait_any(elector.became_leader.wait(), None)
                     if self.stop.is_set():
                         break
+                # a cycle boundary: a changed policy file (or a SIGHUP) takes over here
+                await self._reload(forced=self.hup.is_set())
                 if await self._cache_in_sync(cache):
+                    persistence = self.persistence
                     if persistence is not None and not persistence.loaded:
                         await persistence.load()
                     await self._cycle(
-                        framework, cache, api, loop, limiter, elector, events, downgrades, usage
+                        self.framework or framework,
+                        cache,
+                        api,
+                        loop,
+                        limiter,
+                        elector,
+                        events,
+                        downgrades,
+                        usage,
                     )
                     # dry-run evicted nothing: it keeps what it charged in memory only
                     if (
@@ -388,6 +422,100 @@ class Descheduler:
             await self._wait_any(asyncio.sleep(0.2), None)
         return False
 
+    def _on_hup(self) -> None:
+        if not self.options.reload_policy:
+            log.info("received SIGHUP: ignored (--reload-policy=false; a restart applies a new policy)")
+            return
+        log.info("received SIGHUP: reading the policy file again")
+        self.hup.set()
+
+    def _own_object(self) -> dict[str, str] | None:
+        """What a PolicyReloadFailed Event is about: desched's pod ($POD_NAME in $POD_NAMESPACE, the
+        downward API), else the Lease it holds with --leader-elect, else nothing."""
+        name, namespace = os.environ.get("POD_NAME", "").strip(), os.environ.get("POD_NAMESPACE", "").strip()
+        if name and namespace:
+            return {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name}
+        if self._elector is not None:
+            lease = self.options.leader
+            return {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "namespace": lease.namespace,
+                "name": lease.name,
+            }
+        return None
+
+    async def _reload(self, *, forced: bool) -> None:
+        """At a cycle boundary: load the policy file again if its content changed (or on SIGHUP).
+        A new policy that does not load, or that changes what only a restart applies, leaves the
+        running one in place: one error line naming the field, a Warning Event, the metric."""
+        self.hup.clear()
+        opts = self.options
+        old = self.framework
+        if not opts.reload_policy or old is None:
+            return
+        try:
+            data = read_policy_file(opts.policy_file)
+        except UserError as e:
+            self._reload_failed(f"unreadable: {e}", str(e))
+            return
+        digest = content_hash(data)
+        if digest == self.policy_hash:
+            if forced:
+                log.info("policy file unchanged (hash %s): nothing to reload", digest)
+            self._failed = None  # (back to the running policy: a later bad one is told again)
+            return
+        if digest == self._failed and not forced:
+            return  # this content failed already: told once
+        try:
+            policy = load_policy_bytes(data, opts.policy_file, self.registry)
+            framework = Framework(policy, self.registry)
+        except UserError as e:
+            self._reload_failed(digest, str(e))
+            return
+        except FrameworkError as e:
+            self._reload_failed(digest, str(UserError("policy", str(e))))
+            return
+        problem = restart_needed(self.policy, policy, self._watched, framework.live_inputs())
+        if problem is not None:
+            self._reload_failed(digest, str(UserError(*problem)))
+            return
+        carry_over(old, framework)
+        changes = describe_changes(self.policy, policy)
+        previous = self.policy_hash
+        self.policy, self.framework, self.policy_hash, self._failed = policy, framework, digest, None
+        if self.persistence is not None:
+            self.persistence.forget()
+        self.persistence = self._persistence(framework, self._api)
+        if self._events is not None:
+            self._events.failures = policy.eviction_failure_event_notification
+        if self.metrics is not None:
+            self.metrics.observe_policy_reload("success")
+            self.metrics.observe_policy(digest)
+        log.info(
+            "policy reloaded (hash %s -> %s): %s",
+            previous,
+            digest,
+            "; ".join(changes) or "nothing that changes decisions (formatting, comments)",
+        )
+
+    def _reload_failed(self, key: str, error: str) -> None:
+        if key == self._failed:
+            return
+        self._failed = key
+        log.error("policy reload failed, the running policy (hash %s) stays: %s", self.policy_hash, error)
+        if self.metrics is not None:
+            self.metrics.observe_policy_reload("error")
+        regarding = self._own_object()
+        if self._events is None:
+            return
+        if regarding is None:
+            log.info("no PolicyReloadFailed Event: POD_NAME/POD_NAMESPACE are not set and no lease is held")
+            return
+        self._events.observe_policy_reload_failed(
+            regarding, f"{self.options.policy_file}: the running policy stays: {error}"
+        )
+
     def _shutdown(self, sig: int) -> None:
         self.signals.append(signal.Signals(sig).name)
         log.info("received %s: stopping new evictions and shutting down", signal.Signals(sig).name)
@@ -426,10 +554,21 @@ class Descheduler:
                     log.info("the cache is in sync again: running the skipped cycle")
                     return
                 remaining = min(remaining, RESYNC_POLL_SECONDS)
-            await self._wait_any(self.trigger.wait(), remaining)
+            await self._wait_any(self._trigger_or_hup(), remaining)
+            if self.hup.is_set():  # between cycles: the reload happens now, the wait goes on
+                await self._reload(forced=True)
+                continue
             if self.trigger.is_set():
                 await self._debounce()
                 return
+
+    async def _trigger_or_hup(self) -> None:
+        waits = {asyncio.ensure_future(self.trigger.wait()), asyncio.ensure_future(self.hup.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
     async def _debounce(self) -> None:
         """A change after a quiet period runs a cycle at once; in a burst (a change within
@@ -608,7 +747,7 @@ class Descheduler:
 
 
 def run(options: RunOptions) -> int:
-    policy = load_policy_file(options.policy_file, default_registry())
+    policy, digest = read_policy(options.policy_file, default_registry())
     if options.leader_elect and options.one_shot and not options.dry_run:
         raise UserError(
             "--leader-elect",
@@ -619,7 +758,8 @@ def run(options: RunOptions) -> int:
         Framework(policy, default_registry())
     except FrameworkError as e:
         raise UserError("policy", str(e)) from None
-    return kube_loop.run(Descheduler(options, policy).run())
+    log.info("policy %s loaded (hash %s)", options.policy_file, digest)
+    return kube_loop.run(Descheduler(options, policy, digest).run())
 
 
 def _cached_nodes(cache: LiveCache) -> list[Node]:

@@ -385,6 +385,8 @@ def _deployment_ref(target: str) -> dict[str, str]:
 
 #: The reason of the Event on a pod whose eviction the evictionPolicy skipped (desched only).
 EVICTION_SKIPPED = "EvictionSkipped"
+#: reason of the Warning Event on desched's own pod when a changed policy does not load
+POLICY_RELOAD_FAILED = "PolicyReloadFailed"
 #: A pod skipped for the same reason cycle after cycle gets one EvictionSkipped Event per this
 #: many seconds, not one per cycle (a cooldown over many pods would flood the apiserver).
 SKIP_EVENT_EVERY_SECONDS = 1800.0
@@ -492,6 +494,14 @@ class EventRecorder:
             pod = {"apiVersion": "v1", "kind": "Pod", "namespace": s.namespace, "name": s.pod}
             self._emit_to(s.namespace, s.pod, pod, "Warning", SURGE_FAILED, note)
 
+    def observe_policy_reload_failed(self, regarding: dict[str, str], note: str) -> None:
+        """A new policy did not load (the running one stays): a Warning on desched's own pod (or
+        its Lease), ``regarding`` names it."""
+        namespace, name = regarding["namespace"], regarding["name"]
+        self._emit_to(
+            namespace, name, regarding, "Warning", POLICY_RELOAD_FAILED, note, action="ReloadPolicy"
+        )
+
     def _emit(
         self,
         record: EvictionRecord,
@@ -511,7 +521,15 @@ class EventRecorder:
         self._emit_to(record.namespace, regarding["name"], regarding, type_, reason, note)
 
     def _emit_to(
-        self, namespace: str, name: str, regarding: dict[str, str], type_: str, reason: str, note: str
+        self,
+        namespace: str,
+        name: str,
+        regarding: dict[str, str],
+        type_: str,
+        reason: str,
+        note: str,
+        *,
+        action: str = "Descheduled",
     ) -> None:
         now = datetime.now(UTC)
         body = {
@@ -522,7 +540,7 @@ class EventRecorder:
             "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "reportingController": REPORTING_CONTROLLER,
             "reportingInstance": f"{REPORTING_CONTROLLER}-{self.instance}"[:128],
-            "action": "Descheduled",
+            "action": action,
             "reason": reason,
             "note": note[:1024],
             "type": type_,

@@ -601,6 +601,16 @@ def _add_run_parser(sub: Any) -> None:
         "waits this long; a change after a quiet period runs it at once (default 5s)",
     )
     run.add_argument(
+        "--reload-policy",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="BOOL",
+        help="read the policy file again before each cycle and on SIGHUP; a changed one takes over "
+        "between two cycles, a broken one leaves the running one in place (default true)",
+    )
+    run.add_argument(
         "--settling-window",
         type=_duration,
         default=40.0,
@@ -887,6 +897,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         event_driven=args.event_driven,
         debounce=args.event_debounce,
         settling_window=args.settling_window,
+        reload_policy=args.reload_policy,
         tracing=tracing,
         connect_timeout=args.client_connection_timeout,
         evictions_in_background=in_background,

@@ -220,6 +220,7 @@ FLAGS: dict[tuple[str, str], Flag] = {
     ("run", "event_driven"): Flag("bool"),
     ("run", "event_debounce"): Flag("duration", minimum=0),
     ("run", "settling_window"): Flag("duration", minimum=0),
+    ("run", "reload_policy"): Flag("bool"),
     ("run", "feature_gates"): Flag("map"),
     ("run", "otel_collector_endpoint"): Flag("endpoint"),
     ("run", "otel_transport_ca_cert"): Flag("file"),

@@ -176,6 +176,20 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        # desched's own: live policy reloads (desched.app.reload) and which policy runs
+        self.policy_reloads = Counter(
+            "desched_policy_reloads",
+            "Policy reloads of desched run (a changed policy file or SIGHUP), by result (success; "
+            "error: the new policy did not load and the running one stays)",
+            ["result"],
+            registry=self.registry,
+        )
+        self.policy_info = Gauge(
+            "desched_policy_info",
+            "The policy desched runs: 1 for the hash (sha256, first 16 hex digits) of its file's content",
+            ["hash"],
+            registry=self.registry,
+        )
         # anomaly judgements plugins report in the cycle result (the proposal's observability section;
         # the help texts name the in-tree plugin that reports them, unchanged for scrapers)
         self.anomaly_pods_anomalous = Gauge(
@@ -260,3 +274,11 @@ class Metrics:
 
     def observe_downgraded_nodes(self, count: int) -> None:
         self.anomaly_nodes_downgraded.set(count)
+
+    def observe_policy(self, digest: str) -> None:
+        """The policy whose content hashes to ``digest`` runs now (the only series of the gauge)."""
+        self.policy_info.clear()
+        self.policy_info.labels(digest).set(1)
+
+    def observe_policy_reload(self, result: str) -> None:
+        self.policy_reloads.labels(result).inc()
