@@ -187,6 +187,18 @@ def test_json_output_matches_its_schema(
     jsonschema.validate(doc, SCHEMA, format_checker=jsonschema.FormatChecker())
 
 
+def test_yaml_output_is_the_same_document(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    args = ("--policy", str(ROOT / "examples" / "policy.yaml"), "--now", NOW, "--cycles", "2")
+    as_json = json.loads(simulate(capsys, EXAMPLE, *args, "-o", "json")[1])
+    code, out, _ = simulate(capsys, EXAMPLE, *args, "-o", "yaml")
+    assert code == 0
+    doc = yaml.safe_load(out)
+    assert doc == as_json and (doc["apiVersion"], doc["kind"]) == ("desched.io/v1alpha1", "SimulationResult")
+    jsonschema.validate(doc, SCHEMA)
+
+
 def test_json_of_a_generated_cluster_matches_its_schema(
     cluster_300: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
