@@ -115,7 +115,9 @@ class FaultProxy:
         self.evictions: list[Eviction] = []
         self.watches: dict[str, int] = {}  # resource path -> watch requests seen
         self._lock = threading.Lock()
-        self._draw = random.Random(30)  # mixed mode: the same faults in the same order every run
+        # mixed mode: the same faults in the same order every run (apart for evictions and for
+        # watches, so the informers' timing does not change what the evictions draw)
+        self._draws = {"eviction": random.Random(30), "watch": random.Random(31)}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="faultproxy", daemon=True)
         self._runner: web.AppRunner | None = None
@@ -186,6 +188,8 @@ class FaultProxy:
     def set_mode(self, mode: str) -> None:
         assert mode in MODES, mode
         with self._lock:
+            if mode == "mixed" and self.mode != "mixed":  # each time the same draws again
+                self._draws = {"eviction": random.Random(30), "watch": random.Random(31)}
             self.mode = mode
             self.watches.clear()
 
@@ -195,9 +199,9 @@ class FaultProxy:
 
     # ---------------------------------------------------------------- the proxy
 
-    def _pick(self, choices: tuple[tuple[str, int], ...]) -> str:
+    def _pick(self, what: str, choices: tuple[tuple[str, int], ...]) -> str:
         with self._lock:
-            return self._draw.choices([c for c, _ in choices], [w for _, w in choices])[0]
+            return self._draws[what].choices([c for c, _ in choices], [w for _, w in choices])[0]
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         mode = self.mode
@@ -206,14 +210,14 @@ class FaultProxy:
             return _status(503, "ServiceUnavailable", "faultproxy: the apiserver is down")
         if request.method == "POST" and parts[-1] == "eviction" and len(parts) >= 6:
             if mode == "mixed":
-                mode = self._pick(MIXED_EVICTIONS)
+                mode = self._pick("eviction", MIXED_EVICTIONS)
             return await self._eviction(request, mode, parts[-4], parts[-2])
         if mode == "blackhole":
             await self._until_client_leaves(request, 3600)
             return _status(504, "Timeout", "blackhole")
         if request.query.get("watch") in ("true", "1"):
             if mode == "mixed":
-                return await self._watch(request, self._pick(MIXED_WATCHES), always=True)
+                return await self._watch(request, self._pick("watch", MIXED_WATCHES), always=True)
             return await self._watch(request, mode)
         return await self._forward(request)
 

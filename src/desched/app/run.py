@@ -339,6 +339,7 @@ class Descheduler:
                     persistence = self.persistence
                     if persistence is not None and not persistence.loaded:
                         await persistence.load()
+                    await self._resolve_before_cycle(cache, api, events)
                     await self._cycle(
                         self.framework or framework,
                         cache,
@@ -694,6 +695,14 @@ class Descheduler:
         if self.metrics is not None:
             self.metrics.observe_surge(done.succeeded, surge.plugin, surge.profile, surge.namespace)
         events.observe_surge(done)
+
+    async def _resolve_before_cycle(self, cache: LiveCache, api: Any, events: EventRecorder) -> None:
+        """Tell, before the cycle, what became of the evictions whose outcome was still unknown
+        (their answers lost while the apiserver was down): a pod found not evicted is forgotten by
+        the ledger and evicted by this cycle, not skipped until the next one (after an outage that
+        was an interval more for each such pod)."""
+        if self.unresolved:
+            await self._reconcile([], cache, api, events, final=False)
 
     async def _reconcile(
         self,

@@ -517,3 +517,45 @@ def test_the_live_loop_retries_what_it_cannot_tell_yet(monkeypatch: pytest.Monke
         assert d.unresolved == [] and seen == ["evicted", "unknown"]
 
     run(test)
+
+
+def test_after_an_outage_what_could_not_be_told_is_resolved_before_the_next_cycle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Evictions whose answers were lost when the apiserver went down could not be told then (the
+    read failed too): the pod stays in the ledger. When the cache is back in sync, they are
+    resolved *before* the cycle: a pod still running unchanged is forgotten, so this cycle may
+    evict it (it was skipped as already evicted until the cycle after: an interval more)."""
+    from types import SimpleNamespace
+
+    from desched.app import run as live
+
+    policy = load_policy({"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy"}, REG)
+    d = live.Descheduler(live.RunOptions(policy_file="-", interval=60), policy)
+    p = pod("a", "n1")
+    d.ledger.remember(p.metadata.uid)
+    d.unresolved = [(record(p), time.monotonic())]
+    cache: Any = SimpleNamespace(informers={"Pod": SimpleNamespace(objects={"default/a": p})})
+    seen: list[str] = []
+    events: Any = SimpleNamespace(observe_reconciled=lambda done: seen.append(done.outcome))
+
+    async def pods(request: web.Request) -> web.Response:
+        return web.json_response({"metadata": {"name": "a", "uid": p.metadata.uid}})
+
+    async def test() -> None:
+        app = web.Application()
+        app.router.add_get("/api/v1/namespaces/{ns}/pods/{name}", pods)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        cfg = client.Configuration()
+        cfg.host = str(server.make_url("")).rstrip("/")
+        api = client.ApiClient(configuration=cfg)
+        try:
+            await d._resolve_before_cycle(cache, api, events)
+        finally:
+            await api.close()
+            await server.close()
+
+    run(test)
+    assert seen == ["not evicted"] and d.unresolved == []
+    assert not d.ledger.knows(p.metadata.uid)  # this cycle may evict it
