@@ -508,7 +508,7 @@ class Descheduler:
         if self.metrics is not None:
             self.metrics.observe_policy_reload("error")
         regarding = self._own_object()
-        if self._events is None:
+        if self._events is None or self.options.dry_run:  # (a dry run records no Events)
             return
         if regarding is None:
             log.info("no PolicyReloadFailed Event: POD_NAME/POD_NAMESPACE are not set and no lease is held")
