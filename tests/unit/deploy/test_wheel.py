@@ -75,7 +75,8 @@ def test_build_makes_a_wheel_and_an_sdist_of_this_version(dist: Path) -> None:
     with zipfile.ZipFile(dist / f"desched-{VERSION}-py3-none-any.whl") as wheel:
         files = set(wheel.namelist())
         entry_points = wheel.read(f"desched-{VERSION}.dist-info/entry_points.txt").decode()
-    assert "desched/py.typed" in files and "desched/cli.py" in files
+    assert "desched/py.typed" in files and "desched/cli/__init__.py" in files
+    assert "desched/cli/flags.py" in files  # the subpackages too (the flag table)
     assert not [f for f in files if f.startswith(("tests/", "benchmarks/"))]
     assert "desched = desched.cli:main" in entry_points
 
