@@ -320,7 +320,12 @@ def _plugin_rows(
 
 def _total_line(results: Sequence[CycleResult], pods_total: int, label: str = "Total") -> str:
     evicted = sum(len(r.evictions) for r in results)
-    refused = Counter(r.result.value for res in results for r in res.failures)
+    # (a refusal's result is "error" when the eviction API said no: a PDB's 429, a 404, ...)
+    refused = Counter(
+        "by the eviction API" if r.result is EvictResult.FAILED else r.result.value
+        for res in results
+        for r in res.failures
+    )
     skipped = Counter(r.skip_reason for res in results for r in res.skips)
     text = f"{label}: {plural(evicted, 'pod')} evicted of {pods_total}"
     if refused:

@@ -116,6 +116,7 @@ def test_simulate_table_lists_the_refusals(files: tuple[Path, Path]) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "Refused: 4" in lines
+    assert any(line.endswith("; refused 4 (by the eviction API 4)") for line in lines), lines[:20]
     refused = [line for line in lines if line.startswith("shop/") and "429" in line]
     assert [line.split()[0] for line in refused] == ["shop/api-0", "shop/api-1", "shop/web-1", "shop/web-2"]
     assert "The disruption budget web needs 2 healthy pods and has 3 currently" in proc.stdout
