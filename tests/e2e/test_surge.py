@@ -14,6 +14,7 @@ ServiceAccount and ClusterRole) plus the kustomize Component deploy/kubernetes/s
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import yaml
 
 from tests.e2e import test_live_run
 from tests.e2e.controlplane import ApiError, ControlPlane
-from tests.e2e.support import apply_manifest, single_plugin_policy, wait_for
+from tests.e2e.support import apply_manifest, run_desched, single_plugin_policy, wait_for
 from tests.e2e.test_live_run import NODES, ROOT, Cluster, new_namespace, run_once
 from tests.e2e.test_safe_disruption import available, deployment, desched_events
 
@@ -153,6 +154,16 @@ def policy(tmp: Path, ns: str, surge: bool) -> Path:
     return single_plugin_policy(tmp / f"surge-{surge}.yaml", ns, "RemovePodsViolatingNodeTaints", {}, **top)
 
 
+def simulate_on_snapshot(tmp: Path, cluster: Cluster, policy_path: Path) -> list[tuple[str, str]]:
+    """(pod, method) of each eviction ``simulate`` predicts on a ``desched snapshot --workloads``."""
+    snap = tmp / "snap.json"
+    proc = run_desched("snapshot", "--workloads", "-o", str(snap), "--kubeconfig", str(cluster.cp.kubeconfig))
+    assert proc.returncode == 0, proc.stderr
+    proc = run_desched("simulate", str(snap), "--policy", str(policy_path), "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    return [(e["name"], e.get("method", "evict")) for e in json.loads(proc.stdout)["evictions"]]
+
+
 def moved(cp: ControlPlane, ns: str, old: dict[str, Any]) -> dict[str, Any]:
     """The Deployment's new pod, Ready on another node, once the old one is gone."""
 
@@ -179,6 +190,9 @@ def test_surge_moves_a_single_replica_deployment_without_downtime(cluster: Clust
     watch = Watcher(cp, ns).start()
     set_taint(cp, node, True)
     try:
+        # simulate, on a snapshot taken just before the run, predicts the surge
+        predicted = simulate_on_snapshot(tmp_path, cluster, policy(tmp_path, ns, surge=True))
+        assert predicted == [(old["metadata"]["name"], "surge")], predicted
         proc = run_once(cluster, policy(tmp_path, ns, surge=True))
         new = moved(cp, ns, old)
     finally:

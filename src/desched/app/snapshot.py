@@ -37,7 +37,8 @@ async def save_snapshot(
 
     async def list_all() -> None:
         await discover(api, monitor, need_eviction=False)
-        for kind in DEFAULT_KINDS + (("Event",) if events else ()) + (WORKLOAD_KINDS if workloads else ()):
+        extra = (*WORKLOAD_KINDS, "Deployment") if workloads else ()
+        for kind in DEFAULT_KINDS + (("Event",) if events else ()) + extra:
             informer = Informer(api, RESOURCES[kind], monitor=monitor, list_timeout=connect_timeout)
 
             async def list_kind(timeout: float, informer: Informer = informer) -> None:

@@ -16,10 +16,14 @@ takes the evicted pod out of the cycle's working snapshot, whatever the backend.
 
 from __future__ import annotations
 
+import msgspec
+
+from desched.api.evictionpolicy import Surge
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictAnswer, EvictionBackend, EvictionRequest
-from desched.k8s import disruption
+from desched.framework.evictor import EvictAnswer, EvictionBackend, EvictionRequest, Surged
+from desched.k8s import deployments, disruption
 from desched.k8s import labels as k8s_labels
+from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import LabelSelector, Pod, PodDisruptionBudget
 
 
@@ -39,6 +43,8 @@ class SimulatedEvictionApi:
         self._by_label: dict[tuple[str, str], dict[str, list[Pod]]] = {}
         #: (namespace, name, HTTP code) of each refusal, in order.
         self.refusals: list[tuple[str, str, int]] = []
+        #: the Deployments (``ns/name``) surged in this cycle (``evictionPolicy.surge``)
+        self._surged: set[str] = set()
 
     def budget(self, pdb: PodDisruptionBudget) -> disruption.Budget:
         """The PDB's budget as it stands (what is left of it after this cycle's evictions)."""
@@ -66,13 +72,35 @@ class SimulatedEvictionApi:
                     index.setdefault(v, []).append(p)
         return index.get(value, [])
 
+    def surge_target(self, pod: Pod, surge: Surge) -> str | None:
+        """The Deployment (``ns/name``) ``run`` would restart in place of evicting ``pod``, judged
+        on the snapshot's ReplicaSets and Deployments as :mod:`desched.backends.surge` judges the
+        live ones (None: the pod is evicted; so is one whose objects the snapshot lacks)."""
+        ref = k8s_pods.controller_ref(pod)
+        if ref is None or ref.kind != "ReplicaSet":
+            return None
+        ns = pod.metadata.namespace
+        rs = self.snapshot.controller(ns, "ReplicaSet", ref.name)
+        owner = next((r for r in (rs.metadata.owner_references or ()) if r.controller), None) if rs else None
+        if owner is None or owner.kind != "Deployment":
+            return None
+        dep = self.snapshot.deployment(ns, owner.name)
+        if dep is None or deployments.surge_refusal(msgspec.to_builtins(dep), surge.max_replicas):
+            return None
+        return f"{ns}/{owner.name}"
+
     def evict(self, pod: Pod, request: EvictionRequest) -> EvictAnswer:
+        target = self.surge_target(pod, request.surge) if request.surge is not None else None
+        if target is not None and target in self._surged:
+            return f"not surged: Deployment {target} was already surged in this cycle"
         answer = disruption.answer_eviction(pod, self.snapshot.pdbs_for_pod(pod), self.budget)
         if not answer.evicted:
             self.refusals.append((pod.metadata.namespace, pod.metadata.name, answer.code))
             return answer.error()
         if answer.spends is not None:
             self._budgets[answer.spends] = self._budgets[answer.spends].spend()
-        if self.then is not None:
-            return self.then.evict(pod, request)
-        return None
+        then = self.then.evict(pod, request) if self.then is not None else None
+        if target is not None and then is None:
+            self._surged.add(target)
+            return Surged(f"Deployment {target}")
+        return then

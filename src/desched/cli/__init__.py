@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workloads",
         action="store_true",
         help="include Services, ReplicaSets, StatefulSets and ReplicationControllers (the selectors "
-        "of kube-scheduler's default spread constraints)",
+        "of kube-scheduler's default spread constraints) and Deployments (evictionPolicy.surge)",
     )
     for subparser in sub.choices.values():
         # upstream's users write the logging flags after the command too (--v=3 after run)

@@ -27,6 +27,7 @@ import msgspec
 
 from desched.k8s.objects import (
     Container,
+    Deployment,
     Event,
     Namespace,
     Node,
@@ -260,6 +261,7 @@ _WireObject: Any = (
     | ReplicationController
     | ReplicaSet
     | StatefulSet
+    | Deployment
 )
 _WireList: Any = msgspec.defstruct("_WireList", [("items", list[_WireObject])], gc=False)
 

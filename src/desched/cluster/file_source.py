@@ -128,6 +128,7 @@ def snapshot_from_objects(objects: Iterable[AnyObject]) -> ClusterSnapshot:
             *by_kind["ReplicaSet"],
             *by_kind["StatefulSet"],
         ],
+        deployments=by_kind["Deployment"],
     )
 
 

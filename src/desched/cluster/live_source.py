@@ -52,6 +52,7 @@ from desched.cluster.compact import CompactDecoder
 from desched.cluster.snapshot import ClusterSnapshot, RequestsMemo
 from desched.gcpause import gc_paused
 from desched.k8s.objects import (
+    Deployment,
     Event,
     Namespace,
     Node,
@@ -108,6 +109,8 @@ RESOURCES: dict[str, Resource] = {
     ),
     "ReplicaSet": Resource("ReplicaSet", "/apis/apps/v1/replicasets", ReplicaSet),
     "StatefulSet": Resource("StatefulSet", "/apis/apps/v1/statefulsets", StatefulSet),
+    # (``desched snapshot --workloads`` only: simulate's prediction of evictionPolicy.surge)
+    "Deployment": Resource("Deployment", "/apis/apps/v1/deployments", Deployment),
 }
 #: The kinds kube-scheduler's default spread selector is made of (``LiveInputs.workloads``).
 WORKLOAD_KINDS = ("Service", "ReplicationController", "ReplicaSet", "StatefulSet")

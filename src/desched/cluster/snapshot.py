@@ -20,6 +20,7 @@ from desched.k8s import resources as k8s_resources
 from desched.k8s import topologyspread as k8s_tsc
 from desched.k8s.objects import (
     Container,
+    Deployment,
     Event,
     Namespace,
     Node,
@@ -83,6 +84,7 @@ class ClusterSnapshot:
         events: Iterable[Event] = (),
         workloads: Iterable[Workload] = (),
         requests_memo: RequestsMemo | None = None,
+        deployments: Iterable[Deployment] = (),
     ) -> None:
         self._nodes: dict[str, Node] = {n.metadata.name: n for n in sorted(nodes, key=_node_sort_key)}
         self._pods: dict[str, Pod] = {}
@@ -94,6 +96,9 @@ class ClusterSnapshot:
         }
         self._events: list[Event] = list(events)
         self._workloads: list[Workload] = list(workloads)
+        self._deployments: dict[tuple[str, str], Deployment] = {
+            (d.metadata.namespace, d.metadata.name): d for d in deployments
+        }
         self._services_by_ns: dict[str, list[Service]] = {}
         self._controllers: dict[tuple[str, str, str], Workload] = {}
         for w in self._workloads:
@@ -279,6 +284,7 @@ class ClusterSnapshot:
             pvcs=self._pvcs.values(),
             events=self._events,
             workloads=self._workloads,
+            deployments=self._deployments.values(),
         )
 
     # ------------------------------------------------------------------ nodes
@@ -420,6 +426,14 @@ class ClusterSnapshot:
         return list(self._events_by_object.get((kind, namespace, name), ()))
 
     # ------------------------------------------------------------------ default spread constraints
+
+    def controller(self, namespace: str, kind: str, name: str) -> Workload | None:
+        """The snapshot's ReplicaSet, StatefulSet or ReplicationController of that name, if held."""
+        return self._controllers.get((namespace, kind, name))
+
+    def deployment(self, namespace: str, name: str) -> Deployment | None:
+        """The snapshot's Deployment of that name, if held (``evictionPolicy.surge``)."""
+        return self._deployments.get((namespace, name))
 
     @property
     def workloads_known(self) -> bool:

@@ -45,6 +45,7 @@ _NAMESPACED = frozenset(
         "ReplicationController",
         "ReplicaSet",
         "StatefulSet",
+        "Deployment",
     }
 )
 _TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})

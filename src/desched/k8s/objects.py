@@ -444,6 +444,40 @@ class StatefulSet(_Base, tag_field="kind", tag="StatefulSet"):
 Workload = Service | ReplicationController | ReplicaSet | StatefulSet
 
 
+# --------------------------------------------------------------------------- deployments
+# Only what ``evictionPolicy.surge`` reads of them (:mod:`desched.k8s.deployments`).
+
+
+class RollingUpdateDeployment(_Base):
+    max_surge: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class DeploymentStrategy(_Base):
+    type: str = ""
+    rolling_update: RollingUpdateDeployment | None = None
+
+
+class DeploymentSpec(_Base):
+    replicas: int | None = None
+    paused: bool = False
+    strategy: DeploymentStrategy | None = None
+
+
+class DeploymentStatus(_Base):
+    observed_generation: Int64 = 0
+    replicas: int = 0
+    updated_replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int = 0
+
+
+class Deployment(_Base, tag_field="kind", tag="Deployment"):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: DeploymentSpec = msgspec.field(default_factory=DeploymentSpec)
+    status: DeploymentStatus = msgspec.field(default_factory=DeploymentStatus)
+
+
 #: Every kind a snapshot may hold, by its ``kind``.
 KINDS: dict[str, type[msgspec.Struct]] = {
     "Pod": Pod,
@@ -457,6 +491,7 @@ KINDS: dict[str, type[msgspec.Struct]] = {
     "ReplicationController": ReplicationController,
     "ReplicaSet": ReplicaSet,
     "StatefulSet": StatefulSet,
+    "Deployment": Deployment,
 }
 
 AnyObject = (
@@ -471,6 +506,7 @@ AnyObject = (
     | ReplicationController
     | ReplicaSet
     | StatefulSet
+    | Deployment
 )
 
 

@@ -35,6 +35,8 @@ def result_to_json(result: CycleResult, *, now: str) -> dict[str, Any]:
             "profile": r.profile,
             "plugin": r.plugin,
             "reason": r.reason,
+            # a pod run moves by a rollout restart (evictionPolicy.surge); absent: an eviction
+            **({"method": r.method} if r.method != "evict" else {}),
         }
         for r in result.evictions
     ]
@@ -643,6 +645,7 @@ def simulation_to_json(sim: Simulation, *, now: str) -> dict[str, Any]:
                     "profile": r.profile,
                     "plugin": r.plugin,
                     "reason": r.reason,
+                    **({"method": r.method} if r.method != "evict" else {}),
                 }
                 for r in c.result.evictions
             ],
