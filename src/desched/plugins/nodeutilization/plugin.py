@@ -69,6 +69,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 from desched.cluster.view import ClusterView
@@ -675,7 +676,7 @@ class HighNodeUtilization(_NodeUtilization):
                 self.handle,
                 [i.node for i in under],
                 self._may_evict,
-                self._compaction_reason,
+                partial(self._compaction_reason, {i.name: i.why for i in under}),
                 emptied=self._emptying,
             )
             return None
@@ -701,9 +702,12 @@ class HighNodeUtilization(_NodeUtilization):
         return self._pod_filter(self.handle.evictor, pod)
 
     @staticmethod
-    def _compaction_reason(node: Node) -> str:
+    def _compaction_reason(whys: dict[str, str], node: Node) -> str:
+        """``all nodes are under-utilized (this one: cpu 4% <= 20%, ...); emptying node n1, ...``."""
+        name = node.metadata.name
         return (
-            f"all nodes are under-utilized; emptying node {node.metadata.name}, whose pods fit on the others"
+            f"all nodes are under-utilized (this one: {whys.get(name, '')}); emptying node {name}, "
+            "whose pods fit on the others"
         )
 
 

@@ -7,6 +7,7 @@ never more nodes are emptied than the others can absorb."""
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -100,7 +101,14 @@ def test_empties_the_least_used_nodes_while_their_pods_fit() -> None:
     # then holds 4 of its 4 cpu; n4 received pods, so it stays
     assert evicted(result) == ["a1", "c1", "b1", "b2"]
     assert {r.node for r in result.evictions} == {"n1", "n2", "n3"}
-    assert all("all nodes are under-utilized; emptying node" in r.reason for r in result.evictions)
+    assert all(
+        re.fullmatch(
+            r"all nodes are under-utilized \(this one: cpu [0-9.]+% <= [0-9.]+%.*\); emptying node n[1-3], "
+            r"whose pods fit on the others",
+            r.reason,
+        )
+        for r in result.evictions
+    ), [r.reason for r in result.evictions]
 
 
 def test_of_nodes_that_tie_the_one_kube_scheduler_picks_is_kept() -> None:
