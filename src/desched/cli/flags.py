@@ -79,8 +79,11 @@ class Relation:
     - ``bindable``: ``flags`` = (port, address[, reuse-port]): the port can be listened on now
       (0: nothing is served)
 
+    - ``repeats``: ``flags[0]`` on needs ``flags[1]`` > 0 or ``flags[2]`` set (something that
+      comes back: leader election needs an interval or a cron schedule)
+
     ``when``: the rule holds only while this boolean option is on (leader election's timings
-    matter only with ``--leader-elect``, as upstream checks them).
+    matter only with ``--leader-elect``, as upstream checks them); ``unless``: not while this one is.
     """
 
     command: str
@@ -88,6 +91,7 @@ class Relation:
     flags: tuple[str, ...]
     when: str | None = None
     why: str = ""
+    unless: str | None = None
 
 
 def _time(value: Any) -> str | None:
@@ -253,6 +257,13 @@ RELATIONS: tuple[Relation, ...] = (
         ("leader_elect_retry_period", "leader_elect_renew_deadline"),
         when="leader_elect",
         why="the leader must retry at least once before it gives up",
+    ),
+    Relation(
+        "run",
+        "repeats",
+        ("leader_elect", "descheduling_interval", "descheduling_interval_cron_expression"),
+        unless="dry_run",
+        why="a one-shot run has nothing to lead",
     ),
     Relation(
         "run",
@@ -485,6 +496,8 @@ _STRUCTURAL = frozenset({"exclusive", "requires", "together"})
 def _check_relation(rel: Relation, args: argparse.Namespace, names: dict[str, str]) -> None:
     if rel.when is not None and not getattr(args, rel.when, False):
         return
+    if rel.unless is not None and getattr(args, rel.unless, False):
+        return
     values = [getattr(args, f, None) for f in rel.flags]
     shown = [names.get(f, f) for f in rel.flags]
     if rel.kind == "less":
@@ -507,6 +520,10 @@ def _check_relation(rel: Relation, args: argparse.Namespace, names: dict[str, st
         if named and len(named) < len(values):
             missing = [n for n in shown if n not in named]
             raise UserError(named[0], f"needs {', '.join(missing)} too (and the other way round)")
+    elif rel.kind == "repeats":
+        on, every, schedule = values
+        if on and not (every or 0) > 0 and not _is_set(schedule):
+            raise UserError(shown[0], f"needs {shown[1]} > 0 or {shown[2]} ({rel.why})")
     elif rel.kind == "bindable":
         port, address = values[0], values[1]
         reuse = bool(values[2]) if len(values) > 2 else False

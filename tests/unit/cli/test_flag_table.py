@@ -132,6 +132,12 @@ RUN_CASES: list[tuple[list[str], str]] = [
         "--leader-elect-retry-period: must be shorter than --leader-elect-renew-deadline",
     ),
     (
+        ["--leader-elect"],
+        "--leader-elect: needs --descheduling-interval > 0 or --descheduling-interval-cron-expression "
+        "(a one-shot run has nothing to lead)",
+    ),
+    (["--leader-elect", "--descheduling-interval=0s"], "--leader-elect: needs --descheduling-interval > 0"),
+    (
         ["--descheduling-interval", ""],
         "--descheduling-interval: must be a duration such as 30s or 5m, got ''",
     ),
