@@ -10,6 +10,7 @@ on); SIGHUP reloads at once, without waiting for the interval.
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -131,5 +132,79 @@ def test_sighup_reloads_without_waiting_for_the_interval(cluster: Cluster, tmp_p
         assert d.proc.poll() is None and d.cycles() == 1  # applied at the next cycle, an interval away
         assert not evicted(cluster, ns, "a-0")
         assert "plugin e2e/PodLifeTime added" in d.text()
+    finally:
+        assert d.stop() == 0, d.text()
+
+
+SLOW_PLUGIN = """
+import os
+import time
+from typing import ClassVar
+
+
+class Slow:
+    name: ClassVar[str] = "Slow"
+
+    def __init__(self, args, handle):
+        self.handle = handle
+
+    def deschedule(self, nodes):
+        with open(os.environ["SLOW_MARKS"], "a") as f:
+            f.write("start\\n")
+        time.sleep(6)
+        with open(os.environ["SLOW_MARKS"], "a") as f:
+            f.write("end\\n")
+        return None
+"""
+
+
+def install_slow_plugin(tmp: Path) -> Path:
+    """An out-of-tree plugin (a module and its entry point, as pip installs one) whose cycle takes
+    6 s; it marks in a file when it starts and ends."""
+    site = tmp / "site"
+    site.mkdir()
+    (site / "slow_plugin.py").write_text(SLOW_PLUGIN)
+    info = site / "slow_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: slow-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[desched.plugins]\nSlow = slow_plugin:Slow\n")
+    return site
+
+
+def with_slow_profile(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["profiles"].insert(0, {"name": "slow", "plugins": {"deschedule": {"enabled": ["Slow"]}}})
+    return doc
+
+
+def test_a_reload_during_a_long_cycle_waits_for_its_end(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cp = cluster.cp
+    ns = new_namespace(cp, "reloadlong")
+    make_pod(cp, ns, "a-0", NODES[0], owner="a")
+    wait_running(cp, ns, 1)
+    marks = tmp_path / "marks"
+    paths = [str(install_slow_plugin(tmp_path)), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    monkeypatch.setenv("SLOW_MARKS", str(marks))
+    (tmp_path / "volume").mkdir()
+    vol = ConfigMapVolume(tmp_path / "volume", with_slow_profile(quiet(ns)))
+    d = DeschedProcess(cluster.kubeconfig, tmp_path, vol.path, "--descheduling-interval", "1s")
+    try:
+        # the second cycle is running (started, not ended)
+        wait_for(
+            lambda: marks.exists() and marks.read_text().split() == ["start", "end", "start"], "a cycle", 90
+        )
+        done_before = d.text().count("cycle done")
+        vol.update(with_slow_profile(lifetime(ns)))
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: reloads(d, "success") == 1, "the reload", timeout=30)
+        log = d.text()
+        # the reload came after the running cycle ended, not during it
+        assert log.count("cycle done") == done_before + 1, log
+        assert log.index("policy reloaded") > log.rindex("cycle done")
+        assert marks.read_text().split()[:4] == ["start", "end", "start", "end"]
+        assert not evicted(cluster, ns, "a-0")  # that cycle ran the old policy
+        wait_for(lambda: evicted(cluster, ns, "a-0"), "the next cycle's eviction", timeout=30)
     finally:
         assert d.stop() == 0, d.text()

@@ -227,6 +227,12 @@ spec:
         - {{ printf "--%s=%s" $k (toString $v) | quote }}
         {{- end }}
         {{- end }}
+      env:
+        # desched's own pod: what a PolicyReloadFailed Event is about (docs/operations.md)
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        - name: POD_NAMESPACE
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
       {{- with .Values.ports }}
       ports:
         {{- toYaml . | nindent 8 }}
