@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests import builders
 
 from desched.api.policy import ExtensionPoint, load_policy
 from desched.app import run as live
@@ -221,3 +222,32 @@ def test_a_sighup_reloads_between_cycles_without_waiting_for_the_interval(tmp_pa
     asyncio.run(scenario())
     assert reloads(d.metrics, "success") == 1
     assert [p.enabled(ExtensionPoint.DESCHEDULE) for p in d.policy.profiles] == [(LIFETIME,)]
+
+
+def test_event_driven_triggers_follow_the_reloaded_policy(tmp_path: Path) -> None:
+    """An awaited replacement becoming Ready starts an early cycle (waitForReplacement, event-driven)
+    under the policy that waits; once a reload drops the rule, the same change starts none."""
+    waiting = policy_doc((TAINTS, None))
+    waiting["evictionPolicy"] = {"waitForReplacement": {"timeout": "10m"}}
+    vol = ConfigMapVolume(tmp_path, waiting)
+    policy, digest = read_policy(vol.path, default_registry())
+    options = live.RunOptions(policy_file=str(vol.path), interval=3600, event_driven=True)
+    d = live.Descheduler(options, policy, digest)
+    d.framework = Framework(policy, d.registry)
+    d.ready = True
+    assert d.framework.safety is not None
+    now = datetime.now(UTC)
+    awaited = safetystate.Waiting(("default", "ReplicaSet", "web"), now, "web-0", 2)
+    d.framework.safety.restore(safetystate.SafetyState(waiting=[awaited]), now)
+    starting = builders.pod("web-1", owner=("ReplicaSet", "web"), ready=False)
+    ready = builders.pod("web-1", owner=("ReplicaSet", "web"), ready=True)
+
+    d._on_change("Pod", "MODIFIED", starting, ready)
+    assert d.trigger.is_set()  # the policy that waits: an early cycle
+
+    d.trigger.clear()
+    vol.update(policy_doc((TAINTS, None)))  # no waitForReplacement any more
+    asyncio.run(d._reload(forced=False))
+    assert reloads(d.metrics, "success") == 1
+    d._on_change("Pod", "MODIFIED", starting, ready)
+    assert not d.trigger.is_set()
