@@ -581,8 +581,11 @@ class Descheduler:
             log.info("cluster changed: running a cycle early")
 
     async def _wait_trigger(self, seconds: float) -> bool:
-        """Wait ``seconds``; True when a stop or (event-driven) a change came first."""
-        await self._wait_any(self.trigger.wait(), seconds)
+        """Wait ``seconds``; True when a stop or (event-driven) a change came first. A SIGHUP
+        meanwhile reloads the policy (between cycles) and the wait goes on."""
+        await self._wait_any(self._trigger_or_hup(), seconds)
+        if self.hup.is_set() and not self.stop.is_set():
+            await self._reload(forced=True)
         return self.stop.is_set() or self.trigger.is_set()
 
     async def _cycle(

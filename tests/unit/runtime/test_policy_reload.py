@@ -23,6 +23,7 @@ from desched.framework import safetystate
 from desched.framework.framework import Framework
 from desched.plugins import default_registry
 from desched.runtime.metrics import Metrics
+from desched.runtime.schedule import parse_schedule
 
 TAINTS = "RemovePodsViolatingNodeTaints"
 LIFETIME = "PodLifeTime"
@@ -251,3 +252,28 @@ def test_event_driven_triggers_follow_the_reloaded_policy(tmp_path: Path) -> Non
     assert reloads(d.metrics, "success") == 1
     d._on_change("Pod", "MODIFIED", starting, ready)
     assert not d.trigger.is_set()
+
+
+def test_a_sighup_reloads_while_waiting_for_a_cron_schedules_next_time(tmp_path: Path) -> None:
+    vol = ConfigMapVolume(tmp_path, policy_doc((TAINTS, None)))
+    policy, digest = read_policy(vol.path, default_registry())
+    cron = parse_schedule("0 2 * * *", "UTC", environ={}, localtime=Path("/nonexistent/localtime"))
+    d = live.Descheduler(live.RunOptions(policy_file=str(vol.path), schedule=cron), policy, digest)
+    d.framework = Framework(policy, d.registry)
+
+    async def scenario() -> None:
+        waiting = asyncio.create_task(d._wait_next())  # the next 02:00, hours away at most
+        await asyncio.sleep(0.1)
+        vol.update(policy_doc((LIFETIME, {"maxPodLifeTimeSeconds": 60})))
+        d._on_hup()
+        for _ in range(100):
+            if reloads(d.metrics, "success"):
+                break
+            await asyncio.sleep(0.02)
+        assert not waiting.done()
+        d.stop.set()
+        await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(scenario())
+    assert reloads(d.metrics, "success") == 1
+    assert [p.enabled(ExtensionPoint.DESCHEDULE) for p in d.policy.profiles] == [(LIFETIME,)]
