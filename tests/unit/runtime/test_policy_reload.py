@@ -277,3 +277,24 @@ def test_a_sighup_reloads_while_waiting_for_a_cron_schedules_next_time(tmp_path:
     asyncio.run(scenario())
     assert reloads(d.metrics, "success") == 1
     assert [p.enabled(ExtensionPoint.DESCHEDULE) for p in d.policy.profiles] == [(LIFETIME,)]
+
+
+def test_a_reload_that_needs_a_restart_keeps_the_running_policy(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """metricsProviders, or a plugin reading objects the running cache does not watch (Warning
+    Events for RemoveAnomalyPods), apply only at a start: refused as a broken policy is."""
+    vol = ConfigMapVolume(tmp_path, policy_doc((TAINTS, None)))
+    d = started(vol.path)
+    running = d.framework
+    with_metrics = policy_doc((TAINTS, None))
+    with_metrics["metricsProviders"] = [{"source": "KubernetesMetrics"}]
+    vol.update(with_metrics)
+    with caplog.at_level(logging.ERROR, logger="desched.app.run"):
+        asyncio.run(d._reload(forced=False))
+        vol.update(policy_doc((TAINTS, None), ("RemoveAnomalyPods", None)))
+        asyncio.run(d._reload(forced=False))
+    errors = [r.getMessage() for r in caplog.records]
+    assert len(errors) == 2 and "metricsProviders: changed: a restart applies it" in errors[0]
+    assert "profiles: a plugin now reads Warning Events" in errors[1]
+    assert d.framework is running and reloads(d.metrics, "error") == 2 and reloads(d.metrics, "success") == 0
