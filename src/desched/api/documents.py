@@ -61,6 +61,8 @@ def read_regular_file(path: str | Path, what: str, limit: int, fail: _Raise) -> 
     name = str(path)
     if not name:
         fail("", f"cannot read {what}: the path is empty (expected the path of a {what})")
+    if "\x00" in name:  # (os.stat would raise ValueError)
+        fail(name, f"cannot read {what}: a path cannot hold a NUL character")
     try:
         st = os.stat(name)
     except OSError as e:

@@ -303,7 +303,7 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
     policy = load_policy_file(request.policy, registry)
     try:
         size = os.path.getsize(request.snapshot)
-    except OSError:
+    except (OSError, ValueError):  # (ValueError: a NUL in the path; the loader says so below)
         size = 0
     progress = _Progress(size >= _BIG_SNAPSHOT_BYTES)
     progress.start("loading the snapshot")

@@ -61,6 +61,8 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
         raise SnapshotError(
             "", "cannot read snapshot: the path is empty (expected the path of a snapshot file)"
         )
+    if "\x00" in str(path):  # (os.stat would raise ValueError)
+        raise SnapshotError(str(path), "cannot read snapshot: a path cannot hold a NUL character")
     p = Path(path)
     _check_readable(p)
     # The snapshot's records are long-lived and many: the cyclic collector would rescan them again

@@ -283,3 +283,25 @@ def test_a_yaml_reader_error_is_file_line_column_and_problem(
     assert line.endswith(
         " at line 2, column 7: unacceptable character #x0001: control characters are not allowed"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["validate", "a\x00b"], "a\\x00b: cannot read policy file: a path cannot hold a NUL character"),
+        (
+            ["simulate", "examples/cluster.yaml", "--policy", "\x00", "--now", NOW],
+            "\\x00: cannot read policy file: a path cannot hold a NUL character",
+        ),
+        (
+            ["simulate", "\x00", "--policy", "examples/policy.yaml", "--now", NOW],
+            "\\x00: cannot read snapshot: a path cannot hold a NUL character",
+        ),
+    ],
+)
+def test_a_nul_in_a_path_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: str
+) -> None:
+    """Found by the long fuzz profile (test_fuzz_cli): os.stat's ValueError was a traceback."""
+    monkeypatch.chdir(Path(__file__).resolve().parents[3])
+    assert one_line_error(capsys, *argv) == expected
