@@ -167,6 +167,10 @@ def _go_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
 
 
+#: how a Go (pflag) boolean flag is taken: ``--flag``, ``--flag=true|false`` or ``--flag true|false``
+GO_BOOL: dict[str, Any] = {"type": _go_bool, "nargs": "?", "const": True, "metavar": "BOOL"}
+
+
 def _duration(text: str) -> float:
     from desched.api.types import parse_go_duration
 
@@ -264,11 +268,8 @@ def _add_logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     for fmt in ("json", "text"):
         group.add_argument(
             f"--log-{fmt}-split-stream",
-            type=_go_bool,
-            nargs="?",
-            const=True,
+            **GO_BOOL,
             default=default(False),
-            metavar="BOOL",
             help=f"with --logging-format={fmt}: info lines to stdout, errors and warnings to stderr "
             "(default false: everything to stderr)",
         )
@@ -367,11 +368,8 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
     )
     otel.add_argument(
         "--otel-fallback-no-op-on-error",
-        type=_go_bool,
-        nargs="?",
-        const=True,
+        **GO_BOOL,
         default=False,
-        metavar="BOOL",
         help="if tracing cannot be set up, run without it instead of failing (default false)",
     )
     tls = run.add_argument_group("serving (as upstream's secure serving)")
@@ -411,20 +409,14 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
     )
     tls.add_argument(
         "--permit-port-sharing",
-        type=_go_bool,
-        nargs="?",
-        const=True,
+        **GO_BOOL,
         default=False,
-        metavar="BOOL",
         help="bind the port with SO_REUSEPORT, so several processes can share it (default false)",
     )
     tls.add_argument(
         "--permit-address-sharing",
-        type=_go_bool,
-        nargs="?",
-        const=True,
+        **GO_BOOL,
         default=False,
-        metavar="BOOL",
         help="bind with SO_REUSEADDR (desched always does) (default false)",
     )
     for flag, what in (
@@ -433,11 +425,8 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
     ):
         tls.add_argument(
             flag,
-            type=_go_bool,
-            nargs="?",
-            const=True,
+            **GO_BOOL,
             default=False,
-            metavar="BOOL",
             help=f"accepted for compatibility ({what}); desched serves HTTP/1.1 only (default false)",
         )
     tls.add_argument(
@@ -486,11 +475,8 @@ def _add_run_parser(sub: Any) -> None:
     )
     run.add_argument(
         "--dry-run",
-        type=_go_bool,
-        nargs="?",
-        const=True,
+        **GO_BOOL,
         default=False,
-        metavar="BOOL",
         help="evict nothing; report what would be evicted (default false)",
     )
     run.add_argument(
@@ -515,11 +501,8 @@ def _add_run_parser(sub: Any) -> None:
     _add_connection_timeout(run)
     run.add_argument(
         "--leader-elect",
-        type=_go_bool,
-        nargs="?",
-        const=True,
+        **GO_BOOL,
         default=False,
-        metavar="BOOL",
         help="take a Lease before running cycles, for several replicas (default false)",
     )
     for flag, seconds, text, what in (
@@ -580,11 +563,8 @@ def _add_run_parser(sub: Any) -> None:
     )
     run.add_argument(
         "--disable-metrics",
-        type=_go_bool,
-        nargs="?",
-        const=True,
+        **GO_BOOL,
         default=False,
-        metavar="BOOL",
         help="do not serve /metrics (default false)",
     )
     run.add_argument(
@@ -602,11 +582,8 @@ def _add_run_parser(sub: Any) -> None:
     )
     run.add_argument(
         "--reload-policy",
-        type=_go_bool,
-        nargs="?",
-        const=True,
+        **GO_BOOL,
         default=True,
-        metavar="BOOL",
         help="read the policy file again before each cycle and on SIGHUP; a changed one takes over "
         "between two cycles, a broken one leaves the running one in place (default true)",
     )
