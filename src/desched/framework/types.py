@@ -175,6 +175,17 @@ class ExplainsPreEvictionFilter(Protocol):
         ...
 
 
+@runtime_checkable
+class DrawsThresholds(Protocol):
+    """Plugin args whose utilisation thresholds apply to requests as % of allocatable, so that
+    reports draw them across their resource's utilisation chart (report/ knows no plugin by name:
+    a plugin's args say what to draw). ``chart_thresholds`` gives ``(resource, percent, word)``
+    triples, ``word`` naming which threshold it is (e.g. ``low``, ``target``); nothing where
+    the thresholds are not on requests (deviation thresholds, measured usage)."""
+
+    def chart_thresholds(self) -> list[tuple[str, float, str]]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class PredictedMove:
     """Where the placement model (``evictionPolicy.predictive``) puts the replacement of a pod a

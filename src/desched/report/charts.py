@@ -8,7 +8,8 @@ files):
 
 - ``utilisation-<resource>.png``: requests as % of allocatable per node, before and after (bars
   per node up to :data:`MAX_NODE_BARS` nodes; a histogram of nodes per 5% band beyond), with the
-  policy's LowNodeUtilization/HighNodeUtilization thresholds of that resource drawn across;
+  policy's utilisation thresholds of that resource drawn across (those plugin args give as
+  :class:`~desched.framework.DrawsThresholds`);
 - ``evictions-by-plugin.png``: evictions per profile/plugin, stacked per cycle;
 - ``topology-skew.png``: skew before and after of the worst constraints, against their maxSkew.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from desched.errors import UserError
+from desched.framework import DrawsThresholds
 
 if TYPE_CHECKING:
     from desched.simulation import Simulation
@@ -75,25 +77,17 @@ class Threshold:
 
 def policy_thresholds(profiles: Sequence[Any]) -> list[Threshold]:
     """The utilisation thresholds of a policy's profiles (``Policy.profiles``) that apply to
-    requests as % of allocatable: LowNodeUtilization's ``thresholds`` and ``targetThresholds``,
-    HighNodeUtilization's ``thresholds``, each resource the args set. Deviation thresholds
-    (relative to the mean) and thresholds on measured usage (metricsUtilization) are left out:
-    the charts draw requests."""
+    requests as % of allocatable: what each plugin's args give as
+    :class:`~desched.framework.DrawsThresholds` (LowNodeUtilization's ``thresholds`` and
+    ``targetThresholds``, HighNodeUtilization's ``thresholds``), each resource the charts draw."""
     out: list[Threshold] = []
     for profile in profiles:
-        for plugin, fields in (
-            ("LowNodeUtilization", (("thresholds", "low"), ("target_thresholds", "target"))),
-            ("HighNodeUtilization", (("thresholds", "low"),)),
-        ):
-            args = profile.args.get(plugin)
-            if args is None or getattr(args, "use_deviation_thresholds", False):
+        for plugin, args in profile.args.items():
+            if not isinstance(args, DrawsThresholds):
                 continue
-            if getattr(args, "metrics_utilization", None) is not None:
-                continue
-            for attr, word in fields:
-                for resource, value in sorted((getattr(args, attr, None) or {}).items()):
-                    if resource in RESOURCES:
-                        out.append(Threshold(resource, float(value), f"{profile.name}/{plugin} {word}"))
+            for resource, value, word in args.chart_thresholds():
+                if resource in RESOURCES:
+                    out.append(Threshold(resource, value, f"{profile.name}/{plugin} {word}"))
     return out
 
 

@@ -93,7 +93,7 @@ def test_permit_port_sharing_lets_two_servers_bind_one_port(tmp_path: Path) -> N
     try:
         second = _serve(ctx, reuse_port=True, port=first.port)
         second.stop()
-        with pytest.raises(OSError):
+        with pytest.raises(UserError, match=r"--secure-port: cannot listen on 127\.0\.0\.1"):
             _serve(ctx, reuse_port=False, port=first.port)
     finally:
         first.stop()

@@ -239,6 +239,14 @@ class LowNodeUtilizationArgs(ArgsModel):
         metrics = self.metrics_utilization
         return metrics.effective_source if metrics is not None else None
 
+    def chart_thresholds(self) -> list[tuple[str, float, str]]:
+        """``thresholds`` (``low``) and ``targetThresholds`` (``target``) as reports draw them
+        (:class:`desched.framework.DrawsThresholds`); none with deviation thresholds (relative
+        to the mean) or on measured usage (metricsUtilization): the charts draw requests."""
+        if self.use_deviation_thresholds or self.metrics_utilization is not None:
+            return []
+        return _drawn((self.thresholds, "low"), (self.target_thresholds, "target"))
+
 
 class HighNodeUtilizationArgs(ArgsModel):
     thresholds: ResourceThresholds = Field(default_factory=dict)
@@ -262,3 +270,13 @@ class HighNodeUtilizationArgs(ArgsModel):
             _only_exclude(self.evictable_namespaces)
             check_thresholds(self.thresholds)
         return self
+
+    def chart_thresholds(self) -> list[tuple[str, float, str]]:
+        """``thresholds`` (``low``) as reports draw them (:class:`desched.framework.DrawsThresholds`)."""
+        return _drawn((self.thresholds, "low"))
+
+
+def _drawn(*named: tuple[dict[str, float], str]) -> list[tuple[str, float, str]]:
+    return [
+        (resource, float(value), word) for values, word in named for resource, value in sorted(values.items())
+    ]
