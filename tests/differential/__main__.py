@@ -32,7 +32,7 @@ def summary(verdicts: list[Verdict], cases: list[Case]) -> tuple[list[str], int]
     have = found(diffs)
     allowed = allowed_for(cases)
     new = sorted(have - allowed)
-    gone = sorted(allowed - have)
+    gone = sorted(allowed_for(cases, required=True) - have)
     lines.append(f"not in allowances.json: {len(new)}")
     lines.extend(f"  NEW {' '.join(x)}" for x in new)
     lines.append(f"in allowances.json, no longer found: {len(gone)}")

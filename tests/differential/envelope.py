@@ -14,9 +14,9 @@ N times, runs ``desched simulate`` once (desched is deterministic) and judges:
   the budget depends on the order in which plugins meet nodes and pods, and upstream's node order
   is Go map order: the chance that N random runs include desched's order is small. So the envelope
   is wider: each pod desched evicts must be one that upstream evicts in some run of the same
-  policy *without* its limits (``never``); desched's total must lie between upstream's fewest and
-  most under the limits, and no node or namespace may exceed its limit (``count``); ``missed`` is
-  not judged.
+  policy, with its limits or *without* them (``never``); desched's total must lie between
+  upstream's fewest and most under the limits, and no node or namespace may exceed its limit
+  (``count``); ``missed`` is not judged.
 
 Where the runs disagree, more runs are made (the union grows, the always-set shrinks), and where
 a difference is found, more again, before it is reported.
@@ -189,12 +189,16 @@ def judge(
     verdict = Verdict(case, n, len(mine), min(sizes, default=0), max(sizes, default=0))
     diffs = verdict.differences
     if limits:
-        n_free = len(unlimited)
-        anywhere = {e.key for run in unlimited for e in run}
+        # Under the limits or without them: fewer evictions can leave a PDB budget for a pod
+        # that the unlimited cycle's earlier evictions would have used up.
+        anywhere = {e.key for run in [*unlimited, *upstream] for e in run}
+        n_all = len(unlimited) + n
         for key, e in sorted(mine.items()):
             if key not in anywhere:
                 subject = f"{key[0]}/{key[1]}"
-                diffs.append(Difference(case, "never", e.plugin, subject, f"0 of {n_free} unlimited runs"))
+                diffs.append(
+                    Difference(case, "never", e.plugin, subject, f"0 of {n_all} runs, limited or not")
+                )
         lo, hi = verdict.upstream_min, verdict.upstream_max
         if not lo <= len(mine) <= hi:
             diffs.append(Difference(case, "count", "-", "total", f"desched {len(mine)}, upstream {lo}..{hi}"))

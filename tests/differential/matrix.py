@@ -61,7 +61,7 @@ SHAPES = {
     )
 }
 
-SEEDS = (1, 2)
+SEEDS = (1,)
 
 
 @dataclass(frozen=True)
@@ -133,9 +133,16 @@ def allowances() -> list[dict[str, str]]:
     return data
 
 
-def allowed_for(cases: Iterable[Case]) -> set[tuple[str, str, str, str]]:
+def allowed_for(cases: Iterable[Case], *, required: bool = False) -> set[tuple[str, str, str, str]]:
+    """The allowances of these cases; ``required``: only those that must be found (an allowance
+    marked ``"sometimes": true`` is at the edge of upstream's sampled range: desched's count equals
+    the fewest or most upstream makes in some batches of runs and not in others)."""
     names = {c.name for c in cases}
-    return {(a["case"], a["kind"], a["plugin"], a["subject"]) for a in allowances() if a["case"] in names}
+    return {
+        (a["case"], a["kind"], a["plugin"], a["subject"])
+        for a in allowances()
+        if a["case"] in names and not (required and a.get("sometimes"))
+    }
 
 
 def found(differences: Iterable[Difference]) -> set[tuple[str, str, str, str]]:

@@ -12,8 +12,16 @@ import pytest
 from tests.builders import list_doc, namespace_doc, node_doc, pdb_doc, pod_doc, taint
 from tests.differential import conftest
 from tests.differential.__main__ import summary
-from tests.differential.envelope import Eviction, judge, run_desched, run_upstream, upstream_binary
-from tests.differential.matrix import FAST, allowed_for, found, run_case
+from tests.differential.envelope import (
+    Difference,
+    Eviction,
+    Verdict,
+    judge,
+    run_desched,
+    run_upstream,
+    upstream_binary,
+)
+from tests.differential.matrix import FAST, allowances, allowed_for, found, full_matrix, run_case
 
 NOW = "2026-11-21T12:00:00Z"
 RS = ("ReplicaSet", "web")
@@ -144,8 +152,26 @@ def test_fast_matrix_inside_upstreams_envelope(upstream: str) -> None:
     lines, _ = summary(verdicts, FAST)
     conftest.FIGURES.extend(lines)
     differences = [d for v in verdicts for d in v.differences]
-    have, allowed = found(differences), allowed_for(FAST)
+    have, allowed, required = found(differences), allowed_for(FAST), allowed_for(FAST, required=True)
     assert have - allowed == set(), "\n".join(
         d.line() for d in differences if (d.case, d.kind, d.plugin, d.subject) not in allowed
     )
-    assert allowed - have == set(), f"fixed, remove from allowances.json: {sorted(allowed - have)}"
+    assert required - have == set(), f"fixed, remove from allowances.json: {sorted(required - have)}"
+
+
+def test_summary_counts_new_and_fixed_differences_against_allowances() -> None:
+    """A difference allowances.json does not list is a mismatch; so is a listed one (not marked
+    ``sometimes``) that is no longer found."""
+    listed = next(a for a in allowances() if not a.get("sometimes"))
+    case = next(c for c in full_matrix() if c.name == listed["case"])
+    same = Difference(case.name, listed["kind"], listed["plugin"], listed["subject"], "")
+    other = Difference(case.name, "never", "P", "default/x", "")
+    required = {x for x in allowed_for([case], required=True)}
+
+    def mismatches(differences: list[Difference]) -> int:
+        verdict = Verdict(case.name, 10, 1, 1, 1, differences)
+        return summary([verdict], [case])[1]
+
+    assert mismatches([same]) == len(required) - 1
+    assert mismatches([same, other]) == len(required)
+    assert mismatches([]) == len(required)
