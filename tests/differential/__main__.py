@@ -20,7 +20,7 @@ def summary(verdicts: list[Verdict], cases: list[Case]) -> tuple[list[str], int]
     lines = [
         f"cases: {len(verdicts)} ({len(snapshots)} snapshots, {len({c.policy for c in cases})} policies)",
         f"upstream runs: {sum(v.runs for v in verdicts)}",
-        f"desched evictions: {sum(v.desched for v in verdicts)}",
+        f"evictions by desched: {sum(v.desched for v in verdicts)}",
         f"upstream evictions per run: {sum(v.upstream_min for v in verdicts)}"
         f"..{sum(v.upstream_max for v in verdicts)}",
         f"cases where upstream's runs disagree: {sum(1 for v in verdicts if v.runs > RUNS)}",
