@@ -13,6 +13,8 @@ limit or budget never allows more than the percentage says (10% of 15 pods is 1;
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 import math
 import re
@@ -190,6 +192,54 @@ class SurgeWire(_Wire):
         return value
 
 
+class WebhookWire(_Wire):
+    """``webhook``: an external service approves each eviction (an ``EvictionReview``)."""
+
+    url: str
+    ca_bundle: str | None = Field(default=None, alias="caBundle")
+    ca_file: str | None = Field(default=None, alias="caFile")
+    timeout: str = "2s"
+    failure_policy: Literal["Ignore", "Fail"] = Field(default="Ignore", alias="failurePolicy")
+    #: plain http allowed (loopback tests only)
+    insecure: bool = False
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme not in ("http", "https") or not rest or rest.startswith("/"):
+            raise ValueError(f"must be an http(s) URL such as 'https://host/path', got {excerpt(value)}")
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str) -> str:
+        d = _duration(value)
+        if d > timedelta(seconds=30):
+            raise ValueError(f"must be at most 30s (each eviction waits for it), got {excerpt(value)}")
+        return value
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _ca_bundle(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                pem = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("must be base64 of PEM certificates") from None
+            if b"-----BEGIN CERTIFICATE-----" not in pem:
+                raise ValueError("must be base64 of PEM certificates (no BEGIN CERTIFICATE found)")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> WebhookWire:
+        if self.url.startswith("http://") and not self.insecure:
+            raise FieldValueError("url", "must be https (set insecure: true only for loopback tests)")
+        if self.ca_bundle is not None and self.ca_file is not None:
+            raise FieldValueError("caFile", "set caBundle or caFile, not both")
+        return self
+
+
 class EvictionPolicyWire(_Wire):
     """The block as written (top level or in a profile)."""
 
@@ -202,6 +252,7 @@ class EvictionPolicyWire(_Wire):
     wait_for_replacement: WaitForReplacementWire | None = Field(default=None, alias="waitForReplacement")
     predictive: bool | None = None
     surge: SurgeWire | None = None
+    webhook: WebhookWire | None = None
 
     @field_validator("max_unavailable_per_workload")
     @classmethod
@@ -270,6 +321,26 @@ class Surge:
     timeout: timedelta
 
 
+class FailurePolicy(enum.StrEnum):
+    """What a webhook that gives no usable answer means: ``Ignore`` allows, ``Fail`` skips."""
+
+    IGNORE = "Ignore"
+    FAIL = "Fail"
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """``evictionPolicy.webhook``: asked before each eviction (:mod:`desched.backends.eviction_webhook`)."""
+
+    url: str
+    timeout: timedelta
+    failure_policy: FailurePolicy
+    #: PEM certificates to trust (from caBundle), or a file of them
+    ca_pem: str | None = None
+    ca_file: str | None = None
+    insecure: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class EvictionPolicy:
     """The rules of one profile (its own block merged over the top-level one). All off: inactive."""
@@ -288,6 +359,8 @@ class EvictionPolicy:
     predictive: bool = False
     #: move a small Deployment's pod by a rollout restart instead of an eviction
     surge: Surge | None = None
+    #: an external service approves each eviction
+    webhook: Webhook | None = None
 
     @property
     def active(self) -> bool:
@@ -356,6 +429,18 @@ def resolve(wire: EvictionPolicyWire) -> EvictionPolicy:
         surge=Surge(wire.surge.max_replicas, _duration(wire.surge.timeout))
         if wire.surge is not None
         else None,
+        webhook=_webhook(wire.webhook) if wire.webhook is not None else None,
+    )
+
+
+def _webhook(w: WebhookWire) -> Webhook:
+    return Webhook(
+        url=w.url,
+        timeout=_duration(w.timeout),
+        failure_policy=FailurePolicy(w.failure_policy),
+        ca_pem=base64.b64decode(w.ca_bundle).decode() if w.ca_bundle is not None else None,
+        ca_file=w.ca_file,
+        insecure=w.insecure,
     )
 
 
@@ -397,6 +482,18 @@ def to_wire(policy: EvictionPolicy) -> dict[str, Any]:
             "maxReplicas": policy.surge.max_replicas,
             "timeout": format_go_duration(policy.surge.timeout),
         }
+    if policy.webhook is not None:
+        wh = policy.webhook
+        hook: dict[str, Any] = {"url": wh.url}
+        if wh.ca_pem is not None:
+            hook["caBundle"] = base64.b64encode(wh.ca_pem.encode()).decode()
+        if wh.ca_file is not None:
+            hook["caFile"] = wh.ca_file
+        hook["timeout"] = format_go_duration(wh.timeout)
+        hook["failurePolicy"] = wh.failure_policy.value
+        if wh.insecure:
+            hook["insecure"] = True
+        out["webhook"] = hook
     if policy.rate_limits:
         out["rateLimits"] = {
             scope.value: {"evictionsPerMinute": rate.per_minute, "burst": rate.burst}

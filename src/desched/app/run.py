@@ -53,6 +53,7 @@ from desched.backends.api_eviction import (
 )
 from desched.backends.api_nodeactions import NodeDowngrades
 from desched.backends.background_evictions import BackgroundEvictions
+from desched.backends.eviction_webhook import EvictionWebhooks
 from desched.backends.settling import DEFAULT_SETTLING_WINDOW, SettlingGuard
 from desched.backends.usage_metrics import UsageMetrics
 from desched.cluster.live_source import DEFAULT_KINDS, WORKLOAD_KINDS, LiveCache
@@ -211,6 +212,8 @@ class Descheduler:
         self.framework: Framework | None = None
         #: holds back pods whose readiness just changed while the cluster comes back
         self.settling = SettlingGuard(options.settling_window)
+        #: asks the profiles' evictionPolicy.webhook (made at the first cycle whose policy has one)
+        self.webhooks: EvictionWebhooks | None = None
         #: the surges (evictionPolicy.surge) being followed until their rollouts end
         self.surge_follows: set[asyncio.Task[None]] = set()
 
@@ -381,6 +384,8 @@ class Descheduler:
                 await elector.release()
             if usage is not None:
                 await usage.close()
+            if self.webhooks is not None:
+                await self.webhooks.close()
             await cache.stop()
             if server is not None:
                 server.stop()
@@ -616,6 +621,9 @@ class Descheduler:
         def may_evict() -> bool:
             return not self.stop.is_set() and (elector is None or elector.is_leader())
 
+        if self.webhooks is None:  # opens no connection until a profile's webhook is asked
+            on_error = self.metrics.observe_webhook_error if self.metrics is not None else None
+            self.webhooks = EvictionWebhooks(loop, on_error=on_error)
         backend = ApiEvictionBackend(
             api,
             loop,
@@ -626,6 +634,7 @@ class Descheduler:
             ledger=self.ledger,
             background=self.background,
             hold=self.settling.check if self.settling.enabled else None,
+            webhooks=self.webhooks,
         )
         observers: list[Callable[[EvictionRecord], None]] = []
         if self.metrics is not None:

@@ -40,6 +40,7 @@ from desched.backends.background_evictions import (
     answered_in_background,
     requests_evict_only,
 )
+from desched.backends.eviction_webhook import EvictionWebhooks
 from desched.framework.evictor import (
     BackgroundCounts,
     EvictionRecord,
@@ -117,8 +118,11 @@ class ApiEvictionBackend:
         clock: Callable[[], float] = time.monotonic,
         background: BackgroundEvictions | None = None,
         hold: Callable[[Pod], Skip | None] | None = None,
+        webhooks: EvictionWebhooks | None = None,
     ) -> None:
         self.api = api
+        #: asks the profile's ``evictionPolicy.webhook`` last, right before the eviction
+        self.webhooks = webhooks
         #: asked before each eviction: a Skip holds it back (the settling guard, desched.backends.settling)
         self.hold = hold
         #: ``--feature-gates EvictionsInBackground=true``: the evictions going on in background
@@ -159,6 +163,10 @@ class ApiEvictionBackend:
         held = self.hold(pod) if self.hold is not None else None
         if held is not None:
             return held
+        if request.webhook is not None and self.webhooks is not None:
+            denied = self.webhooks.review(pod, request, dry_run=self.dry_run)
+            if denied is not None:
+                return denied
         if request.surge is not None:
             surged = self._surge(pod, request)
             if not isinstance(surged, surging.NotEligible):

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from desched.api.evictionpolicy import IntOrPercent, Surge, resolve_amount
+from desched.api.evictionpolicy import IntOrPercent, Surge, Webhook, resolve_amount
 from desched.api.policy import EvictionLimits
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
@@ -56,6 +56,8 @@ class EvictionRequest:
     grace_period_seconds: int | None = None
     #: the profile's ``evictionPolicy.surge``: a small Deployment's pod is surged, not evicted
     surge: Surge | None = None
+    #: the profile's ``evictionPolicy.webhook``: the backend asks it before evicting
+    webhook: Webhook | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +279,8 @@ class PodEvictor:
                     )
         if result is None:
             surge = self.safety.surge(profile) if self.safety is not None else None
-            request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds, surge)
+            webhook = self.safety.webhook(profile) if self.safety is not None else None
+            request = EvictionRequest(profile, plugin, reason, self.grace_period_seconds, surge, webhook)
             answer = self.backend.evict(pod, request)
             if answer is None:
                 result = EvictResult.EVICTED

@@ -76,6 +76,7 @@ from desched.api.evictionpolicy import (
     Rate,
     RateScope,
     Surge,
+    Webhook,
     WindowAction,
     format_duration,
     resolve_amount,
@@ -113,6 +114,10 @@ class SkipReason(enum.StrEnum):
     PREDICTED_SAME_NODE = "predicted_same_node"
     #: not the evictionPolicy's: a live run's settling guard held it back (desched.backends.settling)
     SETTLING = "settling"
+    #: the profile's ``evictionPolicy.webhook`` denied it (desched.backends.eviction_webhook)
+    WEBHOOK_DENIED = "webhook_denied"
+    #: the webhook gave no usable answer and its ``failurePolicy`` is ``Fail``
+    WEBHOOK_ERROR = "webhook_error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +270,11 @@ class Safety:
         """The profile's ``evictionPolicy.surge`` (None: its pods are evicted)."""
         policy = self._policies.get(profile)
         return policy.surge if policy is not None else None
+
+    def webhook(self, profile: str) -> Webhook | None:
+        """The profile's ``evictionPolicy.webhook`` (None: no service is asked)."""
+        policy = self._policies.get(profile)
+        return policy.webhook if policy is not None else None
 
     def awaits(self, pod: Pod) -> bool:
         """The pod's workload waits for a replacement (``waitForReplacement``) and the pod is

@@ -161,6 +161,14 @@ class Metrics:
             ["result", "strategy", "profile", "namespace"],
             registry=self.registry,
         )
+        # desched's own: evictionPolicy.webhook requests without a usable answer (either policy)
+        self.eviction_webhook_errors = Counter(
+            "descheduler_eviction_webhook_errors",
+            "Requests to an evictionPolicy.webhook without a usable answer (timeout, connection or "
+            "TLS error, non-2xx, malformed answer, wrong uid), by profile and failurePolicy",
+            ["profile", "failure_policy"],
+            registry=self.registry,
+        )
         # desched's own: a plugin that raised (its cycle went on without it)
         self.plugin_failures = Counter(
             "descheduler_plugin_failures",
@@ -228,6 +236,9 @@ class Metrics:
         self._pods_evicted(result, record.plugin, record.profile, record.namespace, record.node).inc()
         if record.method == "surge":
             self.surges.labels("started", record.plugin, record.profile, record.namespace).inc()
+
+    def observe_webhook_error(self, profile: str, failure_policy: str) -> None:
+        self.eviction_webhook_errors.labels(profile, failure_policy).inc()
 
     def observe_surge(self, succeeded: bool, strategy: str, profile: str, namespace: str) -> None:
         """A surge's rollout ended (:func:`desched.backends.surge.follow_surge`)."""

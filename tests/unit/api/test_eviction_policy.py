@@ -3,6 +3,7 @@ errors (one line naming the field), and ``desched validate``'s normalised form."
 
 from __future__ import annotations
 
+import base64
 from datetime import timedelta
 from typing import Any
 
@@ -95,6 +96,36 @@ def test_wait_for_replacement_defaults_to_ten_minutes() -> None:
     assert policy.normalised()["evictionPolicy"] == {"waitForReplacement": {"timeout": "10m"}}
 
 
+_PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+_PEM_B64 = base64.b64encode(_PEM.encode()).decode()
+
+
+def test_webhook_defaults_and_prints_resolved() -> None:
+    block = {"webhook": {"url": "https://freeze.example.svc/desched", "caBundle": _PEM_B64}}
+    policy = load_policy(doc(evictionPolicy=block), default_registry())
+    assert policy.profiles[0].eviction_policy.webhook == ep.Webhook(
+        "https://freeze.example.svc/desched", timedelta(seconds=2), ep.FailurePolicy.IGNORE, ca_pem=_PEM
+    )
+    assert policy.normalised()["evictionPolicy"] == {
+        "webhook": {
+            "url": "https://freeze.example.svc/desched",
+            "caBundle": _PEM_B64,
+            "timeout": "2s",
+            "failurePolicy": "Ignore",
+        }
+    }
+    loopback = {
+        "url": "http://127.0.0.1:8080/r",
+        "insecure": True,
+        "failurePolicy": "Fail",
+        "timeout": "500ms",
+    }
+    hook = load_policy(doc(evictionPolicy={"webhook": loopback}), default_registry()).profiles[0]
+    assert hook.eviction_policy.webhook == ep.Webhook(
+        "http://127.0.0.1:8080/r", timedelta(milliseconds=500), ep.FailurePolicy.FAIL, insecure=True
+    )
+
+
 def test_surge_defaults_and_prints_resolved() -> None:
     policy = load_policy(doc(evictionPolicy={"surge": {}}), default_registry())
     assert policy.profiles[0].eviction_policy.surge == ep.Surge(1, timedelta(minutes=10))
@@ -182,6 +213,31 @@ def test_profile_block_overrides_top_level_key_by_key() -> None:
         ({"surge": {"timeout": "soon"}}, "evictionPolicy.surge.timeout", "duration"),
         ({"surge": {"timeout": "0s"}}, "evictionPolicy.surge.timeout", "positive"),
         ({"surge": {"maxSurge": 1}}, "evictionPolicy.surge.maxSurge", "unknown field"),
+        ({"webhook": {"url": "http://h/r"}}, "evictionPolicy.webhook.url", "must be https"),
+        ({"webhook": {"url": "ftp://h/r"}}, "evictionPolicy.webhook.url", "http(s) URL"),
+        ({"webhook": {}}, "evictionPolicy.webhook.url", "required"),
+        (
+            {"webhook": {"url": "https://h/r", "timeout": "soon"}},
+            "evictionPolicy.webhook.timeout",
+            "duration",
+        ),
+        ({"webhook": {"url": "https://h/r", "timeout": "0s"}}, "evictionPolicy.webhook.timeout", "positive"),
+        (
+            {"webhook": {"url": "https://h/r", "timeout": "1m"}},
+            "evictionPolicy.webhook.timeout",
+            "at most 30s",
+        ),
+        (
+            {"webhook": {"url": "https://h/r", "failurePolicy": "Allow"}},
+            "evictionPolicy.webhook.failurePolicy",
+            "'Ignore' or 'Fail'",
+        ),
+        ({"webhook": {"url": "https://h/r", "caBundle": "%%%"}}, "evictionPolicy.webhook.caBundle", "base64"),
+        (
+            {"webhook": {"url": "https://h/r", "caBundle": _PEM_B64, "caFile": "/ca.crt"}},
+            "evictionPolicy.webhook.caFile",
+            "not both",
+        ),
         (
             {"rateLimits": {"cluster": {"evictionsPerMinute": 0}}},
             "evictionPolicy.rateLimits.cluster.evictionsPerMinute",

@@ -1,0 +1,316 @@
+"""``evictionPolicy.webhook`` against a loopback aiohttp server: the review sent, allow and deny,
+every kind of bad answer under both failure policies, a hang bounded by the timeout, TLS with the
+caBundle, and the live backend asking it last (after the settling guard, before the eviction)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from tests import builders
+from tests.kubeapi import api_client_for
+
+from desched.api.evictionpolicy import FailurePolicy, Webhook
+from desched.backends.api_eviction import ApiEvictionBackend
+from desched.backends.eviction_webhook import EvictionWebhooks
+from desched.framework.evictor import EvictionRequest
+from desched.framework.safety import Skip, SkipReason
+from desched.runtime.tls import _self_signed
+
+Handler = Callable[[dict[str, Any]], Awaitable[web.StreamResponse]]
+
+
+def pod() -> Any:
+    return builders.pod(
+        "web-abc",
+        namespace="shop",
+        node="n1",
+        uid="uid-web",
+        owner=("ReplicaSet", "web-5f"),
+        labels={"app": "web"},
+    )
+
+
+def hook(url: str, policy: FailurePolicy = FailurePolicy.IGNORE, timeout: float = 2.0, **kw: Any) -> Webhook:
+    return Webhook(url=url, timeout=timedelta(seconds=timeout), failure_policy=policy, **kw)
+
+
+def answer(uid: Any, allowed: Any, reason: str = "") -> web.Response:
+    return web.json_response(
+        {
+            "apiVersion": "desched.io/v1alpha1",
+            "kind": "EvictionReview",
+            "response": {"uid": uid, "allowed": allowed, "reason": reason},
+        }
+    )
+
+
+def ask(
+    handler: Handler, policy: FailurePolicy = FailurePolicy.IGNORE, timeout: float = 2.0
+) -> tuple[Skip | None, list[dict[str, Any]], EvictionWebhooks]:
+    seen: list[dict[str, Any]] = []
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        seen.append(body)
+        return await handler(body)
+
+    async def test() -> tuple[Skip | None, EvictionWebhooks]:
+        app = web.Application()
+        app.router.add_post("/review", serve)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        errors: list[tuple[str, str]] = []
+        webhooks = EvictionWebhooks(asyncio.get_running_loop(), on_error=lambda *a: errors.append(a))
+        try:
+            url = str(server.make_url("/review"))
+            req = EvictionRequest(
+                "prof", "PodLifetime", "too old", webhook=hook(url, policy, timeout, insecure=True)
+            )
+            out = await asyncio.to_thread(webhooks.review, pod(), req, dry_run=True)
+        finally:
+            await webhooks.close()
+            await server.close()
+        assert len(errors) == sum(webhooks.errors.values())
+        return out, webhooks
+
+    out, webhooks = asyncio.run(test())
+    return out, seen, webhooks
+
+
+def test_the_review_carries_the_pod_and_the_eviction_and_an_allow_lets_it_go() -> None:
+    async def allow(body: dict[str, Any]) -> web.StreamResponse:
+        return answer(body["request"]["uid"], True)
+
+    out, seen, webhooks = ask(allow)
+    assert out is None
+    assert webhooks.errors == {} and webhooks.denied == {}
+    (body,) = seen
+    assert body["apiVersion"] == "desched.io/v1alpha1" and body["kind"] == "EvictionReview"
+    req = body["request"]
+    assert len(req["uid"]) == 36
+    assert req["pod"] == {
+        "namespace": "shop",
+        "name": "web-abc",
+        "uid": "uid-web",
+        "labels": {"app": "web"},
+        "owner": {"kind": "ReplicaSet", "name": "web-5f"},
+    }
+    assert (req["node"], req["profile"], req["plugin"], req["reason"], req["dryRun"]) == (
+        "n1",
+        "prof",
+        "PodLifetime",
+        "too old",
+        True,
+    )
+
+
+def test_a_denial_is_a_skip_with_the_webhooks_reason_under_either_policy() -> None:
+    async def deny(body: dict[str, Any]) -> web.StreamResponse:
+        return answer(body["request"]["uid"], False, "change freeze until Monday")
+
+    for policy in FailurePolicy:
+        out, _, webhooks = ask(deny, policy)
+        assert out is not None and out.reason == SkipReason.WEBHOOK_DENIED
+        assert "change freeze until Monday" in out.detail
+        assert webhooks.denied == {"prof": 1} and webhooks.errors == {}
+
+
+async def _wrong_uid(body: dict[str, Any]) -> web.StreamResponse:
+    return answer("not-" + body["request"]["uid"], True)
+
+
+async def _not_json(body: dict[str, Any]) -> web.StreamResponse:
+    return web.Response(text="<html>ok</html>")
+
+
+async def _server_error(body: dict[str, Any]) -> web.StreamResponse:
+    return web.Response(status=500, text="boom")
+
+
+async def _allowed_not_bool(body: dict[str, Any]) -> web.StreamResponse:
+    return answer(body["request"]["uid"], "yes")
+
+
+async def _no_response(body: dict[str, Any]) -> web.StreamResponse:
+    return web.json_response({"allowed": True})
+
+
+BAD = {
+    "wrong uid": (_wrong_uid, "is not the request's"),
+    "not JSON": (_not_json, "not JSON"),
+    "500": (_server_error, "HTTP 500"),
+    "allowed not a bool": (_allowed_not_bool, "response.allowed"),
+    "no response object": (_no_response, "no 'response'"),
+}
+
+
+def test_bad_answers_follow_the_failure_policy_and_are_counted() -> None:
+    for name, (handler, why) in BAD.items():
+        out, _, webhooks = ask(handler, FailurePolicy.IGNORE)
+        assert out is None, name  # Ignore: allowed
+        assert webhooks.errors == {"prof": 1}, name
+        out, _, webhooks = ask(handler, FailurePolicy.FAIL)
+        assert out is not None and out.reason == SkipReason.WEBHOOK_ERROR, name
+        assert why in out.detail, (name, out.detail)
+        assert webhooks.errors == {"prof": 1}, name
+
+
+def test_a_hanging_webhook_costs_at_most_its_timeout() -> None:
+    async def hang(body: dict[str, Any]) -> web.StreamResponse:
+        await asyncio.sleep(30)
+        return answer(body["request"]["uid"], True)
+
+    for policy, skipped in ((FailurePolicy.IGNORE, False), (FailurePolicy.FAIL, True)):
+        start = time.monotonic()
+        out, _, webhooks = ask(hang, policy, timeout=0.5)
+        took = time.monotonic() - start
+        assert (out is not None) is skipped
+        if out is not None:
+            assert out.reason == SkipReason.WEBHOOK_ERROR and "no answer within 0.5s" in out.detail
+        assert webhooks.errors == {"prof": 1}
+        assert took < 3.0, took  # the timeout (0.5 s), plus the server's start and close
+
+
+def test_no_webhook_listening_follows_the_failure_policy() -> None:
+    async def test(policy: FailurePolicy) -> Skip | None:
+        webhooks = EvictionWebhooks(asyncio.get_running_loop())
+        req = EvictionRequest(
+            "prof", "P", "r", webhook=hook("http://127.0.0.1:9/review", policy, insecure=True)
+        )
+        try:
+            return await asyncio.to_thread(webhooks.review, pod(), req, dry_run=False)
+        finally:
+            await webhooks.close()
+
+    assert asyncio.run(test(FailurePolicy.IGNORE)) is None
+    out = asyncio.run(test(FailurePolicy.FAIL))
+    assert out is not None and out.reason == SkipReason.WEBHOOK_ERROR
+
+
+def test_tls_with_the_ca_bundle_and_an_untrusted_certificate(tmp_path: Path) -> None:
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    _self_signed(cert, key)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        return answer(body["request"]["uid"], False, "frozen")
+
+    async def test(trust: bool) -> Skip | None:
+        app = web.Application()
+        app.router.add_post("/review", serve)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server(ssl=ctx)
+        webhooks = EvictionWebhooks(asyncio.get_running_loop())
+        ca = cert.read_text() if trust else None
+        url = f"https://localhost:{server.port}/review"
+        req = EvictionRequest("prof", "P", "r", webhook=hook(url, FailurePolicy.FAIL, ca_pem=ca))
+        try:
+            return await asyncio.to_thread(webhooks.review, pod(), req, dry_run=False)
+        finally:
+            await webhooks.close()
+            await server.close()
+
+    trusted = asyncio.run(test(True))
+    assert trusted is not None and trusted.reason == SkipReason.WEBHOOK_DENIED  # the answer was read
+    untrusted = asyncio.run(test(False))
+    assert untrusted is not None and untrusted.reason == SkipReason.WEBHOOK_ERROR
+    assert "TLS error" in untrusted.detail or "certificate" in untrusted.detail
+
+
+def test_the_live_backend_asks_the_webhook_before_evicting_and_a_denial_sends_no_eviction() -> None:
+    evictions: list[str] = []
+    reviews: list[str] = []
+
+    async def evict(request: web.Request) -> web.StreamResponse:
+        evictions.append(request.match_info["name"])
+        return web.json_response({"kind": "Status", "status": "Success"}, status=201)
+
+    async def review(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        reviews.append(body["request"]["pod"]["name"])
+        return answer(body["request"]["uid"], body["request"]["pod"]["name"] != "web-abc")
+
+    async def test() -> list[Any]:
+        app = web.Application()
+        app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/eviction", evict)
+        app.router.add_post("/review", review)
+        async with api_client_for(app) as api:
+            url = api.configuration.host + "/review"
+            webhooks = EvictionWebhooks(asyncio.get_running_loop())
+            backend = ApiEvictionBackend(api, asyncio.get_running_loop(), webhooks=webhooks)
+            req = EvictionRequest("prof", "P", "r", webhook=hook(url, insecure=True))
+            other = builders.pod("api-1", namespace="shop", node="n1", uid="uid-api")
+            try:
+                return [
+                    await asyncio.to_thread(backend.evict, pod(), req),
+                    await asyncio.to_thread(backend.evict, other, req),
+                    await asyncio.to_thread(backend.evict, other, EvictionRequest("prof", "P", "r")),
+                ]
+            finally:
+                await webhooks.close()
+
+    denied, allowed, unasked = asyncio.run(test())
+    assert isinstance(denied, Skip) and denied.reason == SkipReason.WEBHOOK_DENIED
+    assert allowed is None and unasked is None
+    assert reviews == ["web-abc", "api-1"]  # a profile without a webhook is not asked
+    assert evictions == ["api-1", "api-1"]
+
+
+def test_the_example_webhook_in_the_docs_allows_and_denies(tmp_path: Path) -> None:
+    """docs/operations.md's example webhook, run as written (on a free port), answers desched."""
+    text = (Path(__file__).parents[3] / "docs" / "operations.md").read_text()
+    section = text.split("### Eviction webhook", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert '("127.0.0.1", 8443)' in code
+    script = tmp_path / "webhook.py"
+    script.write_text(code.replace('("127.0.0.1", 8443)', f'("127.0.0.1", {port})'))
+    proc = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the example webhook did not start"
+                time.sleep(0.1)
+
+        async def test() -> list[Skip | None]:
+            webhooks = EvictionWebhooks(asyncio.get_running_loop())
+            url = f"http://127.0.0.1:{port}/"
+            req = EvictionRequest("prof", "P", "r", webhook=hook(url, FailurePolicy.FAIL, insecure=True))
+            frozen = builders.pod(
+                "db-0", namespace="shop", node="n1", uid="uid-db", labels={"freeze": "true"}
+            )
+            try:
+                return [
+                    await asyncio.to_thread(webhooks.review, pod(), req, dry_run=False),
+                    await asyncio.to_thread(webhooks.review, frozen, req, dry_run=False),
+                ]
+            finally:
+                await webhooks.close()
+
+        allowed, denied = asyncio.run(test())
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert allowed is None
+    assert (
+        denied is not None and denied.reason == SkipReason.WEBHOOK_DENIED and "change freeze" in denied.detail
+    )
