@@ -11,6 +11,7 @@ report. The command line only parses flags into a :class:`SimulateRequest` and c
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -23,7 +24,7 @@ from desched.api.schedulerconfig import load_default_constraints
 from desched.backends.simulated_eviction import SimulatedEvictionApi
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import PolicyError, UserError
+from desched.errors import PolicyError, SnapshotError, UserError
 from desched.framework.evictor import EvictionBackend
 from desched.framework.findings import PluginReport
 from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
@@ -32,6 +33,8 @@ from desched.k8s.topologyspread import SYSTEM_DEFAULTS
 from desched.plugins import default_registry
 from desched.scheduling.placement import SCORE_DEFAULT, SCORE_GENERIC, PlacementOptions
 from desched.simulation import ProgressFn, Simulation, simulate
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from desched.api.policy import Policy
@@ -252,6 +255,25 @@ def simulate_cycles(
     return sim, crashes, list(reports.values())
 
 
+def _check_kinds(snapshot: ClusterSnapshot, source: str) -> None:
+    """A snapshot without Nodes cannot be simulated (every pod would sit on an unknown node, and
+    the cycle would be skipped as if the cluster had no ready node): an error naming them. One
+    without PodDisruptionBudgets may be a cluster without any, or a ``kubectl get`` that left them
+    out: a warning that refusals cannot be predicted then."""
+    if not snapshot.nodes:
+        raise SnapshotError(
+            source,
+            "the snapshot holds no Node (save one with `desched snapshot -o FILE`, or "
+            "`kubectl get nodes,pods,namespaces,poddisruptionbudgets,priorityclasses,events -A -o yaml`)",
+        )
+    if not snapshot.pdbs:
+        log.warning(
+            "%s holds no PodDisruptionBudget: if the cluster has some, add poddisruptionbudgets to "
+            "the snapshot, or the eviction API's refusals cannot be predicted",
+            source,
+        )
+
+
 def _explainer(request: SimulateRequest, snapshot: ClusterSnapshot) -> Explainer | None:
     """The listener for --explain / --explain-all, or None; every asked pod must exist."""
     if not request.explain and not request.explain_all:
@@ -309,6 +331,7 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
     progress.start("loading the snapshot")
     try:
         snapshot = load_snapshot_file(request.snapshot)
+        _check_kinds(snapshot, str(request.snapshot))
         pods_total = len(snapshot.pods)
         if pods_total >= _BIG_SNAPSHOT_PODS:
             progress.enabled = True
