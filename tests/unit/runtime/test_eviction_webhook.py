@@ -314,3 +314,91 @@ def test_the_example_webhook_in_the_docs_allows_and_denies(tmp_path: Path) -> No
     assert (
         denied is not None and denied.reason == SkipReason.WEBHOOK_DENIED and "change freeze" in denied.detail
     )
+
+
+def test_a_cycle_asks_the_profiles_webhook_after_its_limits_and_records_the_denials() -> None:
+    """The policy's block reaches the live backend through the evictor: denied pods are skipped
+    (reason webhook_denied, in the metric), allowed ones evicted, and the per-cycle limit is checked
+    before the webhook is asked (the pods past it are never sent for review)."""
+    from desched.api.policy import load_policy
+    from desched.cluster.snapshot import ClusterSnapshot
+    from desched.framework.framework import Framework
+    from desched.framework.types import EvictResult
+    from desched.plugins import default_registry
+    from desched.runtime.metrics import Metrics
+
+    evictions: list[str] = []
+    reviews: list[str] = []
+
+    async def evict(request: web.Request) -> web.StreamResponse:
+        evictions.append(request.match_info["name"])
+        return web.json_response({"kind": "Status", "status": "Success"}, status=201)
+
+    async def review(request: web.Request) -> web.StreamResponse:
+        req = (await request.json())["request"]
+        reviews.append(req["pod"]["name"])
+        return answer(req["uid"], req["pod"]["labels"].get("freeze") != "true", "frozen")
+
+    pods = [
+        builders.pod(
+            f"p{i}",
+            namespace="shop",
+            node="n1",
+            uid=f"uid-{i}",
+            created="2020-01-01T00:00:00Z",
+            owner=("ReplicaSet", f"rs{i}"),
+            labels={"freeze": "true"} if i in (0, 2) else {},
+        )
+        for i in range(6)
+    ]
+    snapshot = ClusterSnapshot(nodes=[builders.node("n1"), builders.node("n2")], pods=pods)
+
+    async def test() -> list[Any]:
+        app = web.Application()
+        app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/eviction", evict)
+        app.router.add_post("/review", review)
+        async with api_client_for(app) as api:
+            policy = load_policy(
+                {
+                    "apiVersion": "descheduler/v1alpha2",
+                    "kind": "DeschedulerPolicy",
+                    "maxNoOfPodsToEvictTotal": 2,
+                    "evictionPolicy": {
+                        "webhook": {"url": api.configuration.host + "/review", "insecure": True}
+                    },
+                    "profiles": [
+                        {
+                            "name": "p",
+                            "pluginConfig": [{"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}}],
+                            "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
+                        }
+                    ],
+                },
+                default_registry(),
+            )
+            webhooks = EvictionWebhooks(asyncio.get_running_loop())
+            backend = ApiEvictionBackend(api, asyncio.get_running_loop(), webhooks=webhooks)
+            try:
+                result = await asyncio.to_thread(
+                    Framework(policy, default_registry()).run_cycle, snapshot, backend
+                )
+            finally:
+                await webhooks.close()
+            return list(result.records)
+
+    records = asyncio.run(test())
+    metrics = Metrics()
+    for r in records:
+        metrics.observe_eviction(r)
+    evicted = sorted(r.name for r in records if r.result is EvictResult.EVICTED)
+    denied = sorted(r.name for r in records if r.skip_reason == SkipReason.WEBHOOK_DENIED)
+    assert sorted(evictions) == evicted and len(evicted) == 2  # the total limit holds
+    assert denied and set(denied) <= {"p0", "p2"}
+    assert all("frozen" in r.error for r in records if r.name in denied)
+    # asked only for pods within the limit: once two are evicted the rest are not reviewed
+    assert sorted(reviews) == sorted(evicted + denied)
+    exposed = metrics.registry.get_sample_value(
+        "descheduler_evictions_skipped_total",
+        {"reason": "webhook_denied", "strategy": "PodLifeTime", "profile": "p", "namespace": "shop"},
+    )
+    assert exposed == len(denied)
