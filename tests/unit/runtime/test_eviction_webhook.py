@@ -402,3 +402,66 @@ def test_a_cycle_asks_the_profiles_webhook_after_its_limits_and_records_the_deni
         {"reason": "webhook_denied", "strategy": "PodLifeTime", "profile": "p", "namespace": "shop"},
     )
     assert exposed == len(denied)
+
+
+def test_requests_in_flight_are_bounded() -> None:
+    in_flight = 0
+    most = 0
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        nonlocal in_flight, most
+        body = await request.json()
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.1)
+        in_flight -= 1
+        return answer(body["request"]["uid"], True)
+
+    async def test() -> list[Skip | None]:
+        app = web.Application()
+        app.router.add_post("/review", slow)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        webhooks = EvictionWebhooks(asyncio.get_running_loop(), max_in_flight=2)
+        req = EvictionRequest("prof", "P", "r", webhook=hook(str(server.make_url("/review")), insecure=True))
+        try:
+            return await asyncio.gather(*(webhooks.review_async(pod(), req, dry_run=False) for _ in range(8)))
+        finally:
+            await webhooks.close()
+            await server.close()
+
+    assert asyncio.run(test()) == [None] * 8
+    assert most == 2
+
+
+def test_a_dry_run_asks_the_webhook_with_dry_run_set_and_sends_no_eviction() -> None:
+    evictions: list[str] = []
+    dry: list[bool] = []
+
+    async def evict(request: web.Request) -> web.StreamResponse:
+        evictions.append(request.match_info["name"])
+        return web.json_response({}, status=201)
+
+    async def review(request: web.Request) -> web.StreamResponse:
+        req = (await request.json())["request"]
+        dry.append(req["dryRun"])
+        return answer(req["uid"], False, "frozen")
+
+    async def test() -> Any:
+        app = web.Application()
+        app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/eviction", evict)
+        app.router.add_post("/review", review)
+        async with api_client_for(app) as api:
+            webhooks = EvictionWebhooks(asyncio.get_running_loop())
+            backend = ApiEvictionBackend(api, asyncio.get_running_loop(), dry_run=True, webhooks=webhooks)
+            req = EvictionRequest(
+                "prof", "P", "r", webhook=hook(api.configuration.host + "/review", insecure=True)
+            )
+            try:
+                return await asyncio.to_thread(backend.evict, pod(), req)
+            finally:
+                await webhooks.close()
+
+    out = asyncio.run(test())
+    assert isinstance(out, Skip) and out.reason == SkipReason.WEBHOOK_DENIED  # a dry run reports it too
+    assert dry == [True] and evictions == []
