@@ -10,7 +10,7 @@ import time
 from collections import Counter
 
 from tests.differential.envelope import Verdict, upstream_binary
-from tests.differential.matrix import FAST, RUNS, Case, allowed_for, found, full_matrix, run_case
+from tests.differential.matrix import FAST, RUNS, Case, allowed_for, found, full_matrix, run_case, unlisted
 
 
 def summary(verdicts: list[Verdict], cases: list[Case]) -> tuple[list[str], int]:
@@ -31,7 +31,7 @@ def summary(verdicts: list[Verdict], cases: list[Case]) -> tuple[list[str], int]
         lines.append(f"  {plugin} {kind}: {n}")
     have = found(diffs)
     allowed = allowed_for(cases)
-    new = sorted(have - allowed)
+    new = unlisted(have, allowed)
     gone = sorted(allowed_for(cases, required=True) - have)
     lines.append(f"not in allowances.json: {len(new)}")
     lines.extend(f"  NEW {' '.join(x)}" for x in new)

@@ -147,3 +147,11 @@ def allowed_for(cases: Iterable[Case], *, required: bool = False) -> set[tuple[s
 
 def found(differences: Iterable[Difference]) -> set[tuple[str, str, str, str]]:
     return {(d.case, d.kind, d.plugin, d.subject) for d in differences}
+
+
+def unlisted(
+    have: set[tuple[str, str, str, str]], allowed: set[tuple[str, str, str, str]]
+) -> list[tuple[str, str, str, str]]:
+    """The differences found that no allowance lists (an allowance's subject ``*`` stands for
+    any subject of its case, kind and plugin)."""
+    return sorted(x for x in have if x not in allowed and (*x[:3], "*") not in allowed)
