@@ -56,6 +56,7 @@ import yaml
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.support import apply_manifest, desched_env, free_port, wait_for
 from tests.e2e.test_live_run import make_pod, new_namespace
+from tests.tools import tool
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "desched"
@@ -72,16 +73,6 @@ DEFAULT_PORT = 10258
 #: what the test applies of a rendering (the workload itself is run as a process)
 APPLIED = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap"}
 STOP_WITHIN = 10.0
-
-
-def tool(env: str, script: str) -> str:
-    path = os.environ.get(env)
-    if not path:
-        out = subprocess.run(
-            ["bash", str(ROOT / "hack" / "e2e" / script)], capture_output=True, text=True, check=True
-        )
-        path = out.stdout.strip().splitlines()[-1]
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ promtool comes from hack/e2e/build-promtool.sh (both cached once per machine).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from tests.tools import tool
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "desched"
@@ -33,16 +33,6 @@ TARGET = {
     "pod": f"{JOB}-7d9f8b6c5-x2k4q",
     "instance": "10.244.1.17:10258",
 }
-
-
-def tool(env: str, script: str) -> str:
-    path = os.environ.get(env)
-    if not path:
-        out = subprocess.run(
-            ["bash", str(ROOT / "hack" / "e2e" / script)], capture_output=True, text=True, check=True
-        )
-        path = out.stdout.strip().splitlines()[-1]
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -11,19 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.tools import tool
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
-
-
-def tool(env: str, script: str) -> str:
-    path = os.environ.get(env)
-    if not path:
-        out = subprocess.run(
-            ["bash", str(ROOT / "hack" / "e2e" / script)], capture_output=True, text=True, check=True
-        )
-        path = out.stdout.strip().splitlines()[-1]
-    return path
 
 
 @pytest.fixture(scope="module")
