@@ -167,10 +167,7 @@ class EvictionWebhooks:
         if allowed:
             return None
         self.denied[request.profile] = self.denied.get(request.profile, 0) + 1
-        log.debug(  # --v=4, as the evictor's other skips
-            "eviction denied by webhook",
-            extra={"pod": pod.key, "profile": request.profile, "plugin": request.plugin, "reason": reason},
-        )
+        # logged by the evictor, as every skip: "eviction skipped" (--v=4), reason webhook_denied
         return Skip(
             SkipReason.WEBHOOK_DENIED, f"denied by the eviction webhook: {reason or 'no reason given'}"
         )

@@ -271,12 +271,6 @@ class PodEvictor:
             if skip is not None:
                 result = EvictResult.NO_GAIN if skip.no_gain else EvictResult.SKIPPED
                 error, skip_reason = skip.detail, str(skip.reason)
-                if log.isEnabledFor(logging.DEBUG):  # --v=4; fields as the eviction line's
-                    fields = {"pod": key, "node": pod.spec.node_name, "profile": profile, "plugin": plugin}
-                    log.debug(
-                        "eviction skipped",
-                        extra={**fields, "reason": str(skip.reason), "detail": skip.detail},
-                    )
         if result is None:
             surge = self.safety.surge(profile) if self.safety is not None else None
             webhook = self.safety.webhook(profile) if self.safety is not None else None
@@ -311,13 +305,18 @@ class PodEvictor:
                 # the cycle): at default verbosity one line per refusal here would say it twice
                 log.debug("eviction of pod %s failed (%s/%s): %s", key, profile, plugin, answer)
             if result is EvictResult.SKIPPED:
-                pass  # held back by the backend: not charged, not refused
+                pass  # held back by the backend (the eviction webhook): not charged, not refused
             elif result is not EvictResult.FAILED:
                 self._charge(pod)
                 if self.safety is not None:
                     self.safety.charge(pod, profile)
             elif self.safety is not None:
                 self.safety.refused(pod)
+        if skip_reason and log.isEnabledFor(logging.DEBUG):
+            # --v=4, one line for every skip (the evictionPolicy's or the backend's, such as the
+            # eviction webhook's denial); fields as the eviction line's
+            fields = {"pod": key, "node": pod.spec.node_name, "profile": profile, "plugin": plugin}
+            log.debug("eviction skipped", extra={**fields, "reason": skip_reason, "detail": error})
         record = EvictionRecord(
             pod.metadata.namespace,
             pod.metadata.name,

@@ -5,6 +5,7 @@ caBundle, and the live backend asking it last (after the settling guard, before 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 import subprocess
@@ -15,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from tests import builders
@@ -316,10 +318,14 @@ def test_the_example_webhook_in_the_docs_allows_and_denies(tmp_path: Path) -> No
     )
 
 
-def test_a_cycle_asks_the_profiles_webhook_after_its_limits_and_records_the_denials() -> None:
+def test_a_cycle_asks_the_profiles_webhook_after_its_limits_and_records_the_denials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """The policy's block reaches the live backend through the evictor: denied pods are skipped
-    (reason webhook_denied, in the metric), allowed ones evicted, and the per-cycle limit is checked
-    before the webhook is asked (the pods past it are never sent for review)."""
+    (reason webhook_denied, in the metric and in the evictor's ``eviction skipped`` line at --v=4),
+    allowed ones evicted, and the per-cycle limit is checked before the webhook is asked (the pods
+    past it are never sent for review)."""
+    caplog.set_level(logging.DEBUG, logger="desched")
     from desched.api.policy import load_policy
     from desched.cluster.snapshot import ClusterSnapshot
     from desched.framework.framework import Framework
@@ -402,6 +408,17 @@ def test_a_cycle_asks_the_profiles_webhook_after_its_limits_and_records_the_deni
         {"reason": "webhook_denied", "strategy": "PodLifeTime", "profile": "p", "namespace": "shop"},
     )
     assert exposed == len(denied)
+    # each denial is the evictor's standard skip line (--v=4), with the eviction line's fields
+    skip_lines = [r for r in caplog.records if r.getMessage() == "eviction skipped"]
+    assert [
+        (r.name, r.levelno, r.pod, r.node, r.profile, r.plugin, r.reason)  # type: ignore[attr-defined]
+        for r in skip_lines
+    ] == [
+        ("desched.framework.evictor", logging.DEBUG, f"shop/{n}", "n1", "p", "PodLifeTime", "webhook_denied")
+        for n in denied
+    ]
+    assert all("frozen" in r.detail for r in skip_lines)  # type: ignore[attr-defined]
+    assert not [r for r in caplog.records if "denied by webhook" in r.getMessage()]  # no second message
 
 
 def test_requests_in_flight_are_bounded() -> None:
