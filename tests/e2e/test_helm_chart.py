@@ -766,3 +766,23 @@ def test_notes_say_what_runs_whether_it_evicts_and_where_to_look(control_plane: 
         control_plane, helm, "--set", "image.repository=registry.k8s.io/descheduler/descheduler"
     )
     assert "your values name upstream's image, registry.k8s.io/descheduler/descheduler" in notes
+
+
+@pytest.mark.parametrize("plugin", ["LowNodeUtilization", "HighNodeUtilization"])
+def test_soft_taint_may_patch_nodes(helm: str, plugin: str) -> None:
+    base = docs_of(helm)["ClusterRole"]["rules"]
+    assert not any("nodes" in r["resources"] and "patch" in r["verbs"] for r in base)
+    where = (
+        'deschedulerPolicy.profiles=[{"name":"t","pluginConfig":[{"name":"' + plugin + '",'
+        '"args":{"thresholds":{"cpu":20},"softTaint":{}}}],'
+        '"plugins":{"balance":{"enabled":["' + plugin + '"]}}}]'
+    )
+    added = [r for r in docs_of(helm, "--set-json", where)["ClusterRole"]["rules"] if r not in base]
+    # exactly what the kustomize Component deploy/kubernetes/softtaint grants
+    component = ROOT / "deploy" / "kubernetes" / "softtaint" / "rbac.yaml"
+    role = next(d for d in yaml.safe_load_all(component.read_text()) if d["kind"] == "ClusterRole")
+    assert added == role["rules"]
+    # the same plugin without softTaint adds no node patch
+    plain = where.replace(',"softTaint":{}', "")
+    rules = docs_of(helm, "--set-json", plain)["ClusterRole"]["rules"]
+    assert not any("nodes" in r["resources"] and "patch" in r["verbs"] for r in rules)

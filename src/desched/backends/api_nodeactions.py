@@ -36,9 +36,11 @@ from desched.framework.nodeactions import (
     NodeActionRecord,
     NodeState,
     Plan,
+    ReleaseRequest,
     apply_patch,
     downgrade_record,
     plan_downgrade,
+    plan_release,
     plan_restore,
     read_entries,
     restore_records,
@@ -290,6 +292,63 @@ class NodeDowngrades:
             detail="the node kept changing (conflicts)",
         )
 
+    async def release(self, node: Node, req: ReleaseRequest) -> list[NodeActionRecord]:
+        """Remove desched's own ``req`` target from the node now (read fresh, patched with its
+        resourceVersion, retried on conflict); nothing when desched has no entry for it."""
+        name = node.metadata.name
+        if self.dry_run:
+            plan = plan_release(NodeState.from_node(node), req.method, req.key, req.effect)
+            records = restore_records(name, plan, dry_run=True, release=req)
+            for r in records:
+                log.info(
+                    "would remove %s %s%s from node %s (dry run): %s",
+                    r.method,
+                    r.key,
+                    f":{r.effect}" if r.effect else "",
+                    name,
+                    req.reason,
+                )
+            return records
+        if not self.may_write():
+            return []
+        async with self._lock:
+            for _ in range(CONFLICT_RETRIES):
+                try:
+                    obj = await self._get(name)
+                except (ApiError, TimeoutError, OSError, client.ApiException) as e:
+                    log.warning("cannot read node %s to remove %s %s: %s", name, req.method, req.key, e)
+                    return []
+                state = NodeState.from_json(obj)
+                plan = plan_release(state, req.method, req.key, req.effect)
+                if plan.patch is None:
+                    self._remember(name, state)
+                    return []
+                error = await self._patch(name, obj, plan.patch)
+                if error == "conflict":
+                    continue
+                if error:
+                    log.warning("could not remove %s %s from node %s: %s", req.method, req.key, name, error)
+                    return restore_records(name, plan, dry_run=False, failed=error, release=req)
+                self._remember(name, apply_patch(state, plan.patch))
+                records = restore_records(name, plan, dry_run=False, release=req)
+                for r in records:
+                    log.info(
+                        "removed %s %s%s from node %s (%s)",
+                        r.method,
+                        r.key,
+                        f":{r.effect}" if r.effect else "",
+                        name,
+                        req.reason,
+                    )
+                return records
+        log.warning(
+            "could not remove %s %s from node %s: the node kept changing (conflicts)",
+            req.method,
+            req.key,
+            name,
+        )
+        return []
+
     # ------------------------------------------------------------------ API
 
     def _remember(self, name: str, state: NodeState) -> None:
@@ -362,3 +421,13 @@ class LiveNodeActions:
             )
         self._records.append(record)
         return record
+
+    def release(self, node: Node, request: ReleaseRequest) -> list[NodeActionRecord]:
+        future = asyncio.run_coroutine_threadsafe(self.owner.release(node, request), self.owner.loop)
+        try:
+            records = future.result(WRITE_TIMEOUT_SECONDS * CONFLICT_RETRIES + 5)
+        except FutureTimeout:
+            future.cancel()
+            records = []
+        self._records.extend(records)
+        return records

@@ -12,9 +12,11 @@ from desched.framework.nodeactions import (
     DowngradeRequest,
     NodeActionRecord,
     NodeState,
+    ReleaseRequest,
     apply_patch,
     downgrade_record,
     plan_downgrade,
+    plan_release,
     plan_restore,
     restore_records,
 )
@@ -48,6 +50,16 @@ class SimulatedNodeActions:
         record = downgrade_record(node.metadata.name, request, plan, dry_run=True)
         self._records.append(record)
         return record
+
+    def release(self, node: Node, request: ReleaseRequest) -> list[NodeActionRecord]:
+        state = self._state(node)
+        plan = plan_release(state, request.method, request.key, request.effect)
+        if plan.patch is None:
+            return []
+        self._states[node.metadata.name] = apply_patch(state, plan.patch)
+        records = restore_records(node.metadata.name, plan, dry_run=True, release=request)
+        self._records.extend(records)
+        return records
 
     def restore_expired(self, nodes: Iterable[Node]) -> list[NodeActionRecord]:
         """Record the expired downgrades a live cycle would remove from these nodes."""

@@ -81,6 +81,18 @@ class DowngradeRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseRequest:
+    """What a plugin asks for: remove desched's own label or taint ``key`` from a node now."""
+
+    method: str
+    key: str
+    effect: str
+    reason: str
+    #: ``<profile>/<plugin>``, filled in by the handle.
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class DowngradeEntry:
     """One entry of the node's :data:`DOWNGRADE_ANNOTATION`."""
 
@@ -381,6 +393,53 @@ def plan_restore(state: NodeState, now: datetime) -> RestorePlan:
     return RestorePlan(outcomes, patch)
 
 
+def plan_release(state: NodeState, method: str, key: str, effect: str) -> RestorePlan:
+    """Remove desched's own downgrade of this target from a node now, whatever its expiry (a soft
+    taint on a node that no longer qualifies). Nothing is planned when desched has no entry for it:
+    a label or taint desched did not add is never touched, nor any other taint or entry."""
+    try:
+        entries, unknown = read_entries(state.annotations)
+    except UnreadableRecord:
+        return RestorePlan([], None)
+    effect = effect if method == METHOD_TAINT else ""
+    mine = [e for e in entries if e.same_target(method, key, effect)]
+    if not mine:
+        return RestorePlan([], None)
+    keep = [e for e in entries if not e.same_target(method, key, effect)]
+    patch: dict[str, Any] = {
+        "metadata": {"annotations": {DOWNGRADE_ANNOTATION: encode_entries(keep, unknown)}}
+    }
+    outcomes: list[tuple[DowngradeEntry, ActionResult, str]] = []
+    taints = list(state.taints)
+    labels: dict[str, None] = {}
+    for e in mine:
+        if e.method == METHOD_LABEL:
+            gone = state.labels.get(e.key) != e.value
+            if not gone:
+                labels[e.key] = None
+        else:
+            left = [
+                t
+                for t in taints
+                if not (
+                    t.get("key") == e.key
+                    and t.get("effect") == e.effect
+                    and str(t.get("value", "")) == e.value
+                )
+            ]
+            gone = len(left) == len(taints)
+            taints = left
+        what = "label" if e.method == METHOD_LABEL else "taint"
+        outcomes.append(
+            (e, ActionResult.RESTORED, f"{what} already gone or changed: left as is" if gone else "")
+        )
+    if labels:
+        patch["metadata"]["labels"] = labels
+    if len(taints) != len(state.taints):
+        patch["spec"] = {"taints": taints}
+    return RestorePlan(outcomes, patch)
+
+
 def apply_patch(state: NodeState, patch: Mapping[str, Any]) -> NodeState:
     """``state`` after a JSON merge patch made by the planners above (labels, annotations, taints)."""
     meta = patch.get("metadata") or {}
@@ -422,8 +481,9 @@ def downgrade_record(
 
 
 def restore_records(
-    node: str, plan: RestorePlan, *, dry_run: bool, failed: str = ""
+    node: str, plan: RestorePlan, *, dry_run: bool, failed: str = "", release: ReleaseRequest | None = None
 ) -> list[NodeActionRecord]:
+    """The records of a restore (``release``: an early removal a plugin asked for, with its reason)."""
     return [
         NodeActionRecord(
             node,
@@ -434,8 +494,8 @@ def restore_records(
             e.effect,
             e.expires_at,
             ActionResult.FAILED if failed else result,
-            e.by,
-            e.reason,
+            release.by if release is not None else e.by,
+            release.reason if release is not None else e.reason,
             (),
             dry_run,
             failed or detail,
@@ -493,6 +553,8 @@ class NodeActionBackend(Protocol):
 
     def downgrade(self, node: Node, request: DowngradeRequest) -> NodeActionRecord: ...
 
+    def release(self, node: Node, request: ReleaseRequest) -> list[NodeActionRecord]: ...
+
 
 class NodeActions(Protocol):
     """What a plugin sees: downgrade a node for a while; the records of this cycle."""
@@ -512,6 +574,10 @@ class NodeActions(Protocol):
         effect: str = "NoSchedule",
         pods: Sequence[str] = (),
     ) -> NodeActionRecord: ...
+
+    def release(
+        self, node: Node, *, method: str, key: str, reason: str, effect: str = "NoSchedule"
+    ) -> list[NodeActionRecord]: ...
 
 
 class PluginNodeActions:
@@ -540,6 +606,13 @@ class PluginNodeActions:
         request = DowngradeRequest(method, key, value, ttl, reason, effect, self._by, tuple(pods))
         return self._backend.downgrade(node, request)
 
+    def release(
+        self, node: Node, *, method: str, key: str, reason: str, effect: str = "NoSchedule"
+    ) -> list[NodeActionRecord]:
+        """Remove desched's own label or taint ``key`` from ``node`` now (nothing when desched did
+        not add it): no records when there was nothing of desched's to remove."""
+        return self._backend.release(node, ReleaseRequest(method, key, effect, reason, self._by))
+
 
 class NoNodeActions:
     """A cycle without a node-action backend: every request is recorded as skipped, nothing changes."""
@@ -556,3 +629,6 @@ class NoNodeActions:
         record = downgrade_record(node.metadata.name, request, plan, dry_run=True)
         self._records.append(record)
         return record
+
+    def release(self, node: Node, request: ReleaseRequest) -> list[NodeActionRecord]:
+        return []

@@ -20,7 +20,7 @@ from tests.kubeapi import api_client_for, status
 
 from desched.backends import api_nodeactions as nodeactions_module
 from desched.backends.api_nodeactions import CONFLICT_RETRIES, NodeDowngrades
-from desched.framework.nodeactions import DOWNGRADE_ANNOTATION, ActionResult, DowngradeRequest
+from desched.framework.nodeactions import DOWNGRADE_ANNOTATION, ActionResult, DowngradeRequest, ReleaseRequest
 from desched.k8s.objects import Node
 
 NOW = datetime(2026, 11, 24, 12, tzinfo=UTC)
@@ -271,3 +271,86 @@ def test_dry_run_and_a_follower_write_nothing() -> None:
     run(nodes, dry, dry_run=True)
     run(nodes, follower, may_write=lambda: False)
     assert nodes.patches == [] and nodes.gets == 0
+
+
+# ----------------------------------------------------------------------------- release (softTaint)
+
+SOFT = "desched.io/overutilized"
+
+
+def soft_req() -> DowngradeRequest:
+    return DowngradeRequest(
+        "taint", SOFT, "", timedelta(hours=1), "over-utilised", "PreferNoSchedule", by="p/LowNodeUtilization"
+    )
+
+
+def release_req() -> ReleaseRequest:
+    return ReleaseRequest("taint", SOFT, "PreferNoSchedule", "no longer qualifies", "p/LowNodeUtilization")
+
+
+def test_a_release_retries_on_conflict_and_removes_only_desched_s_taint() -> None:
+    nodes = Nodes(node_doc(taints=[MAINTENANCE]))
+    calls = [0]
+    other = {"key": "example.com/other", "value": "", "effect": "PreferNoSchedule"}
+
+    def once(n: dict[str, Any]) -> bool:
+        calls[0] += 1
+        if calls[0] == 1:  # another writer adds a taint between desched's read and its write
+            n["spec"]["taints"].append(other)
+        return calls[0] == 1
+
+    async def test(d: NodeDowngrades, clock: list[datetime]) -> None:
+        assert (await d.downgrade(as_node(nodes.nodes["n1"]), soft_req())).result is ActionResult.DOWNGRADED
+        assert nodes.nodes["n1"]["spec"]["taints"][-1] == {
+            "key": SOFT,
+            "value": "",
+            "effect": "PreferNoSchedule",
+        }
+        calls[0] = 0
+        nodes.meanwhile = once
+        [record] = await d.release(as_node(nodes.nodes["n1"]), release_req())
+        assert (record.action, record.result, record.key, record.reason) == (
+            "restore",
+            ActionResult.RESTORED,
+            SOFT,
+            "no longer qualifies",
+        )
+        assert d.downgraded_count() == 0
+        # nothing of desched's left: nothing written
+        before = len(nodes.patches)
+        assert await d.release(as_node(nodes.nodes["n1"]), release_req()) == []
+        assert len(nodes.patches) == before
+
+    run(nodes, test)
+    assert nodes.conflicts == 1
+    node = nodes.nodes["n1"]
+    assert node["spec"]["taints"] == [MAINTENANCE, other]
+    assert DOWNGRADE_ANNOTATION not in (node["metadata"].get("annotations") or {})
+
+
+def test_a_release_leaves_a_taint_with_the_key_desched_did_not_set() -> None:
+    theirs = {"key": SOFT, "value": "", "effect": "PreferNoSchedule"}
+    nodes = Nodes(node_doc(taints=[theirs]))
+
+    async def test(d: NodeDowngrades, clock: list[datetime]) -> None:
+        assert await d.release(as_node(nodes.nodes["n1"]), release_req()) == []
+
+    run(nodes, test)
+    assert nodes.patches == [] and nodes.nodes["n1"]["spec"]["taints"] == [theirs]
+
+
+def test_a_dry_run_release_says_what_it_would_do_and_writes_nothing() -> None:
+    nodes = Nodes(node_doc())
+
+    async def test(d: NodeDowngrades, clock: list[datetime]) -> None:
+        await d.downgrade(as_node(nodes.nodes["n1"]), soft_req())
+
+    run(nodes, test)
+    written = len(nodes.patches)
+
+    async def dry(d: NodeDowngrades, clock: list[datetime]) -> None:
+        [record] = await d.release(as_node(nodes.nodes["n1"]), release_req())
+        assert record.dry_run and record.result is ActionResult.RESTORED
+
+    run(nodes, dry, dry_run=True)
+    assert len(nodes.patches) == written and nodes.nodes["n1"]["spec"]["taints"]

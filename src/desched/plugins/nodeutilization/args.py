@@ -5,6 +5,7 @@ Thresholds, the metrics source (requests, KubernetesMetrics, Prometheus), evicti
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from pydantic import (
@@ -16,8 +17,16 @@ from pydantic import (
     model_validator,
 )
 
-from desched.api.types import ArgsModel, EvictionLimits, FieldValueError, Namespaces, policy_checks_enabled
+from desched.api.types import (
+    ArgsModel,
+    EvictionLimits,
+    FieldValueError,
+    Namespaces,
+    parse_go_duration,
+    policy_checks_enabled,
+)
 from desched.framework.metrics import KUBERNETES_METRICS, PROMETHEUS
+from desched.k8s import labels as k8s_labels
 from desched.plugins.nodeutilization.usage import METRIC_RESOURCE
 
 MIN_PERCENTAGE = 0.0
@@ -29,6 +38,60 @@ ONLY_THRESHOLDING_RESOURCES = "OnlyThresholdingResources"
 EVICTION_MODES = (ONLY_THRESHOLDING_RESOURCES,)
 
 ResourceThresholds = dict[str, float]
+
+#: ``softTaint.key`` defaults: the nodes LowNodeUtilization finds over-utilised, and the nodes
+#: HighNodeUtilization empties.
+OVERUTILIZED_TAINT = "desched.io/overutilized"
+UNDERUTILIZED_TAINT = "desched.io/underutilized"
+SOFT_TAINT_EFFECTS = ("PreferNoSchedule", "NoSchedule")
+DEFAULT_SOFT_TAINT_TTL = "1h"
+
+
+class SoftTaintArgs(ArgsModel):
+    """``softTaint``: taint the nodes the plugin acts on, so kube-scheduler places new pods elsewhere.
+
+    The taint is recorded as one of desched's node downgrades (annotation ``desched.io/downgrade``):
+    desched removes only a taint it recorded there, as soon as the node no longer qualifies, and
+    at the latest ``ttl`` after the last cycle that found it qualifying (desched stopped)."""
+
+    #: Empty: the plugin's default (OVERUTILIZED_TAINT or UNDERUTILIZED_TAINT).
+    key: str = ""
+    effect: str = "PreferNoSchedule"
+    #: How long a taint outlives the last cycle that set it (it is refreshed every cycle).
+    ttl: str = DEFAULT_SOFT_TAINT_TTL
+    #: Taint only: evict nothing (the plugin only steers kube-scheduler).
+    taint_only: bool = False
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        if v:
+            why = k8s_labels.validate_label_key(v)
+            if why:
+                raise ValueError(f"must be a valid taint key ({why}), got {v!r}")
+        return v
+
+    @field_validator("effect")
+    @classmethod
+    def _effect(cls, v: str) -> str:
+        if v not in SOFT_TAINT_EFFECTS:
+            raise ValueError(f"must be one of {', '.join(SOFT_TAINT_EFFECTS)}, got {v!r}")
+        return v
+
+    @field_validator("ttl")
+    @classmethod
+    def _ttl(cls, v: str) -> str:
+        try:
+            ok = parse_go_duration(v) > timedelta(0)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"must be a positive duration such as '1h' or '30m', got {v!r}")
+        return v
+
+    @property
+    def ttl_duration(self) -> timedelta:
+        return parse_go_duration(self.ttl)
 
 
 def check_thresholds(thresholds: ResourceThresholds, field: str = "thresholds") -> None:
@@ -173,6 +236,8 @@ class LowNodeUtilizationArgs(ArgsModel):
     #: Only ``exclude``: pods of these namespaces count towards usage but are not evicted.
     evictable_namespaces: Namespaces | None = None
     eviction_limits: EvictionLimits | None = None
+    #: desched only (issue 26): taint the over-utilised nodes (default key desched.io/overutilized).
+    soft_taint: SoftTaintArgs | None = None
 
     @field_validator("eviction_modes")
     @classmethod
@@ -258,6 +323,8 @@ class HighNodeUtilizationArgs(ArgsModel):
     #: desched only (upstream #725): when every schedulable node is under-utilised, empty the
     #: least-utilised ones whose pods all fit on the others, instead of doing nothing.
     compact_when_all_underutilized: bool = False
+    #: desched only (issue 26): taint the nodes being emptied (default key desched.io/underutilized).
+    soft_taint: SoftTaintArgs | None = None
 
     @field_validator("eviction_modes")
     @classmethod
@@ -269,6 +336,16 @@ class HighNodeUtilizationArgs(ArgsModel):
         if policy_checks_enabled(info):
             _only_exclude(self.evictable_namespaces)
             check_thresholds(self.thresholds)
+            if (
+                self.soft_taint is not None
+                and self.soft_taint.taint_only
+                and self.compact_when_all_underutilized
+            ):
+                raise FieldValueError(
+                    "softTaint.taintOnly",
+                    "cannot be combined with compactWhenAllUnderutilized: which nodes compaction "
+                    "empties is only known by evicting",
+                )
         return self
 
     def chart_thresholds(self) -> list[tuple[str, float, str]]:

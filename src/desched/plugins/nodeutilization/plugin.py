@@ -74,6 +74,7 @@ from typing import ClassVar
 
 from desched.cluster.view import ClusterView
 from desched.framework.metrics import KUBERNETES_METRICS, PROMETHEUS
+from desched.framework.nodeactions import DOWNGRADE_ANNOTATION, METHOD_TAINT
 from desched.framework.types import Evictor, EvictResult, Handle, LiveInputs, NoGain, PredictedMove, Status
 from desched.k8s import nodes as k8s_nodes
 from desched.k8s import pods as k8s_pods
@@ -86,9 +87,12 @@ from desched.plugins.nodeutilization.args import (
     MAX_PERCENTAGE,
     MIN_PERCENTAGE,
     ONLY_THRESHOLDING_RESOURCES,
+    OVERUTILIZED_TAINT,
+    UNDERUTILIZED_TAINT,
     HighNodeUtilizationArgs,
     LowNodeUtilizationArgs,
     ResourceThresholds,
+    SoftTaintArgs,
 )
 from desched.plugins.nodeutilization.compaction import compact
 from desched.plugins.nodeutilization.usage import (
@@ -293,6 +297,38 @@ class _NodeUtilization:
         usages = {n.metadata.name: source.node_usage(n.metadata.name) for n in nodes}
         capacities = {n.metadata.name: source.capacity(n) for n in nodes}
         return usages, capacities
+
+    def _soft_taint(
+        self, soft: SoftTaintArgs | None, default_key: str, nodes: Sequence[Node], tainted: dict[str, str]
+    ) -> bool:
+        """``softTaint``: taint the nodes of ``tainted`` (name -> why), remove desched's own taint
+        from the other ``nodes`` (the plugin's nodes) that carry it. True: evict nothing (taintOnly)."""
+        if soft is None:
+            return False
+        key = soft.key or default_key
+        actions = self.handle.node_actions
+        for node in nodes:
+            name = node.metadata.name
+            why = tainted.get(name)
+            if why is not None:
+                actions.downgrade(
+                    node,
+                    method=METHOD_TAINT,
+                    key=key,
+                    value="",
+                    ttl=soft.ttl_duration,
+                    reason=f"{type(self).__name__} softTaint: {why}",
+                    effect=soft.effect,
+                )
+            elif DOWNGRADE_ANNOTATION in (node.metadata.annotations or {}):
+                actions.release(
+                    node,
+                    method=METHOD_TAINT,
+                    key=key,
+                    reason=f"{type(self).__name__} softTaint: the node no longer qualifies",
+                    effect=soft.effect,
+                )
+        return soft.taint_only
 
     def _pod_filter(self, ev: Evictor, pod: Pod) -> bool:
         if self._only_thresholding and not requests_any(pod, self._threshold_names):
@@ -513,6 +549,13 @@ class LowNodeUtilization(_NodeUtilization):
             len(over),
             high,
         )
+        if self._soft_taint(
+            args.soft_taint,
+            OVERUTILIZED_TAINT,
+            nodes,
+            {i.name: f"node is over-utilized: {i.why}" for i in over},
+        ):
+            return None
         idle = ""
         if not under:
             idle = "no node is under-utilised; you might tune the thresholds"
@@ -679,15 +722,30 @@ class HighNodeUtilization(_NodeUtilization):
                 partial(self._compaction_reason, {i.name: i.why for i in under}),
                 emptied=self._emptying,
             )
+            whys = {i.name: i.why for i in under}
+            self._soft_taint(
+                self.args.soft_taint,
+                UNDERUTILIZED_TAINT,
+                nodes,
+                {n: f"node is being emptied: {whys.get(n, '')}" for n in self._emptying},
+            )
             return None
         if idle:
             log.debug("HighNodeUtilization: %s", idle)
             if findings.enabled:
                 findings.node_left("", f"nothing to do: {idle}")
+            self._soft_taint(self.args.soft_taint, UNDERUTILIZED_TAINT, nodes, {})
             return None
 
         under.sort(key=lambda i: (usage_rank(i.usage), i.name))
         self._emptying = {i.name for i in under}
+        if self._soft_taint(
+            self.args.soft_taint,
+            UNDERUTILIZED_TAINT,
+            nodes,
+            {i.name: f"node is being emptied: {i.why}" for i in under},
+        ):
+            return None
         self._evict(source, under, schedulable, budget_left, self._reason)
         return None
 
