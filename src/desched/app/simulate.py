@@ -11,6 +11,7 @@ report. The command line only parses flags into a :class:`SimulateRequest` and c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from desched.api.schedulerconfig import load_default_constraints
+from desched.backends.eviction_webhook import EvictionWebhooks, WebhookGate, webhooks_on_a_thread
 from desched.backends.simulated_eviction import SimulatedEvictionApi
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
@@ -85,6 +87,8 @@ class SimulateRequest:
     explain_all: bool = False
     #: ``--report``: the HTML file to write, or a directory for its index.html.
     report: str | None = None
+    #: ``--webhook``: ask the profiles' ``evictionPolicy.webhook`` (dryRun true) before each eviction.
+    webhook: bool = False
 
 
 class _Progress:
@@ -199,16 +203,24 @@ def single_cycle(
     then: EvictionBackend | None = None,
     restore_expired: bool = True,
     on_plugin_run: OnPluginRun | None = None,
+    webhooks: EvictionWebhooks | None = None,
 ) -> CycleResult:
     """One cycle on the snapshot: evictions answered as the eviction API would (PDBs), then passed
     to ``then`` (the placement driver's recorder); node downgrades recorded, never applied, the
-    expired ones a live run would remove first (``restore_expired``)."""
+    expired ones a live run would remove first (``restore_expired``). With ``webhooks``
+    (``--webhook``), each profile's eviction webhook is asked first, as ``run`` asks it before the
+    eviction API: a pod it denies is skipped and spends no disruption budget."""
     node_actions = SimulatedNodeActions(lambda: now)
     if restore_expired:
         node_actions.restore_expired(snapshot.nodes)
+    backend: EvictionBackend = (
+        SimulatedEvictionApi(snapshot) if then is None else SimulatedEvictionApi(snapshot, then=then)
+    )
+    if webhooks is not None:
+        backend = WebhookGate(webhooks, backend)
     return framework.run_cycle(
         snapshot,
-        SimulatedEvictionApi(snapshot) if then is None else SimulatedEvictionApi(snapshot, then=then),
+        backend,
         node_actions=node_actions,
         on_plugin_run=on_plugin_run,
     )
@@ -225,6 +237,7 @@ def simulate_cycles(
     on_plugin_run: OnPluginRun | None = None,
     on_cycle: Callable[[int], None] | None = None,
     on_progress: ProgressFn | None = None,
+    webhooks: EvictionWebhooks | None = None,
 ) -> tuple[Simulation, list[PluginRun], list[PluginReport]]:
     """Up to ``cycles`` cycles, each one's evicted pods placed again before the next
     (:func:`desched.simulation.simulate`); the simulation, the plugin runs that raised, and each
@@ -237,7 +250,13 @@ def simulate_cycles(
             on_cycle(cycle)
         # the eviction API's answers (PDBs) first; the placement simulator hears of what it allows
         result = single_cycle(
-            framework, snap, now, then=backend, restore_expired=cycle == 1, on_plugin_run=on_plugin_run
+            framework,
+            snap,
+            now,
+            then=backend,
+            restore_expired=cycle == 1,
+            on_plugin_run=on_plugin_run,
+            webhooks=webhooks,
         )
         crashes.extend(result.crashes)
         reports.update(((r.profile, r.plugin), r) for r in result.reports)
@@ -299,19 +318,8 @@ def _plugin_failures(crashes: Sequence[PluginRun]) -> int:
 def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
     """``desched simulate``: the exit status (0, or :data:`EXIT_PLUGIN_FAILED`). Raises UserError."""
     from desched.api.policy import load_policy_file
-    from desched.cluster.file_source import load_snapshot_file
-    from desched.report.output import (
-        View,
-        anomaly_findings,
-        write_json,
-        write_simulation_json,
-        write_simulation_table,
-        write_table,
-    )
 
     out = out or sys.stdout
-    now = request.now
-    view = View(wide=request.output == "wide", namespaces=frozenset(request.namespaces))
     if request.cycles < 1:
         raise UserError("--cycles", f"must be at least 1, got {request.cycles}")
     if request.cycles > 1 and not request.placement:
@@ -329,6 +337,32 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
         size = 0
     progress = _Progress(size >= _BIG_SNAPSHOT_BYTES)
     progress.start("loading the snapshot")
+    # --webhook: the profiles' eviction webhooks are asked (dryRun true); else simulate stays offline
+    with webhooks_on_a_thread() if request.webhook else contextlib.nullcontext() as hooks:
+        return _simulate(request, out, policy, registry, options, progress, hooks)
+
+
+def _simulate(
+    request: SimulateRequest,
+    out: TextIO,
+    policy: Policy,
+    registry: Registry,
+    options: PlacementOptions | None,
+    progress: _Progress,
+    hooks: EvictionWebhooks | None,
+) -> int:
+    from desched.cluster.file_source import load_snapshot_file
+    from desched.report.output import (
+        View,
+        anomaly_findings,
+        write_json,
+        write_simulation_json,
+        write_simulation_table,
+        write_table,
+    )
+
+    now = request.now
+    view = View(wide=request.output == "wide", namespaces=frozenset(request.namespaces))
     try:
         snapshot = load_snapshot_file(request.snapshot)
         _check_kinds(snapshot, str(request.snapshot))
@@ -346,7 +380,7 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
             amend = explainer.amend
         if not request.placement and not request.report:
             progress("descheduling", 0, 1)
-            result = single_cycle(framework, snapshot, now, on_plugin_run=on_plugin_run)
+            result = single_cycle(framework, snapshot, now, on_plugin_run=on_plugin_run, webhooks=hooks)
             progress.stop()
             anomalies = anomaly_findings(result.reports, view)
             if request.output == "json":
@@ -373,6 +407,7 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
             on_plugin_run=on_plugin_run,
             on_cycle=on_cycle,
             on_progress=progress,
+            webhooks=hooks,
         )
     finally:
         progress.stop()

@@ -28,17 +28,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import ssl
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
 
 from desched.api.evictionpolicy import FailurePolicy, Webhook
-from desched.framework.evictor import EvictionRequest
+from desched.framework.evictor import EvictAnswer, EvictionBackend, EvictionRequest
 from desched.framework.safety import Skip, SkipReason
 from desched.k8s.objects import Pod
 from desched.k8s.pods import controller_ref
@@ -226,3 +228,39 @@ class EvictionWebhooks:
         if fail:
             return Skip(SkipReason.WEBHOOK_ERROR, f"the eviction webhook gave no usable answer: {why}")
         return None
+
+
+class WebhookGate:
+    """An eviction backend in front of ``inner``: asks the request's webhook first (``dryRun:
+    true``) and passes on only what it does not skip, as the live backend asks it before the
+    eviction API (``desched simulate --webhook``: in front of the simulated eviction API, so a
+    denied pod spends no disruption budget)."""
+
+    def __init__(self, webhooks: EvictionWebhooks, inner: EvictionBackend) -> None:
+        self.webhooks = webhooks
+        self.inner = inner
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> EvictAnswer:
+        skip = self.webhooks.review(pod, request, dry_run=True)
+        if skip is not None:
+            return skip
+        return self.inner.evict(pod, request)
+
+
+@contextlib.contextmanager
+def webhooks_on_a_thread(**kwargs: Any) -> Iterator[EvictionWebhooks]:
+    """:class:`EvictionWebhooks` for a caller without an event loop (``desched simulate``): its
+    requests run on a loop in a daemon thread, stopped (the session closed) on exit."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="eviction-webhooks", daemon=True)
+    thread.start()
+    webhooks = EvictionWebhooks(loop, **kwargs)
+    try:
+        yield webhooks
+    finally:
+        try:
+            asyncio.run_coroutine_threadsafe(webhooks.close(), loop).result(10)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()

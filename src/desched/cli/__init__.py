@@ -745,6 +745,13 @@ def _add_placement_arguments(sim: argparse.ArgumentParser) -> None:
         help="write the HTML report, one self-contained file (charts inlined), to FILE.html, or to "
         "DIR/index.html for a path not ending in .html; needs the 'report' extra",
     )
+    sim.add_argument(
+        "--webhook",
+        action="store_true",
+        help="ask each profile's evictionPolicy.webhook (with dryRun true) before each eviction, as "
+        "run does: its denials are listed as skips (webhook_denied); off by default, simulate "
+        "then contacts nothing",
+    )
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -766,6 +773,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         explain=tuple(args.explain),
         explain_all=args.explain_all,
         report=args.report,
+        webhook=args.webhook,
     )
     if args.output != "yaml":
         return run_simulate(request)

@@ -174,6 +174,7 @@ FLAGS: dict[tuple[str, str], Flag] = {
     ("simulate", "kube_scheduler_config"): Flag("input", nonempty=True),
     ("simulate", "cycles"): Flag("int", minimum=1),
     ("simulate", "report"): Flag("report-target", nonempty=True),
+    ("simulate", "webhook"): Flag("bool"),
     # validate
     ("validate", "policy"): Flag("input", nonempty=True),
     ("validate", "output"): Flag("choice"),
