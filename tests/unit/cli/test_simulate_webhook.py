@@ -5,6 +5,7 @@ report's skips; without the flag simulate contacts nothing and predicts the evic
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -120,3 +121,26 @@ def test_simulate_webhook_lists_the_denials_as_skips(
     # the table's summary counts them
     table = run(policy, placement, "--webhook")
     assert f"skipped by evictionPolicy {len(skipped)} (webhook_denied {len(skipped)})" in table, table
+
+
+@pytest.mark.parametrize("failure_policy", ["Ignore", "Fail"])
+def test_simulate_webhook_down_follows_the_failure_policy(tmp_path: Path, failure_policy: str) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    doc = yaml.safe_load(POLICY.read_text())
+    hook = {"url": f"http://127.0.0.1:{port}/review", "insecure": True, "failurePolicy": failure_policy}
+    doc["evictionPolicy"] = {"webhook": hook}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(doc))
+    offline = simulate(policy, "--no-placement")
+    asked = simulate(policy, "--no-placement", "--webhook")
+    if failure_policy == "Ignore":  # no usable answer: allowed, as without the flag
+        assert asked["evictions"] == offline["evictions"] and not asked.get("evictionsSkipped")
+    else:  # every eviction it would have made is skipped as webhook_error
+        assert asked["evictions"] == []
+        skipped = asked["evictionsSkipped"]
+        assert {s["reason"] for s in skipped} == {"webhook_error"}
+        assert {(s["namespace"], s["name"]) for s in skipped} >= {
+            (e["namespace"], e["name"]) for e in offline["evictions"]
+        }
