@@ -91,8 +91,8 @@ def test_predictive_skips_a_move_from_one_prefer_no_schedule_taint_to_another(
         ), note
         assert note.endswith(f"whose taint {key}=x:PreferNoSchedule it does not tolerate either"), note
         assert (
-            f"eviction of pod {ns}/{first['metadata']['name']} skipped (e2e/RemovePodsViolatingNodeTaints)"
-            in proc.stderr
+            f"eviction skipped pod={ns}/{first['metadata']['name']} node={own} profile=e2e "
+            "plugin=RemovePodsViolatingNodeTaints reason=predicted_untolerated_taint " in proc.stderr
         ), proc.stderr
         assert [p["metadata"]["uid"] for p in pods()] == [first["metadata"]["uid"]], proc.stderr
 

@@ -71,7 +71,10 @@ def test_run_skips_what_the_workload_budget_forbids_and_says_why(cluster: Cluste
         f"ConfigMap {ns}/dup has 1 of 4 pod(s) unavailable; evicting this one would make 2 "
         "(maxUnavailablePerWorkload: 1 = 1)"
     )
-    assert f"eviction of pod {ns}/{name} skipped (e2e/RemoveDuplicates)" in proc.stderr, proc.stderr
+    assert (
+        f"eviction skipped pod={ns}/{name} node=e2e-n1 profile=e2e plugin=RemoveDuplicates "
+        "reason=max_unavailable_per_workload " in proc.stderr
+    ), proc.stderr
     # and the cycle's summary line counts it
     assert re.search(r"cycle done .* evictionsSkipped=1 ", proc.stderr), proc.stderr
 
