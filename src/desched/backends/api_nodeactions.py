@@ -39,6 +39,7 @@ from desched.framework.nodeactions import (
     ReleaseRequest,
     apply_patch,
     downgrade_record,
+    is_soft_taint,
     plan_downgrade,
     plan_release,
     plan_restore,
@@ -85,6 +86,8 @@ class NodeDowngrades:
         self.clock = clock
         #: Node -> latest expiry of desched's entries on it, as last read or written.
         self.active: dict[str, datetime] = {}
+        #: The same, for the anomaly downgrades alone (not softTaint's): the downgraded-nodes gauge.
+        self.anomaly: dict[str, datetime] = {}
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
 
@@ -93,6 +96,7 @@ class NodeDowngrades:
     def observe(self, nodes: Iterable[Node]) -> None:
         """Refresh :attr:`active` from nodes' annotations (e.g. the live cache)."""
         active: dict[str, datetime] = {}
+        anomaly: dict[str, datetime] = {}
         for node in nodes:
             annotations = node.metadata.annotations
             if not annotations or DOWNGRADE_ANNOTATION not in annotations:
@@ -103,12 +107,17 @@ class NodeDowngrades:
                 continue
             if entries:
                 active[node.metadata.name] = max(e.expires_at for e in entries)
+            anomaly_entries = [e for e in entries if not is_soft_taint(e)]
+            if anomaly_entries:
+                anomaly[node.metadata.name] = max(e.expires_at for e in anomaly_entries)
         self.active = active
+        self.anomaly = anomaly
 
     def downgraded_count(self) -> int:
-        """Nodes that carry a downgrade of desched's that has not expired."""
+        """Nodes that carry an anomaly downgrade of desched's that has not expired (softTaint's taints
+        are not counted)."""
         now = self.clock()
-        return sum(1 for expiry in self.active.values() if expiry > now)
+        return sum(1 for expiry in self.anomaly.values() if expiry > now)
 
     def next_expiry(self) -> datetime | None:
         return min(self.active.values(), default=None)
@@ -136,6 +145,7 @@ class NodeDowngrades:
                 except ApiError as e:
                     if e.status == 404:
                         self.active.pop(name, None)
+                        self.anomaly.pop(name, None)
                         return []
                     log.warning("cannot read node %s to remove its expired downgrade: %s", name, e)
                     return []
@@ -158,6 +168,7 @@ class NodeDowngrades:
                             name,
                         )
                     self.active.pop(name, None)  # report it once, not on every timer tick
+                    self.anomaly.pop(name, None)
                     return records
                 error = await self._patch(name, obj, plan.patch)
                 if error == "conflict":
@@ -360,6 +371,11 @@ class NodeDowngrades:
             self.active[name] = max(e.expires_at for e in entries)
         else:
             self.active.pop(name, None)
+        anomaly_entries = [e for e in entries if not is_soft_taint(e)]
+        if anomaly_entries:
+            self.anomaly[name] = max(e.expires_at for e in anomaly_entries)
+        else:
+            self.anomaly.pop(name, None)
 
     async def _get(self, name: str) -> dict[str, Any]:
         if self.limiter is not None:

@@ -263,6 +263,16 @@ def encode_entries(entries: Sequence[DowngradeEntry], unknown: Sequence[Any] = (
     return json.dumps(items, separators=(",", ":"))
 
 
+#: The plugins whose downgrades are softTaint's (issue 26): they do not count as anomaly downgrades
+#: (RemoveAnomalyPods' ``maxDowngradedNodes``, ``descheduler_anomaly_nodes_downgraded``).
+SOFT_TAINT_PLUGINS = frozenset({"LowNodeUtilization", "HighNodeUtilization"})
+
+
+def is_soft_taint(entry: DowngradeEntry) -> bool:
+    """Whether a downgrade entry is a soft taint of LowNodeUtilization or HighNodeUtilization."""
+    return entry.by.partition("/")[2] in SOFT_TAINT_PLUGINS
+
+
 def active_entries(annotations: Mapping[str, str] | None, now: datetime) -> list[DowngradeEntry]:
     """desched's downgrade entries on a node that have not expired at ``now`` (none if unreadable)."""
     try:

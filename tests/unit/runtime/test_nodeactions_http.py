@@ -354,3 +354,17 @@ def test_a_dry_run_release_says_what_it_would_do_and_writes_nothing() -> None:
 
     run(nodes, dry, dry_run=True)
     assert len(nodes.patches) == written and nodes.nodes["n1"]["spec"]["taints"]
+
+
+def test_a_soft_taint_is_not_counted_as_a_downgraded_node_but_expires_like_one() -> None:
+    nodes = Nodes(node_doc())
+
+    async def test(d: NodeDowngrades, clock: list[datetime]) -> None:
+        record = await d.downgrade(as_node(nodes.nodes["n1"]), soft_req())
+        assert record.result is ActionResult.DOWNGRADED
+        assert d.downgraded_count() == 0  # descheduler_anomaly_nodes_downgraded: anomalies only
+        assert d.next_expiry() == NOW + timedelta(hours=1)  # the timer still removes it when due
+        d.observe([as_node(nodes.nodes["n1"])])
+        assert d.downgraded_count() == 0 and d.next_expiry() == NOW + timedelta(hours=1)
+
+    run(nodes, test)

@@ -73,7 +73,7 @@ from datetime import datetime, timedelta
 from typing import ClassVar
 
 from desched.framework.findings import AnomalyReport
-from desched.framework.nodeactions import METHOD_TAINT, ActionResult, active_entries
+from desched.framework.nodeactions import METHOD_TAINT, ActionResult, active_entries, is_soft_taint
 from desched.framework.types import Handle, LiveInputs, Status
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Event, Node, Pod
@@ -443,8 +443,11 @@ class RemoveAnomalyPods:
         actions = self.handle.node_actions
         effect = policy.effect if policy.method == METHOD_TAINT else ""
         limit = policy.max_downgraded_nodes
+        # (a soft taint of LowNodeUtilization/HighNodeUtilization is no anomaly downgrade)
         downgraded = {
-            n.metadata.name for n in self.handle.snapshot.nodes if active_entries(n.metadata.annotations, now)
+            n.metadata.name
+            for n in self.handle.snapshot.nodes
+            if any(not is_soft_taint(e) for e in active_entries(n.metadata.annotations, now))
         }
         capped: list[str] = []
         for node in nodes:

@@ -664,6 +664,27 @@ def test_downgrade_respects_max_downgraded_nodes() -> None:
     ]
 
 
+def test_a_soft_taint_does_not_count_against_max_downgraded_nodes() -> None:
+    soft = encode_entries(
+        [
+            DowngradeEntry(
+                "taint",
+                "desched.io/overutilized",
+                "",
+                NOW + timedelta(hours=1),
+                "PreferNoSchedule",
+                "p/LowNodeUtilization",
+            )
+        ]
+    )
+    assert soft is not None
+    taint = {"key": "desched.io/overutilized", "effect": "PreferNoSchedule"}
+    nodes = [node("n1", annotations={DOWNGRADE_ANNOTATION: soft}, taints=[taint]), node("n2")]
+    h = Harness({**FAST, "nodeDowngradePolicy": {"maxDowngradedNodes": 1}})
+    _, result = h.cycle([pod("b", "n2")], [event("b", count=3)], nodes=nodes)
+    assert [(a.node, a.result) for a in result.node_actions] == [("n2", ActionResult.DOWNGRADED)]
+
+
 def test_capped_downgrades_are_one_warning(caplog: pytest.LogCaptureFixture) -> None:
     nodes = [node(f"n{i}") for i in range(1, 10)]
     h = Harness({**FAST, "nodeDowngradePolicy": {"maxDowngradedNodes": 1}})
