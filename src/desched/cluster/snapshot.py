@@ -270,6 +270,14 @@ class ClusterSnapshot:
         self._by_owner = {owner: canonical(pods) for owner, pods in self._by_owner.items()}
         self.version += 1
 
+    def replace_nodes(self, nodes: Iterable[Node]) -> None:
+        """Put these versions of known nodes in place of the old ones (a simulated cycle's node
+        actions: the next cycle reads the nodes as the live run's next cycle would)."""
+        for node in nodes:
+            if node.metadata.name in self._nodes:
+                self._nodes[node.metadata.name] = node
+        self.version += 1
+
     def was_removed(self, pod: Pod) -> bool:
         return pod.key in self._removed
 

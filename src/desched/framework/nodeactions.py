@@ -520,6 +520,27 @@ _TAKES_EFFECT = frozenset(
 )
 
 
+def _record_after(annotations: Mapping[str, str] | None, a: NodeActionRecord) -> dict[str, str] | None:
+    """The node's annotations with its downgrade record as ``a`` leaves it: the next simulated
+    cycle then sees the label or taint as desched's own (to extend, or to remove)."""
+    out = dict(annotations or {})
+    if a.result is ActionResult.UNCHANGED:
+        return out or None
+    try:
+        entries, unknown = read_entries(out)
+    except UnreadableRecord:
+        return out or None
+    kept = [e for e in entries if not e.same_target(a.method, a.key, a.effect)]
+    if a.action != "restore" and a.expires_at is not None:
+        kept.append(DowngradeEntry(a.method, a.key, a.value, a.expires_at, a.effect, a.by, a.reason))
+    value = encode_entries(kept, unknown)
+    if value is None:
+        out.pop(DOWNGRADE_ANNOTATION, None)
+    else:
+        out[DOWNGRADE_ANNOTATION] = value
+    return out or None
+
+
 def nodes_after_actions(nodes: Sequence[Node], actions: Sequence[NodeActionRecord]) -> list[Node] | None:
     """``nodes`` as these node actions (downgrades, restores) leave them; None when no action
     changes a node. Dry-run records count: a simulation or ``--dry-run`` predicts what a real run
@@ -534,6 +555,7 @@ def nodes_after_actions(nodes: Sequence[Node], actions: Sequence[NodeActionRecor
             continue
         taints = list(node.spec.taints or ())
         labels = dict(node.metadata.labels or {})
+        annotations = _record_after(node.metadata.annotations, a)
         if a.action == "restore":
             if a.method == METHOD_TAINT:
                 taints = [t for t in taints if not (t.key == a.key and t.effect == a.effect)]
@@ -546,7 +568,7 @@ def nodes_after_actions(nodes: Sequence[Node], actions: Sequence[NodeActionRecor
             labels[a.key] = a.value
         by_name[a.node] = msgspec.structs.replace(
             node,
-            metadata=msgspec.structs.replace(node.metadata, labels=labels),
+            metadata=msgspec.structs.replace(node.metadata, labels=labels, annotations=annotations),
             spec=msgspec.structs.replace(node.spec, taints=taints),
         )
     return list(by_name.values())

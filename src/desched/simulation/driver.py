@@ -279,6 +279,11 @@ def _simulate(
         if k > 1:
             # the next cycle reads the cluster as run's next cycle reads it: a fresh listing
             snapshot.reorder()
+            # with the nodes as the last cycle's node actions left them (a soft taint or a
+            # downgrade, and its record: the next cycle extends or removes it as its own)
+            changed = nodes_after_actions(snapshot.nodes, runs[-1].result.node_actions)
+            if changed is not None:
+                snapshot.replace_nodes(changed)
         recorder = EvictionRecorder(snapshot)
         result = run_cycle(snapshot, recorder, k)
         run = CyclePlacement(k, result)

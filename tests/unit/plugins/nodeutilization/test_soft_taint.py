@@ -5,7 +5,10 @@ desched's own taint removed, other taints untouched, taintOnly, and simulate's p
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -271,3 +274,54 @@ def test_the_policy_md_example_loads() -> None:
     assert block is not None
     args = load_policy(yaml.safe_load(block.group(1)), REG).profiles[0].args[LNU]
     assert args.soft_taint is not None and args.soft_taint.taint_only  # type: ignore[attr-defined]
+
+
+def test_simulate_shows_the_taint_and_removes_it_in_a_later_cycle(tmp_path: Path) -> None:
+    """Through the CLI: ``desched simulate --cycles 3`` lists the taint under node actions (a dry
+    run); the replacements avoid the tainted node; the next cycle finds the node no longer
+    over-utilised and removes desched's taint, which it knows as its own (the record carried)."""
+    ready = {
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "allocatable": {"cpu": "4", "memory": "4Gi", "pods": "10"},
+    }
+    items: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "status": ready}
+        for n in ("n1", "n2", "n3")
+    ]
+    for i in range(7):
+        items.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"p{i}",
+                    "namespace": "default",
+                    "uid": f"u{i}",
+                    "ownerReferences": [
+                        {"kind": "ReplicaSet", "name": "rs", "uid": "rs", "controller": True}
+                    ],
+                },
+                "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"},
+            }
+        )
+    (tmp_path / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    (tmp_path / "policy.json").write_text(json.dumps(policy_doc(LNU, {**LNU_ARGS, "softTaint": {}})))
+
+    def simulate(*extra: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "desched.cli", "simulate", str(tmp_path / "cluster.json"), "--policy",
+             str(tmp_path / "policy.json"), "--now", "2026-01-01T00:00:00Z", *extra],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    out = json.loads(simulate("--cycles", "3", "-o", "json"))
+    actions = out["nodeActions"]
+    assert [(a["node"], a["action"], a["key"], a["effect"], a["result"], a["dryRun"]) for a in actions] == [
+        ("n1", "downgrade", OVER, "PreferNoSchedule", "downgraded", True),
+        ("n1", "restore", OVER, "PreferNoSchedule", "restored", True),
+    ], json.dumps(out, indent=1)[:3000]
+    text = simulate()
+    assert f"downgrade taint {OVER}=:PreferNoSchedule: downgraded" in text, text
