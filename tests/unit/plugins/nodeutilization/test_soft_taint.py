@@ -325,3 +325,25 @@ def test_simulate_shows_the_taint_and_removes_it_in_a_later_cycle(tmp_path: Path
     ], json.dumps(out, indent=1)[:3000]
     text = simulate()
     assert f"downgrade taint {OVER}=:PreferNoSchedule: downgraded" in text, text
+
+
+def test_hnu_compaction_taints_the_nodes_it_empties() -> None:
+    args = {"thresholds": {"cpu": 50, "pods": 50}, "compactWhenAllUnderutilized": True, "softTaint": {}}
+    cluster = Cluster(HNU, args, [node("n1"), node("n2"), node("n3")])
+    pods = [
+        pod("a", "n1"),
+        pod("b1", "n2"),
+        pod("b2", "n2"),
+        pod("c1", "n3"),
+        pod("c2", "n3"),
+        pod("c3", "n3"),
+    ]
+    result = cluster.cycle(pods)
+    emptied = sorted({e.node for e in result.evictions})
+    assert emptied  # every node under-utilised: compaction empties some
+    tainted = sorted(
+        n.metadata.name
+        for n in cluster.nodes
+        if (UNDER, "PreferNoSchedule") in cluster.taints(n.metadata.name)
+    )
+    assert tainted == emptied
