@@ -19,6 +19,18 @@ from typing import Any, NoReturn
 import msgspec
 import yaml
 
+from desched.cli.values import (
+    GO_BOOL,
+    MergeGates,
+    byte_quantity,
+    duration,
+    feature_gates,
+    positive_duration,
+    sample_rate,
+    string_list,
+    verbosity,
+    vmodule,
+)
 from desched.errors import UserError
 
 log = logging.getLogger("desched")
@@ -149,79 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_connection_timeout(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--client-connection-timeout",
-        type=_positive_duration,
+        type=positive_duration,
         default=30.0,
         metavar="DURATION",
         help="give up starting (exit 2, one line naming the cause) when the API server has not "
         "answered usefully for this long, e.g. 10s; 401/403 end at once (default 30s; not an "
         "upstream flag)",
     )
-
-
-def _go_bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "t", "yes"):
-        return True
-    if value in ("false", "0", "f", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
-
-
-#: how a Go (pflag) boolean flag is taken: ``--flag``, ``--flag=true|false`` or ``--flag true|false``
-GO_BOOL: dict[str, Any] = {"type": _go_bool, "nargs": "?", "const": True, "metavar": "BOOL"}
-
-
-def _duration(text: str) -> float:
-    from desched.api.types import parse_go_duration
-
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must be a duration such as 30s or 5m, got ''")
-    try:
-        seconds = parse_go_duration(text).total_seconds()
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return seconds
-
-
-def _verbosity(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return value
-
-
-def _vmodule(text: str) -> dict[str, int]:
-    """``pattern=N,...`` as klog's --vmodule: a glob over module (file) names, a verbosity each."""
-    result: dict[str, int] = {}
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        pattern, sep, level = item.partition("=")
-        if not sep or not pattern.strip():
-            raise argparse.ArgumentTypeError(f"expected pattern=N, got {item!r}")
-        try:
-            result[pattern.strip()] = _verbosity(level.strip())
-        except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(f"{item!r}: the level must be a whole number >= 0") from None
-    return result
-
-
-def _byte_quantity(text: str) -> int:
-    """A Kubernetes quantity of bytes (512, 1K, 2Ki, 5Mi), as the --log-*-info-buffer-size flags take."""
-    from desched.k8s.quantity import QuantityError, int_value
-
-    try:
-        value = int_value(text)
-    except QuantityError:
-        raise argparse.ArgumentTypeError(f"must be a quantity such as 512, 1k or 2Ki, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return value
 
 
 def _add_logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -237,7 +183,7 @@ def _add_logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         "-v",
         "--v",
         dest="verbosity",
-        type=_verbosity,
+        type=verbosity,
         default=default(0),
         metavar="N",
         help="log verbosity: 0 decisions and cycle summaries, 2 more about each cycle, 4 every "
@@ -251,7 +197,7 @@ def _add_logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
     group.add_argument(
         "--vmodule",
-        type=_vmodule,
+        type=vmodule,
         default=default({}),
         metavar="PATTERN=N,...",
         help="per-module verbosity: a glob over desched's module names (e.g. loop=4,node*=3), "
@@ -259,7 +205,7 @@ def _add_logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
     group.add_argument(
         "--log-flush-frequency",
-        type=_duration,
+        type=duration,
         default=default(5.0),
         metavar="DURATION",
         help="accepted for compatibility; desched writes every line at once, so there is nothing "
@@ -275,64 +221,19 @@ def _add_logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         )
         group.add_argument(
             f"--log-{fmt}-info-buffer-size",
-            type=_byte_quantity,
+            type=byte_quantity,
             default=default(0),
             metavar="QUANTITY",
             help="accepted for compatibility; desched does not buffer log lines (default 0)",
         )
 
 
-#: upstream's --feature-gates (pkg/features): name -> pre-release stage
-FEATURE_GATES = {"EvictionsInBackground": "ALPHA"}
-
-
-def _feature_gates(text: str) -> dict[str, bool]:
-    """``key=bool,...`` as component-base's MapStringBool; every key must be a known gate."""
-    gates: dict[str, bool] = {}
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise argparse.ArgumentTypeError(f"expected key=true|false, got {item!r}")
-        if key not in FEATURE_GATES and key not in ("AllAlpha", "AllBeta"):
-            known = ", ".join(["AllAlpha", "AllBeta", *sorted(FEATURE_GATES)])
-            raise argparse.ArgumentTypeError(f"unrecognized feature gate {key!r} (known: {known})")
-        try:
-            gates[key] = _go_bool(value)
-        except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(f"{key}: must be true or false, got {value!r}") from None
-    return gates
-
-
-class _MergeGates(argparse.Action):
-    """--feature-gates may be given several times; later keys win, as pflag's map flag."""
-
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        merged = dict(getattr(namespace, self.dest, None) or {})
-        merged.update(values)
-        setattr(namespace, self.dest, merged)
-
-
-def _string_list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
-def _sample_rate(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-
-
 def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
     """The rest of upstream's ``descheduler`` flags: feature gates, tracing, TLS and HTTP/2."""
     run.add_argument(
         "--feature-gates",
-        type=_feature_gates,
-        action=_MergeGates,
+        type=feature_gates,
+        action=MergeGates,
         default={},
         metavar="KEY=BOOL,...",
         help="alpha/experimental features as upstream: AllAlpha, AllBeta, EvictionsInBackground "
@@ -361,7 +262,7 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
     )
     otel.add_argument(
         "--otel-sample-rate",
-        type=_sample_rate,
+        type=sample_rate,
         default=1.0,
         metavar="RATE",
         help="fraction of cycles traced, parent-based trace-ID ratio (default 1)",
@@ -383,7 +284,7 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
     )
     tls.add_argument(
         "--tls-cipher-suites",
-        type=_string_list,
+        type=string_list,
         default=[],
         metavar="SUITE,...",
         help="comma-separated cipher suites by their IANA names (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, "
@@ -391,7 +292,7 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
     )
     tls.add_argument(
         "--tls-curve-preferences",
-        type=_string_list,
+        type=string_list,
         default=[],
         metavar="CURVE,...",
         help="key-exchange curves as upstream's Go tls.CurveID numbers (23 P-256, 24 P-384, 25 P-521, "
@@ -438,13 +339,6 @@ def _add_upstream_serving_and_tracing(run: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive_duration(text: str) -> float:
-    seconds = _duration(text)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text!r}")
-    return seconds
-
-
 def _add_run_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="deschedule a live cluster (upstream-compatible flags)")
     run.add_argument(
@@ -456,7 +350,7 @@ def _add_run_parser(sub: Any) -> None:
     )
     run.add_argument(
         "--descheduling-interval",
-        type=_duration,
+        type=duration,
         default=None,
         help="time between cycles, e.g. 5m; 0 runs one cycle and exits (default 0)",
     )
@@ -511,7 +405,7 @@ def _add_run_parser(sub: Any) -> None:
         ("--leader-elect-retry-period", 26.0, "26s", "time between attempts"),
     ):
         run.add_argument(
-            flag, type=_duration, default=seconds, metavar="DURATION", help=f"{what} (default {text})"
+            flag, type=duration, default=seconds, metavar="DURATION", help=f"{what} (default {text})"
         )
     run.add_argument(
         "--leader-elect-resource-lock",
@@ -575,7 +469,7 @@ def _add_run_parser(sub: Any) -> None:
     )
     run.add_argument(
         "--event-debounce",
-        type=_duration,
+        type=duration,
         default=5.0,
         help="a change within this long of the one before is part of a burst, whose early cycle "
         "waits this long; a change after a quiet period runs it at once (default 5s)",
@@ -589,7 +483,7 @@ def _add_run_parser(sub: Any) -> None:
     )
     run.add_argument(
         "--settling-window",
-        type=_duration,
+        type=duration,
         default=40.0,
         help="after a re-list, a watch gap or an apiserver restart, or while more than a tenth of the "
         "nodes changed readiness, pods whose readiness changed within this long are not evicted "
@@ -625,7 +519,7 @@ def _add_extender_parser(sub: Any) -> None:
     )
     ext.add_argument(
         "--timeout-budget",
-        type=_duration,
+        type=duration,
         default=4.0,
         help="answer within this time, with what is computed so far (default 4s; "
         "kube-scheduler's httpTimeout defaults to 5s)",

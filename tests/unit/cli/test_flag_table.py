@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from desched import cli
-from desched.cli import build_parser, flags
+from desched.cli import build_parser, flags, values
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = ROOT / "examples" / "policy.yaml"
@@ -27,14 +27,14 @@ CLUSTER = ROOT / "examples" / "cluster.yaml"
 
 #: the argparse converter each kind of option is parsed with (None: argparse's own, a string or a flag)
 KIND_TYPES: dict[str, set[object]] = {
-    "bool": {None, cli._go_bool},
-    "int": {int, cli._verbosity},
+    "bool": {None, values.go_bool},
+    "int": {int, values.verbosity},
     "port": {int},
-    "float": {float, cli._sample_rate},
-    "duration": {cli._duration, cli._positive_duration},
-    "quantity": {cli._byte_quantity},
-    "map": {cli._vmodule, cli._feature_gates},
-    "list": {None, cli._string_list},
+    "float": {float, values.sample_rate},
+    "duration": {values.duration, values.positive_duration},
+    "quantity": {values.byte_quantity},
+    "map": {values.vmodule, values.feature_gates},
+    "list": {None, values.string_list},
     "name": {None, cli._state_configmap},
 }
 
