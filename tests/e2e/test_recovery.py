@@ -255,7 +255,11 @@ def test_apiserver_restart_under_mixed_faults(
         assert guarded_evicted, said
         return
     assert not guarded_evicted, said
-    assert set(held) == set(GUARDED), said
+    # every guarded pod was held back; load pods may be too: the guard holds any pod whose readiness
+    # it saw change within the window, and on a loaded machine the outage can outlast the nodes'
+    # leases, so the node controller marks the load pods NotReady as well (they were still evicted
+    # later: the backlog cleared above)
+    assert set(GUARDED) <= set(held) <= set(GUARDED) | load, said
     assert first_eviction <= SETTLING + INTERVAL, said
 
 
