@@ -3,57 +3,15 @@ upstream fixtures leave out."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import evicted, load_args, load_error, run
 
-from desched.api.policy import load_policy
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import PolicyError
-from desched.framework.evictor import SimulatedBackend
-from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
-from desched.plugins.removepodsviolatingnodetaints.args import RemovePodsViolatingNodeTaintsArgs
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 PLUGIN = "RemovePodsViolatingNodeTaints"
-
-
-def policy_doc(args: dict[str, Any] | None, **top: Any) -> dict[str, Any]:
-    # DefaultEvictor is left out: only this plugin's decisions are under test.
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [{"name": PLUGIN, "args": args}],
-                "allowDisablingDefaultEvictor": True,
-                "plugins": {
-                    "deschedule": {"enabled": [PLUGIN]},
-                    "filter": {"disabled": ["DefaultEvictor"]},
-                    "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-                },
-            }
-        ],
-        **top,
-    }
-
-
-def load_args(args: dict[str, Any]) -> RemovePodsViolatingNodeTaintsArgs:
-    loaded = load_policy(policy_doc(args), REG).profiles[0].args[PLUGIN]
-    assert isinstance(loaded, RemovePodsViolatingNodeTaintsArgs)
-    return loaded
-
-
-def load_error(args: dict[str, Any]) -> str:
-    with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(args), REG)
-    return str(e.value)
 
 
 def node(name: str, *taints: tuple[str, str, str]) -> Node:
@@ -81,16 +39,6 @@ def pod(
     )
 
 
-def run(args: dict[str, Any], nodes: list[Node], pods: list[Pod], **top: Any) -> CycleResult:
-    policy = load_policy(policy_doc(args, **top), REG)
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    return Framework(policy, REG, clock=lambda: NOW).run_cycle(snapshot, SimulatedBackend(snapshot))
-
-
-def evicted(result: CycleResult) -> list[str]:
-    return [r.name for r in result.evictions]
-
-
 NO_SCHEDULE = ("dedicated", "gpu", "NoSchedule")
 
 
@@ -98,13 +46,13 @@ NO_SCHEDULE = ("dedicated", "gpu", "NoSchedule")
 
 
 def test_defaults() -> None:
-    args = load_args({})
+    args = load_args(PLUGIN, {})
     assert args.include_prefer_no_schedule is False
     assert args.excluded_taints is None and args.included_taints is None
 
 
 def test_excluded_and_included_taints_are_exclusive() -> None:
-    msg = load_error({"excludedTaints": ["a"], "includedTaints": ["b=c"]})
+    msg = load_error(PLUGIN, {"excludedTaints": ["a"], "includedTaints": ["b=c"]})
     assert msg == (
         "profiles[0].pluginConfig[0].args.includedTaints: cannot be set with excludedTaints "
         "(got excludedTaints=['a'], includedTaints=['b=c'])"
@@ -112,12 +60,12 @@ def test_excluded_and_included_taints_are_exclusive() -> None:
 
 
 def test_an_empty_list_beside_the_other_is_allowed() -> None:
-    args = load_args({"excludedTaints": [], "includedTaints": ["b"]})
+    args = load_args(PLUGIN, {"excludedTaints": [], "includedTaints": ["b"]})
     assert args.included_taints == ["b"]
 
 
 def test_namespaces_include_and_exclude_are_exclusive() -> None:
-    msg = load_error({"namespaces": {"include": ["a"], "exclude": ["b"]}})
+    msg = load_error(PLUGIN, {"namespaces": {"include": ["a"], "exclude": ["b"]}})
     assert msg == (
         "profiles[0].pluginConfig[0].args.namespaces.exclude: cannot be set with include "
         "(got include=['a'], exclude=['b'])"
@@ -125,12 +73,12 @@ def test_namespaces_include_and_exclude_are_exclusive() -> None:
 
 
 def test_invalid_label_selector() -> None:
-    msg = load_error({"labelSelector": {"matchExpressions": [{"key": "", "operator": "In"}]}})
+    msg = load_error(PLUGIN, {"labelSelector": {"matchExpressions": [{"key": "", "operator": "In"}]}})
     assert msg.startswith("profiles[0].pluginConfig[0].args.labelSelector")
 
 
 def test_unknown_field_is_rejected() -> None:
-    assert load_error({"excludeTaints": ["a"]}) == (
+    assert load_error(PLUGIN, {"excludeTaints": ["a"]}) == (
         "profiles[0].pluginConfig[0].args.excludeTaints: unknown field"
     )
 
@@ -140,6 +88,7 @@ def test_unknown_field_is_rejected() -> None:
 
 def test_pod_not_tolerating_no_schedule_taint_is_evicted_with_a_reason() -> None:
     result = run(
+        PLUGIN,
         {},
         [node("n1", NO_SCHEDULE), node("n2")],
         [pod("bad", "n1"), pod("good", "n1", {"key": "dedicated", "operator": "Exists"})],
@@ -149,18 +98,19 @@ def test_pod_not_tolerating_no_schedule_taint_is_evicted_with_a_reason() -> None
 
 
 def test_no_execute_taints_are_left_to_the_kubelet() -> None:
-    result = run({}, [node("n1", ("k", "v", "NoExecute")), node("n2")], [pod("a", "n1")])
+    result = run(PLUGIN, {}, [node("n1", ("k", "v", "NoExecute")), node("n2")], [pod("a", "n1")])
     assert evicted(result) == []
 
 
 def test_prefer_no_schedule_only_when_included() -> None:
     nodes = [node("n1", ("k", "", "PreferNoSchedule")), node("n2")]
-    assert evicted(run({}, nodes, [pod("a", "n1")])) == []
-    assert evicted(run({"includePreferNoSchedule": True}, nodes, [pod("a", "n1")])) == ["a"]
+    assert evicted(run(PLUGIN, {}, nodes, [pod("a", "n1")])) == []
+    assert evicted(run(PLUGIN, {"includePreferNoSchedule": True}, nodes, [pod("a", "n1")])) == ["a"]
 
 
 def test_toleration_with_empty_key_and_exists_tolerates_everything() -> None:
     result = run(
+        PLUGIN,
         {},
         [node("n1", NO_SCHEDULE, ("other", "", "NoSchedule")), node("n2")],
         [pod("a", "n1", {"operator": "Exists"})],
@@ -170,6 +120,7 @@ def test_toleration_with_empty_key_and_exists_tolerates_everything() -> None:
 
 def test_toleration_for_another_effect_does_not_tolerate() -> None:
     result = run(
+        PLUGIN,
         {},
         [node("n1", NO_SCHEDULE), node("n2")],
         [pod("a", "n1", {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"})],
@@ -187,15 +138,17 @@ def test_toleration_for_another_effect_does_not_tolerate() -> None:
     ],
 )
 def test_excluded_taints(excluded: list[str], expected: list[str]) -> None:
-    result = run({"excludedTaints": excluded}, [node("n1", NO_SCHEDULE), node("n2")], [pod("a", "n1")])
+    result = run(
+        PLUGIN, {"excludedTaints": excluded}, [node("n1", NO_SCHEDULE), node("n2")], [pod("a", "n1")]
+    )
     assert evicted(result) == expected
 
 
 def test_key_equals_entry_does_not_name_a_taint_without_value() -> None:
     # Upstream only builds "key=value" for a non-empty value, so "k=" matches nothing.
     nodes = [node("n1", ("k", "", "NoSchedule")), node("n2")]
-    assert evicted(run({"excludedTaints": ["k="]}, nodes, [pod("a", "n1")])) == ["a"]
-    assert evicted(run({"excludedTaints": ["k"]}, nodes, [pod("a", "n1")])) == []
+    assert evicted(run(PLUGIN, {"excludedTaints": ["k="]}, nodes, [pod("a", "n1")])) == ["a"]
+    assert evicted(run(PLUGIN, {"excludedTaints": ["k"]}, nodes, [pod("a", "n1")])) == []
 
 
 @pytest.mark.parametrize(
@@ -211,15 +164,15 @@ def test_key_equals_entry_does_not_name_a_taint_without_value() -> None:
 )
 def test_included_taints(included: list[str] | None, expected: list[str]) -> None:
     args = {} if included is None else {"includedTaints": included}
-    result = run(args, [node("n1", NO_SCHEDULE), node("n2")], [pod("a", "n1")])
+    result = run(PLUGIN, args, [node("n1", NO_SCHEDULE), node("n2")], [pod("a", "n1")])
     assert evicted(result) == expected
 
 
 def test_included_taint_tolerated_while_another_taint_is_not() -> None:
     nodes = [node("n1", NO_SCHEDULE, ("other", "x", "NoSchedule")), node("n2")]
     pods = [pod("a", "n1", {"key": "dedicated", "operator": "Exists"})]
-    assert evicted(run({"includedTaints": ["dedicated"]}, nodes, pods)) == []
-    assert evicted(run({}, nodes, pods)) == ["a"]
+    assert evicted(run(PLUGIN, {"includedTaints": ["dedicated"]}, nodes, pods)) == []
+    assert evicted(run(PLUGIN, {}, nodes, pods)) == ["a"]
 
 
 # ----------------------------------------------------------------------------- selection and limits
@@ -232,21 +185,21 @@ def test_namespaces_and_label_selector_select_pods() -> None:
         pod("b", "n1", ns="team-b", labels={"app": "x"}),
         pod("c", "n1", ns="team-a", labels={"app": "y"}),
     ]
-    assert evicted(run({"namespaces": {"include": ["team-a"]}}, nodes, pods)) == ["a", "c"]
-    assert evicted(run({"namespaces": {"exclude": ["team-a"]}}, nodes, pods)) == ["b"]
-    assert evicted(run({"labelSelector": {"matchLabels": {"app": "x"}}}, nodes, pods)) == ["a", "b"]
+    assert evicted(run(PLUGIN, {"namespaces": {"include": ["team-a"]}}, nodes, pods)) == ["a", "c"]
+    assert evicted(run(PLUGIN, {"namespaces": {"exclude": ["team-a"]}}, nodes, pods)) == ["b"]
+    assert evicted(run(PLUGIN, {"labelSelector": {"matchLabels": {"app": "x"}}}, nodes, pods)) == ["a", "b"]
 
 
 def test_node_limit_moves_on_to_the_next_node_and_total_limit_stops() -> None:
     nodes = [node("n1", NO_SCHEDULE), node("n2", NO_SCHEDULE), node("n3")]
     pods = [pod("a1", "n1"), pod("a2", "n1"), pod("b1", "n2"), pod("b2", "n2")]
-    assert evicted(run({}, nodes, pods, maxNoOfPodsToEvictPerNode=1)) == ["a1", "b1"]
-    assert evicted(run({}, nodes, pods, maxNoOfPodsToEvictTotal=3)) == ["a1", "a2", "b1"]
+    assert evicted(run(PLUGIN, {}, nodes, pods, maxNoOfPodsToEvictPerNode=1)) == ["a1", "b1"]
+    assert evicted(run(PLUGIN, {}, nodes, pods, maxNoOfPodsToEvictTotal=3)) == ["a1", "a2", "b1"]
 
 
 def test_untainted_nodes_cost_nothing() -> None:
     # A node with no counted taint is skipped before its pods are looked at.
     result = run(
-        {}, [node("n1"), node("n2", ("k", "v", "PreferNoSchedule"))], [pod("a", "n1"), pod("b", "n2")]
+        PLUGIN, {}, [node("n1"), node("n2", ("k", "v", "PreferNoSchedule"))], [pod("a", "n1"), pod("b", "n2")]
     )
     assert evicted(result) == []

@@ -1,0 +1,145 @@
+"""One harness for the plugin tests, after upstream's ``frameworktesting.InitFrameworkHandle``:
+a policy that enables ONE plugin with its args (at the extension points the registry finds in its
+class), loaded through the real policy loader; a Framework built from it on the in-tree registry
+with a fixed clock; one cycle on a snapshot; and the pods it evicted.
+
+    result = run("RemoveDuplicates", {"namespaces": {"exclude": ["x"]}}, nodes, pods)
+    assert evicted(result) == ["web-2"]
+    assert "thresholds" in load_error("LowNodeUtilization", {})
+
+DefaultEvictor is left out unless ``evictor=`` asks for it (``True``: on with its defaults; a dict:
+on with those args), so that only the plugin's own decisions are under test. Every other keyword
+of :func:`policy_doc`, :func:`framework` and :func:`run` goes to the top of the DeschedulerPolicy
+(``maxNoOfPodsToEvictPerNode=1``, ``nodeSelector=...``, ``metricsProviders=[...]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from desched.api.policy import ExtensionPoint, Policy, load_policy
+from desched.cluster.snapshot import ClusterSnapshot
+from desched.errors import PolicyError
+from desched.framework.evictor import EvictionBackend, SimulatedBackend
+from desched.framework.findings import Finding
+from desched.framework.framework import CycleResult, Framework
+from desched.k8s.objects import Node, Pod
+from desched.plugins import default_registry
+
+__all__ = [
+    "NOW",
+    "REGISTRY",
+    "evicted",
+    "framework",
+    "load",
+    "load_args",
+    "load_error",
+    "policy_doc",
+    "run",
+]
+
+#: The clock of every harness framework (a test that needs another passes ``now=``).
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+#: The in-tree plugins, and no installed out-of-tree one.
+REGISTRY = default_registry(entry_points=False)
+
+_POINTS = (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE)
+_EVICTOR = "DefaultEvictor"
+
+
+def points_of(plugin: str) -> list[str]:
+    """The extension points (deschedule, balance) the registry finds in ``plugin``'s class."""
+    spec = REGISTRY.get(plugin)
+    assert spec is not None, f"{plugin} is not an in-tree plugin"
+    points = [p.value for p in _POINTS if p in spec.extension_points]
+    assert points, f"{plugin} implements neither Deschedule nor Balance"
+    return points
+
+
+def policy_doc(
+    plugin: str,
+    args: dict[str, Any] | None = None,
+    *,
+    configured: bool = True,
+    evictor: bool | dict[str, Any] = False,
+    **top: Any,
+) -> dict[str, Any]:
+    """A DeschedulerPolicy of one profile ``p`` enabling ``plugin`` at its extension points.
+
+    ``configured=False`` leaves the plugin out of ``pluginConfig`` (its default args apply);
+    ``evictor`` is described in the module's docstring; ``top`` goes to the top of the policy.
+    """
+    plugins: dict[str, Any] = {point: {"enabled": [plugin]} for point in points_of(plugin)}
+    config: list[dict[str, Any]] = [{"name": plugin, "args": args}] if configured else []
+    profile: dict[str, Any] = {"name": "p", "pluginConfig": config, "plugins": plugins}
+    if evictor is False:
+        plugins["filter"] = {"disabled": [_EVICTOR]}
+        plugins["preEvictionFilter"] = {"disabled": [_EVICTOR]}
+        profile["allowDisablingDefaultEvictor"] = True
+    elif isinstance(evictor, dict):
+        config.insert(0, {"name": _EVICTOR, "args": evictor})
+    return {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [profile], **top}
+
+
+def load(plugin: str, args: dict[str, Any] | None = None, **kw: Any) -> Policy:
+    """:func:`policy_doc` through the real policy loader."""
+    return load_policy(policy_doc(plugin, args, **kw), REGISTRY)
+
+
+def load_args(plugin: str, args: dict[str, Any] | None, **kw: Any) -> Any:
+    """The plugin's args as the policy loader makes them (checked to be the registry's args model)."""
+    spec = REGISTRY.get(plugin)
+    assert spec is not None and spec.args_model is not None, f"{plugin} takes no args"
+    loaded = load(plugin, args, **kw).profiles[0].args[plugin]
+    assert isinstance(loaded, spec.args_model), loaded
+    return loaded
+
+
+def load_error(plugin: str, args: dict[str, Any] | None, **kw: Any) -> str:
+    """The one-line error the policy loader gives for these args (it must refuse them)."""
+    with pytest.raises(PolicyError) as e:
+        load(plugin, args, **kw)
+    message = str(e.value)
+    assert "\n" not in message, message
+    return message
+
+
+def framework(
+    plugin: str, args: dict[str, Any] | None = None, *, now: datetime = NOW, **kw: Any
+) -> Framework:
+    """A Framework for the one-plugin policy, on the in-tree registry, its clock stopped at ``now``."""
+    return Framework(load(plugin, args, **kw), REGISTRY, clock=lambda: now)
+
+
+def run(
+    plugin: str,
+    args: dict[str, Any] | None,
+    nodes: Sequence[Node] = (),
+    pods: Sequence[Pod] = (),
+    *,
+    snapshot: ClusterSnapshot | None = None,
+    found: list[Finding] | None = None,
+    backend: Callable[[ClusterSnapshot], EvictionBackend] = SimulatedBackend,
+    now: datetime = NOW,
+    **kw: Any,
+) -> CycleResult:
+    """One cycle of the one-plugin framework on ``snapshot`` (or one of ``nodes`` and ``pods``).
+
+    ``found`` collects the plugin's findings (the candidates it left, and why); ``backend`` makes
+    the eviction backend from the snapshot (default: every eviction goes through).
+    """
+    if snapshot is None:
+        snapshot = ClusterSnapshot(nodes=list(nodes), pods=list(pods))
+    fw = framework(plugin, args, now=now, **kw)
+    if found is not None:
+        fw.findings.attach(found.append)
+    return fw.run_cycle(snapshot, backend(snapshot))
+
+
+def evicted(result: CycleResult) -> list[str]:
+    """The names of the pods the cycle evicted, in eviction order."""
+    return [r.name for r in result.evictions]
