@@ -3,46 +3,21 @@ fixtures leave out."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import NOW, evicted, framework, load, run
 
-from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
 from desched.framework.evictor import SimulatedBackend
 from desched.framework.findings import Finding, Verdict
-from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
 from desched.plugins.removeduplicates.args import RemoveDuplicatesArgs
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 PLUGIN = "RemoveDuplicates"
-
-
-def policy_doc(args: dict[str, Any] | None, **top: Any) -> dict[str, Any]:
-    # DefaultEvictor is left out: only this plugin's decisions are under test.
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [{"name": PLUGIN, "args": args}],
-                "allowDisablingDefaultEvictor": True,
-                "plugins": {
-                    "balance": {"enabled": [PLUGIN]},
-                    "filter": {"disabled": ["DefaultEvictor"]},
-                    "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-                },
-            }
-        ],
-        **top,
-    }
 
 
 def node(
@@ -79,22 +54,12 @@ def pod(
     )
 
 
-def run(args: dict[str, Any], nodes: list[Node], pods: list[Pod], **top: Any) -> CycleResult:
-    policy = load_policy(policy_doc(args, **top), REG)
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    return Framework(policy, REG, clock=lambda: NOW).run_cycle(snapshot, SimulatedBackend(snapshot))
-
-
-def evicted(result: CycleResult) -> list[str]:
-    return [r.name for r in result.evictions]
-
-
 def three_nodes() -> list[Node]:
     return [node("n1"), node("n2"), node("n3")]
 
 
 def test_args() -> None:
-    loaded = load_policy(policy_doc({"excludeOwnerKinds": ["Job"], "namespaces": {"exclude": ["x"]}}), REG)
+    loaded = load(PLUGIN, {"excludeOwnerKinds": ["Job"], "namespaces": {"exclude": ["x"]}})
     args = loaded.profiles[0].args[PLUGIN]
     assert isinstance(args, RemoveDuplicatesArgs) and args.exclude_owner_kinds == ["Job"]
     with pytest.raises(
@@ -102,17 +67,17 @@ def test_args() -> None:
         match=r"args\.namespaces\.exclude: cannot be set with include "
         r"\(got include=\['a'\], exclude=\['b'\]\)",
     ):
-        load_policy(policy_doc({"namespaces": {"include": ["a"], "exclude": ["b"]}}), REG)
+        load(PLUGIN, {"namespaces": {"include": ["a"], "exclude": ["b"]}})
     with pytest.raises(PolicyError, match="unknown field"):
-        load_policy(policy_doc({"excludeOwnerKind": ["Job"]}), REG)
+        load(PLUGIN, {"excludeOwnerKind": ["Job"]})
     # no args needed
-    assert load_policy(policy_doc(None), REG).profiles[0].args[PLUGIN] == RemoveDuplicatesArgs()
+    assert load(PLUGIN, None).profiles[0].args[PLUGIN] == RemoveDuplicatesArgs()
 
 
 def test_spreads_down_to_an_even_share_evicting_the_youngest() -> None:
     pods = [pod(f"p{i}", "n1", age_minutes=10 * (i + 1)) for i in range(4)]  # p0 youngest
     pods.append(pod("q", "n2"))
-    result = run({}, three_nodes(), pods)
+    result = run(PLUGIN, {}, three_nodes(), pods)
     # 5 pods over 3 nodes: at most ceil(5/3) = 2 per node, so n1 keeps 2 of its 4
     assert evicted(result) == ["p0", "p1"]
     assert "at most 2 per node" in result.evictions[0].reason
@@ -125,57 +90,57 @@ def test_different_images_or_owners_are_not_duplicates() -> None:
         pod("c", "n1", owners=[("ReplicaSet", "x")]),
     ]
     pods.append(pod("d", "n1", owners=[("ReplicaSet", "rs"), ("ReplicaSet", "other")]))
-    assert evicted(run({}, three_nodes(), pods)) == []
+    assert evicted(run(PLUGIN, {}, three_nodes(), pods)) == []
 
 
 def test_image_order_does_not_matter() -> None:
     pods = [pod("a", "n1", images=("x", "y")), pod("b", "n1", images=("y", "x"))]
-    assert evicted(run({}, three_nodes(), pods)) == ["a"]  # as old as b: the name decides
+    assert evicted(run(PLUGIN, {}, three_nodes(), pods)) == ["a"]  # as old as b: the name decides
 
 
 def test_bare_finished_and_excluded_pods_are_left_alone() -> None:
     pods = [pod("a", "n1", owners=[]), pod("b", "n1", owners=[])]
     pods += [pod("c", "n1", phase="Succeeded"), pod("d", "n1", phase="Failed"), pod("e", "n1")]
-    assert evicted(run({}, three_nodes(), pods)) == []
+    assert evicted(run(PLUGIN, {}, three_nodes(), pods)) == []
     jobs = [pod(f"j{i}", "n1", owners=[("Job", "j")]) for i in range(3)]
-    assert evicted(run({"excludeOwnerKinds": ["Job"]}, three_nodes(), jobs)) == []
-    assert len(evicted(run({}, three_nodes(), jobs))) == 2
+    assert evicted(run(PLUGIN, {"excludeOwnerKinds": ["Job"]}, three_nodes(), jobs)) == []
+    assert len(evicted(run(PLUGIN, {}, three_nodes(), jobs))) == 2
 
 
 def test_namespaces() -> None:
     pods = [pod(f"a{i}", "n1", ns="a") for i in range(3)] + [pod(f"b{i}", "n1", ns="b") for i in range(3)]
-    assert evicted(run({"namespaces": {"include": ["b"]}}, three_nodes(), pods)) == ["b0", "b1"]
-    assert evicted(run({"namespaces": {"exclude": ["b"]}}, three_nodes(), pods)) == ["a0", "a1"]
+    assert evicted(run(PLUGIN, {"namespaces": {"include": ["b"]}}, three_nodes(), pods)) == ["b0", "b1"]
+    assert evicted(run(PLUGIN, {"namespaces": {"exclude": ["b"]}}, three_nodes(), pods)) == ["a0", "a1"]
 
 
 def test_feasible_nodes_follow_node_selector_and_taints() -> None:
     nodes = [node("n1", labels={"zone": "a"}), node("n2", labels={"zone": "a"}), node("n3")]
     pods = [pod(f"p{i}", "n1", node_selector={"zone": "a"}, age_minutes=i + 1) for i in range(4)]
     # only n1 and n2 fit: keep ceil(4/2) = 2
-    assert evicted(run({}, nodes, pods)) == ["p0", "p1"]
+    assert evicted(run(PLUGIN, {}, nodes, pods)) == ["p0", "p1"]
     taint = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
     nodes = [node("n1", labels={"zone": "a"}), node("n2", labels={"zone": "a"}, taints=taint), node("n3")]
     # only n1 fits: fewer than two feasible nodes, nothing to gain
-    assert evicted(run({}, nodes, pods)) == []
+    assert evicted(run(PLUGIN, {}, nodes, pods)) == []
     prefer = [{"key": "k", "value": "v", "effect": "PreferNoSchedule"}]
     nodes = [node("n1", labels={"zone": "a"}), node("n2", labels={"zone": "a"}, taints=prefer), node("n3")]
-    assert len(evicted(run({}, nodes, pods))) == 2
+    assert len(evicted(run(PLUGIN, {}, nodes, pods))) == 2
 
 
 def test_per_node_and_total_limits() -> None:
     pods = [pod(f"a{i}", "n1") for i in range(5)] + [
         pod(f"b{i}", "n2", owners=[("ReplicaSet", "b")]) for i in range(5)
     ]
-    assert len(evicted(run({}, three_nodes(), pods))) == 6
-    per_node = evicted(run({}, three_nodes(), pods, maxNoOfPodsToEvictPerNode=1))
+    assert len(evicted(run(PLUGIN, {}, three_nodes(), pods))) == 6
+    per_node = evicted(run(PLUGIN, {}, three_nodes(), pods, maxNoOfPodsToEvictPerNode=1))
     assert len(per_node) == 2 and {p[0] for p in per_node} == {"a", "b"}
-    assert len(evicted(run({}, three_nodes(), pods, maxNoOfPodsToEvictTotal=4))) == 4
+    assert len(evicted(run(PLUGIN, {}, three_nodes(), pods, maxNoOfPodsToEvictTotal=4))) == 4
 
 
 def test_a_pod_of_two_owners_is_evicted_once() -> None:
     owners = [("ReplicaSet", "one"), ("ReplicaSet", "two")]
     pods = [pod(f"p{i}", "n1", owners=owners) for i in range(4)]
-    result = run({}, three_nodes(), pods)
+    result = run(PLUGIN, {}, three_nodes(), pods)
     names = evicted(result)
     assert len(names) == len(set(names)) == 2
 
@@ -183,7 +148,7 @@ def test_a_pod_of_two_owners_is_evicted_once() -> None:
 def test_already_even_spread_evicts_nothing() -> None:
     pods = [pod("a", "n1"), pod("b", "n1"), pod("c", "n2"), pod("d", "n2"), pod("e", "n3")]
     # 5 pods, 3 nodes: at most 2 per node, which every node already respects
-    assert evicted(run({}, three_nodes(), pods)) == []
+    assert evicted(run(PLUGIN, {}, three_nodes(), pods)) == []
 
 
 # ----------------------------------------------------------------------------- findings
@@ -192,7 +157,7 @@ def test_already_even_spread_evicts_nothing() -> None:
 def left_reasons(args: dict[str, Any], nodes: list[Node], pods: list[Pod]) -> dict[str, list[str]]:
     """Runs one cycle with findings on: the reasons given for each pod left, by pod name."""
     snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    fw = Framework(load_policy(policy_doc(args), REG), REG, clock=lambda: NOW)
+    fw = framework(PLUGIN, args)
     found: list[Finding] = []
     fw.findings.attach(found.append)
     fw.run_cycle(snapshot, SimulatedBackend(snapshot))
@@ -256,7 +221,7 @@ def test_findings_do_not_change_the_decisions() -> None:
     decided = []
     for listening in (False, True):
         snapshot = ClusterSnapshot(nodes=three_nodes(), pods=pods)
-        fw = Framework(load_policy(policy_doc({}), REG), REG, clock=lambda: NOW)
+        fw = framework(PLUGIN, {})
         if listening:
             fw.findings.attach(lambda f: None)
         assert fw.findings.enabled is listening
