@@ -4,49 +4,18 @@ upstream fixtures leave out (nodeSelector without affinity, fit, scores, shape c
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import evicted, load, load_error, run
 
-from desched.api.policy import load_policy
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import PolicyError
-from desched.framework.evictor import SimulatedBackend
-from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
 from desched.plugins.removepodsviolatingnodeaffinity.args import RemovePodsViolatingNodeAffinityArgs
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 PLUGIN = "RemovePodsViolatingNodeAffinity"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-
-
-def policy_doc(args: dict[str, Any] | None, *, configured: bool = True, **top: Any) -> dict[str, Any]:
-    # DefaultEvictor is left out: only this plugin's decisions are under test.
-    profile: dict[str, Any] = {
-        "name": "p",
-        "allowDisablingDefaultEvictor": True,
-        "plugins": {
-            "deschedule": {"enabled": [PLUGIN]},
-            "filter": {"disabled": ["DefaultEvictor"]},
-            "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-        },
-    }
-    if configured:
-        profile["pluginConfig"] = [{"name": PLUGIN, "args": args}]
-    return {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [profile], **top}
-
-
-def load_error(args: dict[str, Any] | None, *, configured: bool = True) -> str:
-    with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(args, configured=configured), REG)
-    assert "\n" not in str(e.value)
-    return str(e.value)
 
 
 def node(
@@ -89,14 +58,9 @@ def pod(
     )
 
 
-def run(types: list[str], nodes: list[Node], pods: list[Pod], **top: Any) -> CycleResult:
-    policy = load_policy(policy_doc({"nodeAffinityType": types}, **top), REG)
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    return Framework(policy, REG, clock=lambda: NOW).run_cycle(snapshot, SimulatedBackend(snapshot))
-
-
-def evicted(result: CycleResult) -> list[str]:
-    return [r.name for r in result.evictions]
+def types(affinity_types: list[str]) -> dict[str, Any]:
+    """The args of a run: these nodeAffinityTypes."""
+    return {"nodeAffinityType": affinity_types}
 
 
 WANT_SSD = [expr("disk", "In", "ssd")]
@@ -106,7 +70,7 @@ WANT_SSD = [expr("disk", "In", "ssd")]
 
 
 def test_valid_args() -> None:
-    policy = load_policy(policy_doc({"nodeAffinityType": [REQUIRED, PREFERRED]}), REG)
+    policy = load(PLUGIN, {"nodeAffinityType": [REQUIRED, PREFERRED]})
     args = policy.profiles[0].args[PLUGIN]
     assert isinstance(args, RemovePodsViolatingNodeAffinityArgs)
     assert args.node_affinity_type == [REQUIRED, PREFERRED]
@@ -122,25 +86,28 @@ def test_valid_args() -> None:
     ],
 )
 def test_node_affinity_type_is_required(args: dict[str, Any] | None, reason: str) -> None:
-    assert load_error(args) == f"profiles[0].pluginConfig[0].args.nodeAffinityType: {reason}"
+    assert load_error(PLUGIN, args) == f"profiles[0].pluginConfig[0].args.nodeAffinityType: {reason}"
 
 
 def test_enabled_without_plugin_config_names_the_missing_arg() -> None:
-    assert load_error(None, configured=False) == (
+    assert load_error(PLUGIN, None, configured=False) == (
         "profiles[0].pluginConfig: plugin 'RemovePodsViolatingNodeAffinity' is enabled but has no "
         "pluginConfig, and its args have no default (nodeAffinityType: required field is missing)"
     )
 
 
 def test_namespaces_include_and_exclude_are_exclusive() -> None:
-    msg = load_error({"nodeAffinityType": [REQUIRED], "namespaces": {"include": ["a"], "exclude": ["b"]}})
+    msg = load_error(
+        PLUGIN, {"nodeAffinityType": [REQUIRED], "namespaces": {"include": ["a"], "exclude": ["b"]}}
+    )
     assert msg.startswith("profiles[0].pluginConfig[0].args.namespaces")
 
 
 def test_unknown_type_is_accepted_as_upstream_and_does_nothing(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         result = run(
-            ["requiredDuringSchedulingRequiredDuringExecution"],
+            PLUGIN,
+            types(["requiredDuringSchedulingRequiredDuringExecution"]),
             [node("n1"), node("n2", {"disk": "ssd"})],
             [pod("a", "n1", required=WANT_SSD)],
         )
@@ -153,7 +120,8 @@ def test_unknown_type_is_accepted_as_upstream_and_does_nothing(caplog: pytest.Lo
 
 def test_required_violation_is_evicted_when_another_node_fits() -> None:
     result = run(
-        [REQUIRED],
+        PLUGIN,
+        types([REQUIRED]),
         [node("n1"), node("n2", {"disk": "ssd"})],
         [pod("a", "n1", required=WANT_SSD), pod("b", "n2", required=WANT_SSD), pod("c", "n1")],
     )
@@ -164,14 +132,19 @@ def test_required_violation_is_evicted_when_another_node_fits() -> None:
 def test_node_selector_alone_is_not_enough() -> None:
     # Upstream only looks at pods that have a required node affinity.
     result = run(
-        [REQUIRED], [node("n1"), node("n2", {"disk": "ssd"})], [pod("a", "n1", node_selector={"disk": "ssd"})]
+        PLUGIN,
+        types([REQUIRED]),
+        [node("n1"), node("n2", {"disk": "ssd"})],
+        [pod("a", "n1", node_selector={"disk": "ssd"})],
     )
     assert evicted(result) == []
 
 
 def test_node_selector_counts_for_a_pod_with_required_affinity() -> None:
     nodes = [node("n1", {"disk": "ssd"}), node("n2", {"disk": "ssd", "zone": "a"})]
-    result = run([REQUIRED], nodes, [pod("a", "n1", required=WANT_SSD, node_selector={"zone": "a"})])
+    result = run(
+        PLUGIN, types([REQUIRED]), nodes, [pod("a", "n1", required=WANT_SSD, node_selector={"zone": "a"})]
+    )
     assert evicted(result) == ["a"]
 
 
@@ -185,20 +158,20 @@ def test_node_selector_counts_for_a_pod_with_required_affinity() -> None:
     ids=["unschedulable", "too-small", "no-match"],
 )
 def test_required_violation_stays_when_no_node_fits(target: Node) -> None:
-    result = run([REQUIRED], [node("n1"), target], [pod("a", "n1", required=WANT_SSD)])
+    result = run(PLUGIN, types([REQUIRED]), [node("n1"), target], [pod("a", "n1", required=WANT_SSD)])
     assert evicted(result) == []
 
 
 def test_only_nodes_given_to_the_plugin_count_as_targets() -> None:
     nodes = [node("n1", {"pool": "x"}), node("n2", {"pool": "x"}), node("n3", {"disk": "ssd"})]
-    result = run([REQUIRED], nodes, [pod("a", "n1", required=WANT_SSD)], nodeSelector="pool=x")
+    result = run(PLUGIN, types([REQUIRED]), nodes, [pod("a", "n1", required=WANT_SSD)], nodeSelector="pool=x")
     assert evicted(result) == []
 
 
 def test_required_pods_of_one_shape_on_many_nodes() -> None:
     nodes = [node(f"n{i}", {"disk": "ssd" if i % 2 else "hdd"}) for i in range(10)]
     pods = [pod(f"p{i}-{j}", f"n{i}", required=WANT_SSD) for i in range(10) for j in range(3)]
-    result = run([REQUIRED], nodes, pods)
+    result = run(PLUGIN, types([REQUIRED]), nodes, pods)
     assert sorted(evicted(result)) == sorted(f"p{i}-{j}" for i in range(0, 10, 2) for j in range(3))
 
 
@@ -208,10 +181,16 @@ def test_node_limit_and_total_limit() -> None:
         pod(n, node_name, required=WANT_SSD)
         for n, node_name in [("a1", "n1"), ("a2", "n1"), ("b1", "n2"), ("b2", "n2")]
     ]
-    assert evicted(run([REQUIRED], nodes, pods, maxNoOfPodsToEvictPerNode=1)) == ["a1", "b1"]
-    assert evicted(run([REQUIRED], nodes, pods, maxNoOfPodsToEvictTotal=3)) == ["a1", "a2", "b1"]
+    assert evicted(run(PLUGIN, types([REQUIRED]), nodes, pods, maxNoOfPodsToEvictPerNode=1)) == ["a1", "b1"]
+    assert evicted(run(PLUGIN, types([REQUIRED]), nodes, pods, maxNoOfPodsToEvictTotal=3)) == [
+        "a1",
+        "a2",
+        "b1",
+    ]
     # The total limit also ends the other affinity types.
-    assert evicted(run([REQUIRED, PREFERRED], nodes, pods, maxNoOfPodsToEvictTotal=1)) == ["a1"]
+    assert evicted(run(PLUGIN, types([REQUIRED, PREFERRED]), nodes, pods, maxNoOfPodsToEvictTotal=1)) == [
+        "a1"
+    ]
 
 
 # ----------------------------------------------------------------------------- preferred
@@ -223,7 +202,9 @@ def test_preferred_evicts_towards_a_better_scoring_node() -> None:
         (10, {"matchExpressions": [expr("zone", "In", "b")]}),
         (5, {"matchExpressions": [expr("disk", "Exists")]}),
     ]
-    result = run([PREFERRED], nodes, [pod("a", "n1", preferred=prefs), pod("b", "n2", preferred=prefs)])
+    result = run(
+        PLUGIN, types([PREFERRED]), nodes, [pod("a", "n1", preferred=prefs), pod("b", "n2", preferred=prefs)]
+    )
     assert evicted(result) == ["a"]
     assert result.evictions[0].reason.startswith("a node scores 15")
 
@@ -234,7 +215,7 @@ def test_preferred_equal_score_stays() -> None:
         (10, {"matchExpressions": [expr("zone", "In", "a")]}),
         (10, {"matchExpressions": [expr("zone", "In", "b")]}),
     ]
-    assert evicted(run([PREFERRED], nodes, [pod("a", "n1", preferred=prefs)])) == []
+    assert evicted(run(PLUGIN, types([PREFERRED]), nodes, [pod("a", "n1", preferred=prefs)])) == []
 
 
 def test_preferred_like_upstream_best_node_need_not_fit() -> None:
@@ -242,7 +223,7 @@ def test_preferred_like_upstream_best_node_need_not_fit() -> None:
     # (DefaultEvictor's nodeFit is what stops such an eviction.)
     nodes = [node("n1"), node("n2", {"zone": "b"}, unschedulable=True)]
     prefs = [(10, {"matchExpressions": [expr("zone", "In", "b")]})]
-    assert evicted(run([PREFERRED], nodes, [pod("a", "n1", preferred=prefs)])) == ["a"]
+    assert evicted(run(PLUGIN, types([PREFERRED]), nodes, [pod("a", "n1", preferred=prefs)])) == ["a"]
 
 
 def test_preferred_needs_the_pod_to_fit_some_node() -> None:
@@ -253,17 +234,19 @@ def test_preferred_needs_the_pod_to_fit_some_node() -> None:
     ]
     prefs = [(10, {"matchExpressions": [expr("zone", "In", "b")]})]
     # n3 fits: evicted.
-    assert evicted(run([PREFERRED], nodes, [pod("a", "n1", preferred=prefs)])) == ["a"]
+    assert evicted(run(PLUGIN, types([PREFERRED]), nodes, [pod("a", "n1", preferred=prefs)])) == ["a"]
     # Nothing fits (n3 is too small): stays.
     nodes[2] = node("n3", {"zone": "c"}, cpu="10m")
-    assert evicted(run([PREFERRED], nodes, [pod("a", "n1", preferred=prefs)])) == []
+    assert evicted(run(PLUGIN, types([PREFERRED]), nodes, [pod("a", "n1", preferred=prefs)])) == []
 
 
 def test_preferred_match_fields_tell_nodes_apart() -> None:
     # Nodes with identical labels but different names must not share a cached score.
     nodes = [node("n1", {"zone": "a"}), node("n2", {"zone": "a"})]
     prefs = [(10, {"matchFields": [expr("metadata.name", "In", "n2")]})]
-    result = run([PREFERRED], nodes, [pod("a", "n1", preferred=prefs), pod("b", "n2", preferred=prefs)])
+    result = run(
+        PLUGIN, types([PREFERRED]), nodes, [pod("a", "n1", preferred=prefs), pod("b", "n2", preferred=prefs)]
+    )
     assert evicted(result) == ["a"]
 
 
@@ -271,11 +254,13 @@ def test_preferred_gt_and_missing_labels_score_by_value() -> None:
     nodes = [node("n1", {"gen": "3"}), node("n2"), node("n3", {"gen": "5"})]
     prefs = [(7, {"matchExpressions": [expr("gen", "Gt", "4")]})]
     pods = [pod("a", "n1", preferred=prefs), pod("b", "n2", preferred=prefs), pod("c", "n3", preferred=prefs)]
-    assert evicted(run([PREFERRED], nodes, pods)) == ["a", "b"]
+    assert evicted(run(PLUGIN, types([PREFERRED]), nodes, pods)) == ["a", "b"]
 
 
 def test_a_pod_violating_both_types_is_evicted_once() -> None:
     nodes = [node("n1"), node("n2", {"disk": "ssd"})]
     prefs = [(10, {"matchExpressions": [expr("disk", "In", "ssd")]})]
-    result = run([REQUIRED, PREFERRED], nodes, [pod("a", "n1", required=WANT_SSD, preferred=prefs)])
+    result = run(
+        PLUGIN, types([REQUIRED, PREFERRED]), nodes, [pod("a", "n1", required=WANT_SSD, preferred=prefs)]
+    )
     assert evicted(result) == ["a"]
