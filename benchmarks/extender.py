@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 
 from benchmarks.generator import ClusterSpec, generate
-from desched.app.extender import ClusterState, Extender, ExtenderServer
+from desched.app.extender import Extender, ExtenderServer, NodeUsageIndex
 from desched.k8s.objects import Node, Pod
 from desched.runtime.server import BackgroundServer
 from desched.scheduling.scorer import GenericScorer, load_scorer_args
@@ -129,7 +129,7 @@ def bench_extender(nodes: int = 1000, requests: int = 200) -> dict[str, Any]:
     """p50/p99 latency (ms) of filter and prioritize for ``nodes`` candidate nodes, sent as a full
     NodeList (``nodelist``) and as node names (``nodenames``)."""
     node_objs, pod_objs = _cluster(nodes)
-    state = ClusterState.from_objects(
+    state = NodeUsageIndex.from_objects(
         (msgspec.convert(n, Node, strict=False) for n in node_objs),
         (msgspec.convert(p, Pod, strict=False) for p in pod_objs),
     )

@@ -23,10 +23,10 @@ import pytest
 from tests import builders
 
 from desched.app.extender import (
-    ClusterState,
     Extender,
     ExtenderMetrics,
     ExtenderServer,
+    NodeUsageIndex,
     Reply,
 )
 from desched.cli import main as cli_main
@@ -114,7 +114,7 @@ def as_pod(doc: dict[str, Any]) -> Pod:
 def make_extender(
     scorer: dict[str, Any], nodes: list[dict[str, Any]], pods: Sequence[dict[str, Any]] = (), **kw: Any
 ) -> Extender:
-    state = ClusterState.from_objects([as_node(n) for n in nodes], [as_pod(p) for p in pods])
+    state = NodeUsageIndex.from_objects([as_node(n) for n in nodes], [as_pod(p) for p in pods])
     return Extender(GenericScorer(GenericScorerArgs.model_validate(scorer)), state, **kw)
 
 
@@ -347,7 +347,7 @@ def test_filter_counts_the_pods_already_on_the_node_but_not_the_incoming_one() -
 
 
 def test_cluster_state_follows_watch_events() -> None:
-    state = ClusterState()
+    state = NodeUsageIndex()
     node = as_node(node_doc("n"))
     state.on_change("Node", "ADDED", None, node)
     pending = as_pod(pod_doc("p", cpu="1"))
