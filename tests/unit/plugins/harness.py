@@ -39,6 +39,7 @@ __all__ = [
     "load_args",
     "load_error",
     "policy_doc",
+    "policy_error",
     "run",
 ]
 
@@ -99,13 +100,17 @@ def load_args(plugin: str, args: dict[str, Any] | None, **kw: Any) -> Any:
     return loaded
 
 
-def load_error(plugin: str, args: dict[str, Any] | None, **kw: Any) -> str:
-    """The one-line error the policy loader gives for these args (it must refuse them)."""
+def policy_error(plugin: str, args: dict[str, Any] | None, **kw: Any) -> PolicyError:
+    """The error the policy loader gives for these args (it must refuse them), on one line."""
     with pytest.raises(PolicyError) as e:
         load(plugin, args, **kw)
-    message = str(e.value)
-    assert "\n" not in message, message
-    return message
+    assert "\n" not in str(e.value), str(e.value)
+    return e.value
+
+
+def load_error(plugin: str, args: dict[str, Any] | None, **kw: Any) -> str:
+    """:func:`policy_error`'s message: ``<field path>: <reason>``."""
+    return str(policy_error(plugin, args, **kw))
 
 
 def framework(
@@ -125,19 +130,23 @@ def run(
     found: list[Finding] | None = None,
     backend: Callable[[ClusterSnapshot], EvictionBackend] = SimulatedBackend,
     now: datetime = NOW,
+    crashes_ok: bool = False,
     **kw: Any,
 ) -> CycleResult:
     """One cycle of the one-plugin framework on ``snapshot`` (or one of ``nodes`` and ``pods``).
 
     ``found`` collects the plugin's findings (the candidates it left, and why); ``backend`` makes
-    the eviction backend from the snapshot (default: every eviction goes through).
+    the eviction backend from the snapshot (default: every eviction goes through). A plugin
+    that raises fails the test unless ``crashes_ok``.
     """
     if snapshot is None:
         snapshot = ClusterSnapshot(nodes=list(nodes), pods=list(pods))
     fw = framework(plugin, args, now=now, **kw)
     if found is not None:
         fw.findings.attach(found.append)
-    return fw.run_cycle(snapshot, backend(snapshot))
+    result = fw.run_cycle(snapshot, backend(snapshot))
+    assert crashes_ok or not result.crashes, [run.error for run in result.crashes]
+    return result
 
 
 def evicted(result: CycleResult) -> list[str]:

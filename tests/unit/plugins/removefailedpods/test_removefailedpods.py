@@ -2,55 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import NOW, evicted, load_args, policy_error, run
 
-from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_policy
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import PolicyError
-from desched.framework.evictor import EvictionRequest
-from desched.framework.framework import Framework
-from desched.framework.registry import Registry
-from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import Pod
-from desched.plugins import default_registry
-from desched.plugins.removefailedpods.args import RemoveFailedPodsArgs
-from desched.plugins.removefailedpods.plugin import RemoveFailedPods
-
-NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-REG = default_registry(entry_points=False)
-
-
-def policy_doc(args: dict[str, Any] | None, *, configured: bool = True) -> dict[str, Any]:
-    # DefaultEvictor is left out so that only this plugin's args are under test.
-    profile: dict[str, Any] = {
-        "name": "p",
-        "allowDisablingDefaultEvictor": True,
-        "plugins": {
-            "deschedule": {"enabled": ["RemoveFailedPods"]},
-            "filter": {"disabled": ["DefaultEvictor"]},
-            "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-        },
-    }
-    if configured:
-        profile["pluginConfig"] = [{"name": "RemoveFailedPods", "args": args}]
-    return {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [profile]}
-
-
-def load_args(args: dict[str, Any] | None, *, configured: bool = True) -> RemoveFailedPodsArgs:
-    loaded = load_policy(policy_doc(args, configured=configured), REG).profiles[0].args["RemoveFailedPods"]
-    assert isinstance(loaded, RemoveFailedPodsArgs)
-    return loaded
-
-
-def load_error(args: dict[str, Any]) -> PolicyError:
-    with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(args), REG)
-    assert "\n" not in str(e.value)
-    return e.value
 
 
 def pod(
@@ -77,39 +36,15 @@ def pod(
     )
 
 
-class Backend:
-    def __init__(self) -> None:
-        self.evicted: list[str] = []
-
-    def evict(self, p: Pod, request: EvictionRequest) -> str | None:
-        self.evicted.append(p.metadata.name)
-        return None
-
-
-def run(args: dict[str, Any], pods: list[Pod], *, limits: EvictionLimits | None = None) -> list[str]:
-    registry = Registry()
-    registry.register(RemoveFailedPods)
-    profile = ProfileConfig(
-        name="p",
-        plugins={ExtensionPoint.DESCHEDULE: ("RemoveFailedPods",)},
-        args={"RemoveFailedPods": RemoveFailedPodsArgs.model_validate(args)},
-    )
-    framework = Framework(
-        Policy(profiles=(profile,), limits=limits or EvictionLimits()), registry, clock=lambda: NOW
-    )
-    nodes = [builders.bare_node(n) for n in ("n1", "n2")]
-    backend = Backend()
-    framework.begin_cycle(ClusterSnapshot(nodes=nodes, pods=pods), backend)
-    runs = framework.run_extension_point(ExtensionPoint.DESCHEDULE, nodes)
-    assert all(r.error is None for r in runs)
-    return backend.evicted
+PLUGIN = "RemoveFailedPods"
+NODES = [builders.bare_node(n, ready=True) for n in ("n1", "n2")]
 
 
 # ----------------------------------------------------------------------------- args
 
 
 def test_defaults() -> None:
-    for args in (load_args({}), load_args(None), load_args(None, configured=False)):
+    for args in (load_args(PLUGIN, {}), load_args(PLUGIN, None), load_args(PLUGIN, None, configured=False)):
         assert args.min_pod_lifetime_seconds == 3600
         assert args.reasons is None and args.exit_codes is None and args.exclude_owner_kinds is None
         assert args.including_init_containers is False
@@ -117,6 +52,7 @@ def test_defaults() -> None:
 
 def test_all_args_load_with_their_wire_names() -> None:
     args = load_args(
+        PLUGIN,
         {
             "namespaces": {"include": ["batch"]},
             "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
@@ -125,7 +61,7 @@ def test_all_args_load_with_their_wire_names() -> None:
             "exitCodes": [1],
             "includingInitContainers": True,
             "minPodLifetimeSeconds": 0,
-        }
+        },
     )
     assert args.exclude_owner_kinds == ["Job"] and args.min_pod_lifetime_seconds == 0
     # reasons are not restricted to PodLifeTime's states: any container reason may be named
@@ -148,7 +84,7 @@ def test_all_args_load_with_their_wire_names() -> None:
     ],
 )
 def test_invalid_args_name_the_field(args: dict[str, Any], path: str, reason: str) -> None:
-    e = load_error(args)
+    e = policy_error(PLUGIN, args)
     assert e.path == f"profiles[0].pluginConfig[0].{path}"
     assert reason in e.reason
 
@@ -162,14 +98,14 @@ def test_only_failed_pods_even_when_a_reason_matches() -> None:
         pod("succeeded", phase="Succeeded"),
         pod("failed", reason="NodeAffinity"),
     ]
-    assert run({"reasons": ["NodeAffinity"]}, pods) == ["failed"]
-    assert run({}, pods) == ["failed"]
+    assert evicted(run(PLUGIN, {"reasons": ["NodeAffinity"]}, NODES, pods)) == ["failed"]
+    assert evicted(run(PLUGIN, {}, NODES, pods)) == ["failed"]
 
 
 def test_default_minimum_age_is_one_hour_strictly() -> None:
     pods = [pod("young", age=60), pod("hour", age=3600.5), pod("old", age=3601)]
-    assert run({}, pods) == ["old"]
-    assert run({"minPodLifetimeSeconds": 0}, pods) == ["old", "hour", "young"]
+    assert evicted(run(PLUGIN, {}, NODES, pods)) == ["old"]
+    assert evicted(run(PLUGIN, {"minPodLifetimeSeconds": 0}, NODES, pods)) == ["old", "hour", "young"]
 
 
 def test_reasons_match_pod_and_container_reasons() -> None:
@@ -183,8 +119,8 @@ def test_reasons_match_pod_and_container_reasons() -> None:
         pod("none"),
     ]
     args: dict[str, Any] = {"reasons": ["Shutdown", "Error", "CreateContainerConfigError"]}
-    assert sorted(run(args, pods)) == ["pod-reason", "terminated", "waiting"]
-    assert sorted(run({**args, "includingInitContainers": True}, pods)) == [
+    assert sorted(evicted(run(PLUGIN, args, NODES, pods))) == ["pod-reason", "terminated", "waiting"]
+    assert sorted(evicted(run(PLUGIN, {**args, "includingInitContainers": True}, NODES, pods))) == [
         "init-only",
         "pod-reason",
         "terminated",
@@ -202,8 +138,8 @@ def test_exit_codes_and_reasons_are_anded() -> None:
             "init-code", initContainerStatuses=[{"state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]
         ),
     ]
-    assert run({"reasons": ["Error"], "exitCodes": [1]}, pods) == ["both"]
-    assert sorted(run({"exitCodes": [1], "includingInitContainers": True}, pods)) == [
+    assert evicted(run(PLUGIN, {"reasons": ["Error"], "exitCodes": [1]}, NODES, pods)) == ["both"]
+    assert sorted(evicted(run(PLUGIN, {"exitCodes": [1], "includingInitContainers": True}, NODES, pods))) == [
         "both",
         "code-only",
         "init-code",
@@ -212,12 +148,12 @@ def test_exit_codes_and_reasons_are_anded() -> None:
 
 def test_exclude_owner_kinds_and_label_selector() -> None:
     pods = [pod("job", owner="Job"), pod("rs", labels={"app": "a"}), pod("rs2", labels={"app": "b"})]
-    assert sorted(run({"excludeOwnerKinds": ["Job"]}, pods)) == ["rs", "rs2"]
-    assert run({"labelSelector": {"matchLabels": {"app": "b"}}}, pods) == ["rs2"]
+    assert sorted(evicted(run(PLUGIN, {"excludeOwnerKinds": ["Job"]}, NODES, pods))) == ["rs", "rs2"]
+    assert evicted(run(PLUGIN, {"labelSelector": {"matchLabels": {"app": "b"}}}, NODES, pods)) == ["rs2"]
 
 
 def test_oldest_first_across_nodes_with_limits() -> None:
     pods = [pod("n1-a", "n1", age=5000), pod("n2-a", "n2", age=9000), pod("n1-b", "n1", age=8000)]
-    assert run({}, pods) == ["n2-a", "n1-b", "n1-a"]
-    assert run({}, pods, limits=EvictionLimits(per_node=1)) == ["n2-a", "n1-b"]
-    assert run({}, pods, limits=EvictionLimits(total=1)) == ["n2-a"]
+    assert evicted(run(PLUGIN, {}, NODES, pods)) == ["n2-a", "n1-b", "n1-a"]
+    assert evicted(run(PLUGIN, {}, NODES, pods, maxNoOfPodsToEvictPerNode=1)) == ["n2-a", "n1-b"]
+    assert evicted(run(PLUGIN, {}, NODES, pods, maxNoOfPodsToEvictTotal=1)) == ["n2-a"]
