@@ -130,22 +130,33 @@ def run(
     found: list[Finding] | None = None,
     backend: Callable[[ClusterSnapshot], EvictionBackend] = SimulatedBackend,
     now: datetime = NOW,
-    crashes_ok: bool = False,
+    plugin_nodes: Sequence[Node] | None = None,
+    errors_ok: bool = False,
     **kw: Any,
 ) -> CycleResult:
     """One cycle of the one-plugin framework on ``snapshot`` (or one of ``nodes`` and ``pods``).
 
     ``found`` collects the plugin's findings (the candidates it left, and why); ``backend`` makes
-    the eviction backend from the snapshot (default: every eviction goes through). A plugin
-    that raises fails the test unless ``crashes_ok``.
+    the eviction backend from the snapshot (default: every eviction goes through).
+    ``plugin_nodes``: the nodes the plugin is given, in this order (as upstream's tests call
+    ``Deschedule(ctx, nodes)``), instead of the ready nodes a cycle picks. A plugin that raises or
+    returns an error fails the test unless ``errors_ok``.
     """
     if snapshot is None:
         snapshot = ClusterSnapshot(nodes=list(nodes), pods=list(pods))
     fw = framework(plugin, args, now=now, **kw)
     if found is not None:
         fw.findings.attach(found.append)
-    result = fw.run_cycle(snapshot, backend(snapshot))
-    assert crashes_ok or not result.crashes, [run.error for run in result.crashes]
+    if plugin_nodes is None:
+        result = fw.run_cycle(snapshot, backend(snapshot))
+    else:
+        result = CycleResult(started=now, nodes=len(plugin_nodes))
+        fw.begin_cycle(snapshot, backend(snapshot))
+        for point in _POINTS:
+            result.plugin_runs.extend(fw.run_extension_point(point, list(plugin_nodes)))
+        result.records = list(fw.ctx.evictor.records)
+    errors = [r.error for r in result.plugin_runs if r.error is not None]
+    assert errors_ok or not errors, errors
     return result
 
 

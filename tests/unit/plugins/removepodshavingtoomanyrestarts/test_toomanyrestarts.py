@@ -2,50 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import evicted, load, policy_error, run
 
-from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_policy
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import PolicyError
-from desched.framework.evictor import EvictionRequest
-from desched.framework.framework import Framework
-from desched.framework.registry import Registry
-from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import Pod
-from desched.plugins import default_registry
 from desched.plugins.removepodshavingtoomanyrestarts.args import RemovePodsHavingTooManyRestartsArgs
-from desched.plugins.removepodshavingtoomanyrestarts.plugin import RemovePodsHavingTooManyRestarts
 
 NAME = "RemovePodsHavingTooManyRestarts"
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
-
-
-def policy_doc(args: dict[str, Any] | None, *, configured: bool = True) -> dict[str, Any]:
-    # DefaultEvictor is left out so that only this plugin's args are under test.
-    profile: dict[str, Any] = {
-        "name": "p",
-        "allowDisablingDefaultEvictor": True,
-        "plugins": {
-            "deschedule": {"enabled": [NAME]},
-            "filter": {"disabled": ["DefaultEvictor"]},
-            "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-        },
-    }
-    if configured:
-        profile["pluginConfig"] = [{"name": NAME, "args": args}]
-    return {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [profile]}
-
-
-def load_error(args: dict[str, Any] | None, *, configured: bool = True) -> PolicyError:
-    with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(args, configured=configured), REG)
-    assert "\n" not in str(e.value)
-    return e.value
+NODES = [builders.bare_node(n, ready=True) for n in ("n1", "n2")]
 
 
 def pod(
@@ -77,55 +44,19 @@ def pod(
     )
 
 
-class Backend:
-    def __init__(self) -> None:
-        self.evicted: list[str] = []
-
-    def evict(self, p: Pod, request: EvictionRequest) -> str | None:
-        self.evicted.append(p.metadata.name)
-        return None
-
-
-def run(
-    args: dict[str, Any],
-    pods: list[Pod],
-    *,
-    nodes: tuple[str, ...] = ("n1", "n2"),
-    limits: EvictionLimits | None = None,
-) -> list[str]:
-    registry = Registry()
-    registry.register(RemovePodsHavingTooManyRestarts)
-    profile = ProfileConfig(
-        name="p",
-        plugins={ExtensionPoint.DESCHEDULE: (NAME,)},
-        args={NAME: RemovePodsHavingTooManyRestartsArgs.model_validate(args)},
-    )
-    framework = Framework(
-        Policy(profiles=(profile,), limits=limits or EvictionLimits()), registry, clock=lambda: NOW
-    )
-    node_objs = [builders.bare_node(n) for n in nodes]
-    backend = Backend()
-    framework.begin_cycle(ClusterSnapshot(nodes=node_objs, pods=pods), backend)
-    runs = framework.run_extension_point(ExtensionPoint.DESCHEDULE, node_objs)
-    assert all(r.error is None for r in runs)
-    return backend.evicted
-
-
 # ----------------------------------------------------------------------------- args
 
 
 def test_all_args_load() -> None:
-    policy = load_policy(
-        policy_doc(
-            {
-                "podRestartThreshold": 100,
-                "includingInitContainers": True,
-                "states": ["Running", "CrashLoopBackOff"],
-                "namespaces": {"exclude": ["kube-system"]},
-                "labelSelector": {"matchLabels": {"a": "b"}},
-            }
-        ),
-        REG,
+    policy = load(
+        NAME,
+        {
+            "podRestartThreshold": 100,
+            "includingInitContainers": True,
+            "states": ["Running", "CrashLoopBackOff"],
+            "namespaces": {"exclude": ["kube-system"]},
+            "labelSelector": {"matchLabels": {"a": "b"}},
+        },
     )
     args = policy.profiles[0].args[NAME]
     assert isinstance(args, RemovePodsHavingTooManyRestartsArgs)
@@ -158,13 +89,13 @@ def test_all_args_load() -> None:
     ],
 )
 def test_invalid_args_name_the_field(args: dict[str, Any], path: str, reason: str) -> None:
-    e = load_error(args)
+    e = policy_error(NAME, args)
     assert e.path == f"profiles[0].pluginConfig[0].{path}"
     assert reason in e.reason
 
 
 def test_enabled_without_plugin_config_is_an_error() -> None:
-    e = load_error(None, configured=False)
+    e = policy_error(NAME, None, configured=False)
     assert e.path == "profiles[0].pluginConfig"
     assert "podRestartThreshold" in e.reason
 
@@ -179,8 +110,11 @@ def test_threshold_counts_container_restarts_and_init_only_with_the_flag() -> No
         pod("with-init", restarts=(2,), init=(3,)),
         pod("ephemeral", restarts=(1,), ephemeral=(10,)),
     ]
-    assert run({"podRestartThreshold": 5}, pods) == ["at"]
-    assert run({"podRestartThreshold": 5, "includingInitContainers": True}, pods) == ["at", "with-init"]
+    assert evicted(run(NAME, {"podRestartThreshold": 5}, NODES, pods)) == ["at"]
+    assert evicted(run(NAME, {"podRestartThreshold": 5, "includingInitContainers": True}, NODES, pods)) == [
+        "at",
+        "with-init",
+    ]
 
 
 def test_most_restarts_first_per_node_in_node_order() -> None:
@@ -191,14 +125,29 @@ def test_most_restarts_first_per_node_in_node_order() -> None:
         pod("n1-tie-b", "n1", (20,)),
         pod("n1-tie-a", "n1", (20,)),
     ]
-    assert run({"podRestartThreshold": 1}, pods) == ["n1-many", "n1-tie-a", "n1-tie-b", "n1-few", "n2-most"]
-    assert run({"podRestartThreshold": 1}, pods, nodes=("n2", "n1"))[0] == "n2-most"
+    assert evicted(run(NAME, {"podRestartThreshold": 1}, NODES, pods)) == [
+        "n1-many",
+        "n1-tie-a",
+        "n1-tie-b",
+        "n1-few",
+        "n2-most",
+    ]
+    assert (
+        evicted(run(NAME, {"podRestartThreshold": 1}, NODES, pods, plugin_nodes=NODES[::-1]))[0] == "n2-most"
+    )
 
 
 def test_node_limit_moves_on_to_the_next_node_total_limit_stops() -> None:
     pods = [pod("a", "n1", (9,)), pod("b", "n1", (8,)), pod("c", "n2", (7,)), pod("d", "n2", (6,))]
-    assert run({"podRestartThreshold": 1}, pods, limits=EvictionLimits(per_node=1)) == ["a", "c"]
-    assert run({"podRestartThreshold": 1}, pods, limits=EvictionLimits(total=3)) == ["a", "b", "c"]
+    assert evicted(run(NAME, {"podRestartThreshold": 1}, NODES, pods, maxNoOfPodsToEvictPerNode=1)) == [
+        "a",
+        "c",
+    ]
+    assert evicted(run(NAME, {"podRestartThreshold": 1}, NODES, pods, maxNoOfPodsToEvictTotal=3)) == [
+        "a",
+        "b",
+        "c",
+    ]
 
 
 def test_states() -> None:
@@ -208,14 +157,23 @@ def test_states() -> None:
         pod("pending-init-crashloop", restarts=(5,), phase="Pending", init_waiting="CrashLoopBackOff"),
         pod("pending", restarts=(5,), phase="Pending", waiting="ContainerCreating"),
     ]
-    assert run({"podRestartThreshold": 1, "states": ["Running"]}, pods) == ["running"]
-    assert run({"podRestartThreshold": 1, "states": ["CrashLoopBackOff"]}, pods) == ["pending-crashloop"]
-    assert run(
-        {"podRestartThreshold": 1, "states": ["CrashLoopBackOff"], "includingInitContainers": True}, pods
+    assert evicted(run(NAME, {"podRestartThreshold": 1, "states": ["Running"]}, NODES, pods)) == ["running"]
+    assert evicted(run(NAME, {"podRestartThreshold": 1, "states": ["CrashLoopBackOff"]}, NODES, pods)) == [
+        "pending-crashloop"
+    ]
+    assert evicted(
+        run(
+            NAME,
+            {"podRestartThreshold": 1, "states": ["CrashLoopBackOff"], "includingInitContainers": True},
+            NODES,
+            pods,
+        )
     ) == ["pending-crashloop", "pending-init-crashloop"]
-    assert len(run({"podRestartThreshold": 1}, pods)) == 4
+    assert len(evicted(run(NAME, {"podRestartThreshold": 1}, NODES, pods))) == 4
 
 
 def test_namespaces_select_pods() -> None:
     pods = [pod("sys", restarts=(9,), namespace="kube-system"), pod("app", restarts=(9,), namespace="apps")]
-    assert run({"podRestartThreshold": 1, "namespaces": {"exclude": ["kube-system"]}}, pods) == ["app"]
+    assert evicted(
+        run(NAME, {"podRestartThreshold": 1, "namespaces": {"exclude": ["kube-system"]}}, NODES, pods)
+    ) == ["app"]
