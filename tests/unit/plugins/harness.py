@@ -10,7 +10,8 @@ with a fixed clock; one cycle on a snapshot; and the pods it evicted.
 DefaultEvictor is left out unless ``evictor=`` asks for it (``True``: on with its defaults; a dict:
 on with those args), so that only the plugin's own decisions are under test. Every other keyword
 of :func:`policy_doc`, :func:`framework` and :func:`run` goes to the top of the DeschedulerPolicy
-(``maxNoOfPodsToEvictPerNode=1``, ``nodeSelector=...``, ``metricsProviders=[...]``).
+(``maxNoOfPodsToEvictPerNode=1``, ``nodeSelector=...``, ``metricsProviders=[...]``), except
+``extra=``: plugins enabled beside the one under test (an in-tree name, or a test's own class).
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from desched.errors import PolicyError
 from desched.framework.evictor import EvictionBackend, SimulatedBackend
 from desched.framework.findings import Finding
 from desched.framework.framework import CycleResult, Framework
+from desched.framework.registry import Registry
 from desched.k8s.objects import Node, Pod
 from desched.plugins import default_registry
 
 __all__ = [
     "NOW",
     "REGISTRY",
+    "cycle",
     "evicted",
     "framework",
     "load",
@@ -41,6 +44,7 @@ __all__ = [
     "policy_doc",
     "policy_error",
     "run",
+    "run_policy",
 ]
 
 #: The clock of every harness framework (a test that needs another passes ``now=``).
@@ -50,15 +54,33 @@ REGISTRY = default_registry(entry_points=False)
 
 _POINTS = (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE)
 _EVICTOR = "DefaultEvictor"
+#: A plugin enabled beside the one under test: an in-tree plugin's name, or a test's own class.
+Extra = str | type
 
 
-def points_of(plugin: str) -> list[str]:
-    """The extension points (deschedule, balance) the registry finds in ``plugin``'s class."""
-    spec = REGISTRY.get(plugin)
-    assert spec is not None, f"{plugin} is not an in-tree plugin"
-    points = [p.value for p in _POINTS if p in spec.extension_points]
-    assert points, f"{plugin} implements neither Deschedule nor Balance"
-    return points
+def registry_with(extra: Sequence[Extra] = ()) -> Registry:
+    """The in-tree registry, plus the test's own plugin classes in ``extra`` (origin "test")."""
+    classes = [cls for cls in extra if isinstance(cls, type)]
+    if not classes:
+        return REGISTRY
+    registry = default_registry(entry_points=False)
+    registry.register_all(classes, origin="test")
+    return registry
+
+
+def points_of(plugin: str, registry: Registry = REGISTRY) -> list[str]:
+    """The extension points the registry finds in ``plugin``'s class, in the policy's order."""
+    spec = registry.get(plugin)
+    assert spec is not None, f"{plugin} is not registered"
+    return [p.value for p in ExtensionPoint if p in spec.extension_points]
+
+
+def _name(plugin: Extra) -> str:
+    if isinstance(plugin, str):
+        return plugin
+    name = getattr(plugin, "name", None)
+    assert isinstance(name, str), plugin
+    return name
 
 
 def policy_doc(
@@ -67,19 +89,25 @@ def policy_doc(
     *,
     configured: bool = True,
     evictor: bool | dict[str, Any] = False,
+    extra: Sequence[Extra] = (),
     **top: Any,
 ) -> dict[str, Any]:
     """A DeschedulerPolicy of one profile ``p`` enabling ``plugin`` at its extension points.
 
     ``configured=False`` leaves the plugin out of ``pluginConfig`` (its default args apply);
-    ``evictor`` is described in the module's docstring; ``top`` goes to the top of the policy.
+    ``evictor`` is described in the module's docstring; ``extra`` plugins are enabled beside it
+    at their extension points, with their default args; ``top`` goes to the top of the policy.
     """
-    plugins: dict[str, Any] = {point: {"enabled": [plugin]} for point in points_of(plugin)}
+    registry = registry_with(extra)
+    plugins: dict[str, Any] = {}
+    for name in [plugin, *map(_name, extra)]:
+        for point in points_of(name, registry):
+            plugins.setdefault(point, {"enabled": []})["enabled"].append(name)
     config: list[dict[str, Any]] = [{"name": plugin, "args": args}] if configured else []
     profile: dict[str, Any] = {"name": "p", "pluginConfig": config, "plugins": plugins}
     if evictor is False:
-        plugins["filter"] = {"disabled": [_EVICTOR]}
-        plugins["preEvictionFilter"] = {"disabled": [_EVICTOR]}
+        for point in (ExtensionPoint.FILTER, ExtensionPoint.PRE_EVICTION_FILTER):
+            plugins.setdefault(point.value, {})["disabled"] = [_EVICTOR]
         profile["allowDisablingDefaultEvictor"] = True
     elif isinstance(evictor, dict):
         config.insert(0, {"name": _EVICTOR, "args": evictor})
@@ -88,7 +116,7 @@ def policy_doc(
 
 def load(plugin: str, args: dict[str, Any] | None = None, **kw: Any) -> Policy:
     """:func:`policy_doc` through the real policy loader."""
-    return load_policy(policy_doc(plugin, args, **kw), REGISTRY)
+    return load_policy(policy_doc(plugin, args, **kw), registry_with(kw.get("extra", ())))
 
 
 def load_args(plugin: str, args: dict[str, Any] | None, **kw: Any) -> Any:
@@ -117,7 +145,7 @@ def framework(
     plugin: str, args: dict[str, Any] | None = None, *, now: datetime = NOW, **kw: Any
 ) -> Framework:
     """A Framework for the one-plugin policy, on the in-tree registry, its clock stopped at ``now``."""
-    return Framework(load(plugin, args, **kw), REGISTRY, clock=lambda: now)
+    return Framework(load(plugin, args, **kw), registry_with(kw.get("extra", ())), clock=lambda: now)
 
 
 def run(
@@ -142,15 +170,41 @@ def run(
     ``Deschedule(ctx, nodes)``), instead of the ready nodes a cycle picks. A plugin that raises or
     returns an error fails the test unless ``errors_ok``.
     """
+    fw = framework(plugin, args, now=now, **kw)
+    return cycle(
+        fw, nodes, pods, snapshot=snapshot, found=found, backend=backend, plugin_nodes=plugin_nodes,
+        errors_ok=errors_ok,
+    )  # fmt: skip
+
+
+def run_policy(
+    doc: dict[str, Any], nodes: Sequence[Node] = (), pods: Sequence[Pod] = (), *, now: datetime = NOW
+) -> CycleResult:
+    """One cycle of a whole DeschedulerPolicy document (several profiles, a README's example)."""
+    fw = Framework(load_policy(doc, REGISTRY), REGISTRY, clock=lambda: now)
+    return cycle(fw, nodes, pods)
+
+
+def cycle(
+    fw: Framework,
+    nodes: Sequence[Node] = (),
+    pods: Sequence[Pod] = (),
+    *,
+    snapshot: ClusterSnapshot | None = None,
+    found: list[Finding] | None = None,
+    backend: Callable[[ClusterSnapshot], EvictionBackend] = SimulatedBackend,
+    plugin_nodes: Sequence[Node] | None = None,
+    errors_ok: bool = False,
+) -> CycleResult:
+    """One cycle of ``fw`` (see :func:`run` for the keywords)."""
     if snapshot is None:
         snapshot = ClusterSnapshot(nodes=list(nodes), pods=list(pods))
-    fw = framework(plugin, args, now=now, **kw)
     if found is not None:
         fw.findings.attach(found.append)
     if plugin_nodes is None:
         result = fw.run_cycle(snapshot, backend(snapshot))
     else:
-        result = CycleResult(started=now, nodes=len(plugin_nodes))
+        result = CycleResult(started=fw.ctx.clock(), nodes=len(plugin_nodes))
         fw.begin_cycle(snapshot, backend(snapshot))
         for point in _POINTS:
             result.plugin_runs.extend(fw.run_extension_point(point, list(plugin_nodes)))

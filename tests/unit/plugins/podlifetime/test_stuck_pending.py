@@ -6,26 +6,22 @@ Through the real policy loader, with DefaultEvictor on, as an operator would con
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from tests import builders
+from tests.unit.plugins.harness import NOW, evicted, load, policy_doc, run, run_policy
 
-from desched.api.policy import load_policy
-from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.findings import Finding, Verdict
-from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Pod
-from desched.plugins import default_registry
 from desched.plugins.podlifetime.args import PodLifeTimeArgs
 
-NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-REG = default_registry(entry_points=False)
+PLUGIN = "PodLifeTime"
+NODES = [builders.node("n1"), builders.node("n2")]
 
 UNSCHEDULABLE_10M: dict[str, Any] = {
     "includingUnscheduledPods": True,
@@ -46,21 +42,6 @@ NEVER_STARTED_10M: dict[str, Any] = {
 
 def ago(seconds: float) -> str:
     return (NOW - timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
-
-
-def policy_doc(args: dict[str, Any], **top: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "stuck",
-                "pluginConfig": [{"name": "PodLifeTime", "args": args}],
-                "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
-            }
-        ],
-        **top,
-    }
 
 
 def unscheduled(name: str, since: float, *, reason: str = "Unschedulable", **kw: Any) -> Pod:
@@ -107,31 +88,19 @@ def running(name: str, node: str, since: float) -> Pod:
     )
 
 
-def run(args: dict[str, Any], pods: list[Pod], found: list[Finding] | None = None, **top: Any) -> CycleResult:
-    snapshot = ClusterSnapshot(nodes=[builders.node("n1"), builders.node("n2")], pods=pods)
-    fw = Framework(load_policy(policy_doc(args, **top), REG), REG, clock=lambda: NOW)
-    if found is not None:
-        fw.findings.attach(found.append)
-    return fw.run_cycle(snapshot, SimulatedBackend(snapshot))
-
-
-def evicted(result: CycleResult) -> list[str]:
-    return [r.name for r in result.evictions]
-
-
 def test_the_arg_is_off_by_default_and_validated() -> None:
-    args = load_policy(policy_doc({"states": ["Pending"]}), REG).profiles[0].args["PodLifeTime"]
+    args = load(PLUGIN, {"states": ["Pending"]}, evictor=True).profiles[0].args["PodLifeTime"]
     assert isinstance(args, PodLifeTimeArgs)
     assert args.including_unscheduled_pods is False
     with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc({"states": ["Pending"], "includingUnscheduledPods": "yes"}), REG)
+        load(PLUGIN, {"states": ["Pending"], "includingUnscheduledPods": "yes"}, evictor=True)
     assert str(e.value).startswith("profiles[0].pluginConfig[0].args.includingUnscheduledPods")
 
 
 def test_unscheduled_pods_are_not_considered_without_the_arg_as_upstream() -> None:
     pods = [unscheduled("stuck", 3600)]
     args = {k: v for k, v in UNSCHEDULABLE_10M.items() if k != "includingUnscheduledPods"}
-    assert evicted(run(args, pods)) == []
+    assert evicted(run(PLUGIN, args, NODES, pods, evictor=True)) == []
 
 
 def test_unschedulable_longer_than_the_threshold_is_evicted() -> None:
@@ -141,25 +110,34 @@ def test_unschedulable_longer_than_the_threshold_is_evicted() -> None:
         unscheduled("gated", 3600, reason="SchedulingGated"),  # not Unschedulable
         running("fine", "n1", 3600),
     ]
-    result = run(UNSCHEDULABLE_10M, pods)
+    result = run(PLUGIN, UNSCHEDULABLE_10M, NODES, pods, evictor=True)
     assert evicted(result) == ["stuck-old"]
     assert result.evictions[0].node == ""
 
 
 def test_oldest_transition_first_and_limits() -> None:
     pods = [unscheduled(f"s{i}", 1000 + 100 * i) for i in range(4)]
-    assert evicted(run(UNSCHEDULABLE_10M, pods)) == ["s3", "s2", "s1", "s0"]
+    assert evicted(run(PLUGIN, UNSCHEDULABLE_10M, NODES, pods, evictor=True)) == ["s3", "s2", "s1", "s0"]
     # a pod bound to no node counts against no node's limit, but against the total
-    assert evicted(run(UNSCHEDULABLE_10M, pods, maxNoOfPodsToEvictPerNode=1)) == ["s3", "s2", "s1", "s0"]
-    assert evicted(run(UNSCHEDULABLE_10M, pods, maxNoOfPodsToEvictTotal=2)) == ["s3", "s2"]
+    assert evicted(
+        run(PLUGIN, UNSCHEDULABLE_10M, NODES, pods, evictor=True, maxNoOfPodsToEvictPerNode=1)
+    ) == ["s3", "s2", "s1", "s0"]
+    assert evicted(run(PLUGIN, UNSCHEDULABLE_10M, NODES, pods, evictor=True, maxNoOfPodsToEvictTotal=2)) == [
+        "s3",
+        "s2",
+    ]
 
 
 def test_namespaces_and_label_selector_apply_to_unscheduled_pods() -> None:
     pods = [unscheduled("a", 3600, namespace="batch"), unscheduled("b", 3600, labels={"tier": "x"})]
-    assert evicted(run({**UNSCHEDULABLE_10M, "namespaces": {"include": ["batch"]}}, pods)) == ["a"]
-    assert evicted(run({**UNSCHEDULABLE_10M, "namespaces": {"exclude": ["batch"]}}, pods)) == ["b"]
+    assert evicted(
+        run(PLUGIN, {**UNSCHEDULABLE_10M, "namespaces": {"include": ["batch"]}}, NODES, pods, evictor=True)
+    ) == ["a"]
+    assert evicted(
+        run(PLUGIN, {**UNSCHEDULABLE_10M, "namespaces": {"exclude": ["batch"]}}, NODES, pods, evictor=True)
+    ) == ["b"]
     selector = {"labelSelector": {"matchLabels": {"tier": "x"}}}
-    assert evicted(run({**UNSCHEDULABLE_10M, **selector}, pods)) == ["b"]
+    assert evicted(run(PLUGIN, {**UNSCHEDULABLE_10M, **selector}, NODES, pods, evictor=True)) == ["b"]
 
 
 def test_default_evictor_still_protects_unscheduled_pods() -> None:
@@ -180,7 +158,7 @@ def test_default_evictor_still_protects_unscheduled_pods() -> None:
         },
     )
     found: list[Finding] = []
-    assert evicted(run(UNSCHEDULABLE_10M, [bare], found)) == []
+    assert evicted(run(PLUGIN, UNSCHEDULABLE_10M, NODES, [bare], evictor=True, found=found)) == []
     assert [f.verdict for f in found if f.name == "bare"] == [Verdict.FILTERED]
 
 
@@ -191,12 +169,12 @@ def test_bound_and_never_started_longer_than_the_threshold_is_evicted() -> None:
         running("up", "n1", 3600),
         unscheduled("not-bound", 3600),  # not on a node: not this recipe's
     ]
-    assert evicted(run(NEVER_STARTED_10M, pods)) == ["sandbox-stuck"]
+    assert evicted(run(PLUGIN, NEVER_STARTED_10M, NODES, pods, evictor=True)) == ["sandbox-stuck"]
 
 
 def test_both_recipes_in_one_policy() -> None:
     pods = [bound_waiting("sandbox-stuck", "n1", 3600), unscheduled("stuck", 3600), running("up", "n2", 3600)]
-    doc = policy_doc(UNSCHEDULABLE_10M)
+    doc = policy_doc(PLUGIN, UNSCHEDULABLE_10M, evictor=True)
     doc["profiles"].append(
         {
             "name": "never-started",
@@ -204,9 +182,7 @@ def test_both_recipes_in_one_policy() -> None:
             "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
         }
     )
-    snapshot = ClusterSnapshot(nodes=[builders.node("n1"), builders.node("n2")], pods=pods)
-    fw = Framework(load_policy(doc, REG), REG, clock=lambda: NOW)
-    result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    result = run_policy(doc, NODES, pods)
     assert sorted(evicted(result)) == ["sandbox-stuck", "stuck"]
 
 
@@ -222,9 +198,7 @@ def test_the_readme_recipes_do_what_the_readme_says() -> None:
         unscheduled("stuck-new", 300),
         running("up", "n2", 3600),
     ]
-    snapshot = ClusterSnapshot(nodes=[builders.node("n1"), builders.node("n2")], pods=pods)
-    fw = Framework(load_policy(yaml.safe_load(m.group(1)), REG), REG, clock=lambda: NOW)
-    result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    result = run_policy(yaml.safe_load(m.group(1)), NODES, pods)
     assert [(r.profile, r.name) for r in result.evictions] == [
         ("unschedulable", "stuck"),
         ("never-started", "sandbox-stuck"),
