@@ -18,8 +18,8 @@ import msgspec
 
 from desched.api.policy import EvictionLimits, Policy, ProfileConfig
 from desched.api.types import SKIP_POLICY_CHECKS
+from desched.backends.simulated_eviction import RecordingBackend
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.metrics import MetricsProviders
 from desched.framework.registry import Registry
@@ -102,17 +102,6 @@ def evictor_args(fixture: dict[str, Any]) -> Any:
     spec = registry().get("DefaultEvictor")
     assert spec is not None and spec.args_model is not None
     return spec.args_model.model_validate(fixture["evictorArgs"] or {})
-
-
-class RecordingBackend:
-    """The fake clientset of upstream's tests: evictions succeed and pods stay listed."""
-
-    def __init__(self) -> None:
-        self.evicted: list[tuple[str, str]] = []
-
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
-        self.evicted.append((pod.metadata.namespace, pod.metadata.name))
-        return None
 
 
 @dataclass

@@ -163,3 +163,54 @@ def test_a_class_name_has_one_meaning() -> None:
     assert found["ClusterState"] == ["scheduling/placement/state.py"]
     twice = {name: where for name, where in found.items() if len(where) > 1 and name not in _KNOWN_TWICE}
     assert not twice
+
+
+#: Backends the framework needs before any backend is given (it cannot import desched.backends,
+#: a layer above it): its null defaults, which refuse or skip every request.
+_FRAMEWORK_DEFAULTS = {"framework/nodeactions.py:NoNodeActions"}
+#: The placement driver's recorder: it removes each evicted pod from the simulation's snapshot and
+#: keeps it for placement. desched.simulation and desched.backends are independent siblings
+#: (.importlinter), so the driver cannot take it from backends; app/simulate.py hands the driver
+#: SimulatedEvictionApi, which answers as the API and then tells this recorder.
+_SIMULATION_OWN = {"simulation/driver.py:EvictionRecorder"}
+
+
+def _backend_classes(root: Path) -> list[str]:
+    """Public classes that carry out evictions (``evict(self, pod, request)``) or node actions
+    (``downgrade(self, node, request)``), as ``path:Class`` relative to ``root``. Private classes
+    are the framework's and tracing's wrappers around the backend a caller gives."""
+    found = []
+    for path in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
+                continue
+            if any(isinstance(b, ast.Name) and b.id == "Protocol" for b in node.bases):
+                continue  # the seam itself (framework/evictor.py, framework/nodeactions.py)
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name in {"evict", "downgrade"}:
+                    params = [a.arg for a in item.args.args]
+                    if params[:1] == ["self"] and params[2:] == ["request"]:
+                        found.append(f"{path.relative_to(root)}:{node.name}")
+                        break
+    return found
+
+
+def test_every_backend_lives_in_backends() -> None:
+    """Every eviction and node-action backend, the simulated ones and the simple ones tests use,
+    lives in desched.backends (issue 29), beside its live twin."""
+    outside = [
+        c
+        for c in _backend_classes(SRC)
+        if not c.startswith("backends/") and c not in _FRAMEWORK_DEFAULTS | _SIMULATION_OWN
+    ]
+    assert not outside
+    shared_doubles = _backend_classes(ROOT / "tests" / "conformance")
+    assert not shared_doubles, "the conformance harness uses desched.backends' RecordingBackend"
+
+
+def test_backends_come_in_pairs() -> None:
+    """Each seam has its live (``api_*``) and its simulated (``simulated_*``) implementation."""
+    names = {p.stem for p in (SRC / "backends").glob("*.py")}
+    live = {n.removeprefix("api_") for n in names if n.startswith("api_")}
+    simulated = {n.removeprefix("simulated_") for n in names if n.startswith("simulated_")}
+    assert live == simulated == {"eviction", "nodeactions"}

@@ -12,6 +12,11 @@ evictions and placements during the cycle change them only through what the API 
 one ``disruptionsAllowed`` spent per eviction (the disruption controller's later recount is not
 modelled within a cycle). What the cycle sees after an eviction is not decided here: the framework
 takes the evicted pod out of the cycle's working snapshot, whatever the backend.
+
+Beside it, the two simplest backends, for tests and for tools that need no PDB answers:
+:class:`SimulatedBackend` lets every eviction through, :class:`RecordingBackend` does too and
+remembers each request in order (upstream's tests' fake clientset). They live here, beside the
+live backend's simulated twin, so that every backend of the tree is found in ``desched.backends``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,35 @@ from desched.k8s import deployments, disruption
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import LabelSelector, Pod, PodDisruptionBudget
+
+
+class SimulatedBackend:
+    """Evicts nothing for real and lets every eviction through (no PodDisruptionBudgets: see
+    :class:`SimulatedEvictionApi` for the eviction API's answers). The framework takes the pod
+    out of the cycle's working snapshot, as for every backend."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+        return None
+
+
+class RecordingBackend:
+    """Lets every eviction through and remembers each one asked for, in order (the fake
+    clientset of upstream's tests: the pods stay listed in the snapshot the test holds)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[Pod, EvictionRequest]] = []
+
+    @property
+    def evicted(self) -> list[tuple[str, str]]:
+        """(namespace, name) of each pod asked for, in order."""
+        return [(p.metadata.namespace, p.metadata.name) for p, _ in self.requests]
+
+    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
+        self.requests.append((pod, request))
+        return None
 
 
 class SimulatedEvictionApi:

@@ -32,7 +32,6 @@ from typing import Protocol, runtime_checkable
 
 from desched.api.evictionpolicy import IntOrPercent, Surge, Webhook, resolve_amount
 from desched.api.policy import EvictionLimits
-from desched.cluster.snapshot import ClusterSnapshot
 from desched.cluster.view import ClusterView
 from desched.framework.findings import PluginFindings, Verdict
 from desched.framework.safety import MoveJudge, Safety, Skip
@@ -139,18 +138,6 @@ class RemembersEvictions(Protocol):
     """A backend that knows which pods it already evicted (or may have) in earlier cycles."""
 
     def already_evicted(self, pod: Pod) -> bool: ...
-
-
-class SimulatedBackend:
-    """Evicts nothing for real and lets every eviction through (no PodDisruptionBudgets: see
-    :class:`desched.backends.simulated_eviction.SimulatedEvictionApi` for the eviction API's answers).
-    The framework takes the pod out of the cycle's working snapshot, as for every backend."""
-
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        self.snapshot = snapshot
-
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
-        return None
 
 
 EvictionObserver = Callable[[EvictionRecord], None]

@@ -26,8 +26,8 @@ from benchmarks.generator import (  # noqa: E402
 )
 
 from desched.api.policy import load_policy  # noqa: E402
+from desched.backends.simulated_eviction import SimulatedBackend  # noqa: E402
 from desched.cluster.file_source import load_snapshot_file  # noqa: E402
-from desched.framework.evictor import SimulatedBackend  # noqa: E402
 from desched.framework.framework import Framework  # noqa: E402
 from desched.k8s import nodes as k8s_nodes  # noqa: E402
 from desched.k8s import pods as k8s_pods  # noqa: E402

@@ -18,11 +18,10 @@ import yaml
 from tests import builders
 
 from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedEvictionApi
+from desched.backends.simulated_eviction import RecordingBackend, SimulatedBackend, SimulatedEvictionApi
 from desched.cluster.file_source import load_snapshot_file
 from desched.cluster.live_source import LiveCache
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionRequest, SimulatedBackend
 from desched.framework.framework import Framework
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Node, Pod, PodDisruptionBudget
@@ -83,17 +82,6 @@ POLICY = {
 }
 
 
-class ApiShapedBackend:
-    """Records each eviction request, as the API would receive it, and changes nothing else."""
-
-    def __init__(self) -> None:
-        self.requests: list[str] = []
-
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
-        self.requests.append(pod.key)
-        return None
-
-
 def run(snapshot: ClusterSnapshot, backend: Any) -> list[tuple[str, str]]:
     framework = Framework(load_policy(POLICY, REGISTRY), REGISTRY)
     result = framework.run_cycle(snapshot, backend)
@@ -104,10 +92,10 @@ def test_api_shaped_and_simulated_backends_evict_the_same_pods() -> None:
     nodes, pods = cluster_objects()
     simulated_snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
     simulated = run(simulated_snapshot, SimulatedBackend(simulated_snapshot))
-    api = ApiShapedBackend()
+    api = RecordingBackend()
     live = run(ClusterSnapshot(nodes=nodes, pods=pods), api)
     assert live == simulated
-    assert api.requests == [key for key, _ in live]
+    assert [p.key for p, _ in api.requests] == [key for key, _ in live]
     # the four intolerant pods, and nothing more: LowNodeUtilization sees n1 at 40%, under its
     # 50% target, because the framework took the evicted pods out of the cycle's snapshot
     assert live == [(f"default/evict-{i}", "RemovePodsViolatingNodeTaints") for i in range(4)]
@@ -120,7 +108,7 @@ def test_low_node_utilization_stops_at_its_target_after_other_plugins_evictions(
     pods += [pod(f"keep-{i}", "n1", tolerates=True, owner="tolerant") for i in (4, 5)]
     for backend_kind in ("api", "simulated"):
         snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-        backend = ApiShapedBackend() if backend_kind == "api" else SimulatedBackend(snapshot)
+        backend = RecordingBackend() if backend_kind == "api" else SimulatedBackend(snapshot)
         evicted = run(snapshot, backend)
         by_plugin = [plugin for _, plugin in evicted]
         assert by_plugin.count("RemovePodsViolatingNodeTaints") == 4, backend_kind
@@ -135,7 +123,7 @@ def test_a_cycle_does_not_change_the_live_cache_it_was_taken_from() -> None:
     cache.informers["Pod"].objects = {p.key: p for p in pods}
     before = dict(cache.informers["Pod"].objects)
     snapshot = cache.snapshot()
-    evicted = run(snapshot, ApiShapedBackend())
+    evicted = run(snapshot, RecordingBackend())
     assert len(evicted) == 4
     assert len(snapshot.pods) == len(pods) - 4  # the cycle's working copy lost them
     assert cache.informers["Pod"].objects == before  # the cache did not
@@ -162,7 +150,7 @@ def test_every_plugin_on_a_generated_cluster_evicts_the_same_pods_with_either_ba
         results = []
         for kind in ("api", "simulated"):
             snapshot = load_snapshot_file(path)
-            backend: Any = ApiShapedBackend() if kind == "api" else SimulatedBackend(snapshot)
+            backend: Any = RecordingBackend() if kind == "api" else SimulatedBackend(snapshot)
             result = Framework(policy, REGISTRY, clock=lambda: NOW).run_cycle(snapshot, backend)
             results.append([(r.namespace, r.name, r.plugin) for r in result.evictions])
     api, simulated = results
@@ -202,12 +190,12 @@ def test_the_cycle_asks_a_backend_that_remembers_earlier_cycles() -> None:
     """The framework's wrapper around the backend must not hide the live backend's memory of
     what it evicted in earlier cycles (after a relist the same pods come back as new objects)."""
 
-    class RememberingBackend(ApiShapedBackend):
+    class RememberingBackend(RecordingBackend):
         def already_evicted(self, pod: Pod) -> bool:
             return pod.metadata.name in ("evict-0", "evict-1")
 
     nodes, pods = cluster_objects()
     api = RememberingBackend()
     evicted = run(ClusterSnapshot(nodes=nodes, pods=pods), api)
-    assert api.requests == ["default/evict-2", "default/evict-3"]
+    assert [p.key for p, _ in api.requests] == ["default/evict-2", "default/evict-3"]
     assert evicted == [(f"default/evict-{i}", "RemovePodsViolatingNodeTaints") for i in (2, 3)]

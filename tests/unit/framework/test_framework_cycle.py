@@ -12,8 +12,8 @@ from tests import builders
 
 from desched.api.policy import load_policy
 from desched.api.types import ArgsModel
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import Framework, PluginHandle
 from desched.framework.registry import Registry
 from desched.framework.types import EvictResult, Status

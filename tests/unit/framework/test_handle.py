@@ -12,6 +12,7 @@ import pytest
 from tests.unit.framework.test_framework_cycle import node, pod
 
 from desched.api.policy import load_policy
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
 from desched.framework import (
@@ -27,7 +28,6 @@ from desched.framework import (
     Pod,
     Status,
 )
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework, FrameworkError
 from desched.framework.registry import Registry, extension_points_of
 from desched.framework.types import ExtensionPoint

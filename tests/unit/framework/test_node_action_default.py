@@ -11,9 +11,9 @@ from tests.unit.framework.test_framework_cycle import node
 
 from desched.api.policy import load_policy
 from desched.api.types import ArgsModel
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework, PluginHandle
 from desched.framework.nodeactions import ActionResult
 from desched.framework.registry import Registry

@@ -17,8 +17,8 @@ from prometheus_client import generate_latest
 from tests import builders
 
 from desched.api.policy import load_policy
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework, PluginHandle
 from desched.framework.registry import Registry
 from desched.framework.safety import is_available

@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 
 from desched.api.policy import ExtensionPoint, Policy, load_policy
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.evictor import EvictionBackend, SimulatedBackend
+from desched.framework.evictor import EvictionBackend
 from desched.framework.findings import Finding
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.registry import Registry

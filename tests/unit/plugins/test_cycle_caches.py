@@ -13,8 +13,9 @@ import pytest
 from tests import builders
 
 from desched.api.policy import Policy, ProfileConfig, load_policy
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionRequest, SimulatedBackend
+from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.types import ExtensionPoint
 from desched.k8s._compile_cache import ContentKeys

@@ -66,7 +66,7 @@ def test_event_driven_runs_start_a_cycle_when_an_awaited_replacement_is_ready() 
 
     from desched.api.policy import load_policy
     from desched.app import run as live
-    from desched.framework.evictor import SimulatedBackend
+    from desched.backends.simulated_eviction import SimulatedBackend
     from desched.framework.framework import Framework
     from desched.plugins import default_registry
 

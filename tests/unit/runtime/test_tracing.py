@@ -10,9 +10,10 @@ import pytest
 from tests.otlp import OtlpReceiver
 
 from desched.api.policy import load_policy_file
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.file_source import load_snapshot_file
 from desched.errors import UserError
-from desched.framework.evictor import EvictionRequest, SimulatedBackend
+from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.types import EvictResult
 from desched.k8s.objects import Pod

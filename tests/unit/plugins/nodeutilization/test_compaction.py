@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from tests import builders
 
 from desched.api.policy import load_policy
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.findings import Finding
 from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Node, Pod

@@ -11,9 +11,9 @@ from tests import builders
 
 from desched.api.policy import load_policy
 from desched.api.types import SKIP_POLICY_CHECKS
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.metrics import MetricsProviders
 from desched.k8s.objects import Node, Pod

@@ -15,10 +15,10 @@ from tests import builders
 
 from desched.api.policy import load_policy
 from desched.backends.api_eviction import ApiEvictionBackend
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.backends.usage_metrics import UsageMetrics
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import Framework
 from desched.framework.metrics import MetricsProviders
 from desched.k8s.objects import Node, Pod

@@ -16,10 +16,10 @@ import pytest
 from tests import builders
 
 from desched.api.policy import load_policy
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.nodeactions import (
     DOWNGRADE_ANNOTATION,

@@ -10,9 +10,9 @@ import pytest
 from tests import builders
 from tests.unit.plugins.harness import NOW, evicted, framework, load, run
 
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.findings import Finding, Verdict
 from desched.k8s.objects import Node, Pod
 from desched.plugins.removeduplicates.args import RemoveDuplicatesArgs

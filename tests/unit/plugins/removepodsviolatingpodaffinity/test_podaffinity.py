@@ -17,9 +17,9 @@ import yaml
 from tests import builders
 
 from desched.api.policy import load_policy
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework
 from desched.k8s import affinity as k8s_affinity

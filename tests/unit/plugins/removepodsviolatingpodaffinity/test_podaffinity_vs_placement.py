@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from tests import builders
 
 from desched.api.policy import load_policy
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import SimulatedBackend
 from desched.framework.framework import Framework
 from desched.k8s.objects import Node, Pod
 from desched.plugins import default_registry
