@@ -15,12 +15,6 @@ import yaml
 from tests import builders
 from tests.unit.plugins.harness import NOW, evicted, load, policy_doc, run, run_policy
 
-<<<<<<< HEAD
-=======
-from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
-from desched.cluster.snapshot import ClusterSnapshot
->>>>>>> 7eb8904 (backends: SimulatedBackend moves from framework/evictor.py beside SimulatedEvictionApi, with a RecordingBackend the conformance harness and the cycle-semantics tests share instead of their own; architecture tests: every backend lives in backends/, and the seams come in api_/simulated_ pairs)
 from desched.errors import PolicyError
 from desched.framework.findings import Finding, Verdict
 from desched.k8s.objects import Pod
