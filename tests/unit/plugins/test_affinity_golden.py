@@ -32,8 +32,8 @@ if str(REPO) not in sys.path:
 from benchmarks.generator import ClusterSpec, generate  # noqa: E402
 
 from desched.api.policy import load_policy  # noqa: E402
-from desched.cluster.file_source import parse_snapshot_bytes, snapshot_from_objects  # noqa: E402
 from desched.backends.simulated_eviction import SimulatedBackend  # noqa: E402
+from desched.cluster.file_source import parse_snapshot_bytes, snapshot_from_objects  # noqa: E402
 from desched.framework.findings import Finding  # noqa: E402
 from desched.framework.framework import Framework  # noqa: E402
 from desched.plugins import default_registry  # noqa: E402
