@@ -9,38 +9,20 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests import builders
+from tests.unit.plugins.harness import NOW, evicted, framework, load, run
 
-from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.findings import Finding
-from desched.framework.framework import CycleResult, Framework
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
 from desched.plugins.nodeutilization.args import HighNodeUtilizationArgs
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 HNU = "HighNodeUtilization"
 COMPACT = {"thresholds": {"cpu": 50, "memory": 50}, "compactWhenAllUnderutilized": True}
-
-
-def policy_doc(args: dict[str, Any], *, evictor: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
-    config: list[dict[str, Any]] = [{"name": HNU, "args": args}]
-    if evictor is not None:
-        config.insert(0, {"name": "DefaultEvictor", "args": evictor})
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [{"name": "p", "pluginConfig": config, "plugins": {"balance": {"enabled": [HNU]}}}],
-        **top,
-    }
 
 
 def node(name: str, cpu: str = "4", pods: str = "10", **kw: Any) -> Node:
@@ -50,20 +32,6 @@ def node(name: str, cpu: str = "4", pods: str = "10", **kw: Any) -> Node:
 def pod(name: str, node_name: str, cpu: str = "500m", **kw: Any) -> Pod:
     kw.setdefault("owner", ("ReplicaSet", "rs"))
     return builders.pod(name, node=node_name, uid=f"uid-{name}", cpu=cpu, **kw)
-
-
-def run(
-    args: dict[str, Any], nodes: list[Node], pods: list[Pod], found: list[Finding] | None = None, **kw: Any
-) -> CycleResult:
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    fw = Framework(load_policy(policy_doc(args, **kw), REG), REG, clock=lambda: NOW)
-    if found is not None:
-        fw.findings.attach(found.append)
-    return fw.run_cycle(snapshot, SimulatedBackend(snapshot))
-
-
-def evicted(result: CycleResult) -> list[str]:
-    return [r.name for r in result.evictions]
 
 
 def spread_out() -> tuple[list[Node], list[Pod]]:
@@ -77,17 +45,17 @@ def spread_out() -> tuple[list[Node], list[Pod]]:
 
 
 def test_off_by_default_and_named_in_the_policy() -> None:
-    loaded = load_policy(policy_doc({"thresholds": {"cpu": 50}}), REG).profiles[0].args[HNU]
+    loaded = load(HNU, {"thresholds": {"cpu": 50}}, evictor=True).profiles[0].args[HNU]
     assert isinstance(loaded, HighNodeUtilizationArgs)
     assert loaded.compact_when_all_underutilized is False
-    loaded = load_policy(policy_doc(COMPACT), REG).profiles[0].args[HNU]
+    loaded = load(HNU, COMPACT, evictor=True).profiles[0].args[HNU]
     assert isinstance(loaded, HighNodeUtilizationArgs)
     assert loaded.compact_when_all_underutilized is True
 
 
 def test_without_the_arg_all_under_utilised_does_nothing_as_upstream() -> None:
     nodes, pods = spread_out()
-    assert evicted(run({"thresholds": {"cpu": 50, "memory": 50}}, nodes, pods)) == []
+    assert evicted(run(HNU, {"thresholds": {"cpu": 50, "memory": 50}}, nodes, pods, evictor=True)) == []
 
 
 # ----------------------------------------------------------------------------- compaction
@@ -95,7 +63,7 @@ def test_without_the_arg_all_under_utilised_does_nothing_as_upstream() -> None:
 
 def test_empties_the_least_used_nodes_while_their_pods_fit() -> None:
     nodes, pods = spread_out()
-    result = run(COMPACT, nodes, pods)
+    result = run(HNU, COMPACT, nodes, pods, evictor=True)
     # least used first (by the sum of raw amounts: n1 501, n3 1001, n2 1002, n4 1501), each pod
     # planned on the fullest kept node: n1's a1 -> n4, n3's c1 -> n4, n2's b1 and b2 -> n4, which
     # then holds 4 of its 4 cpu; n4 received pods, so it stays
@@ -134,7 +102,7 @@ def test_of_nodes_that_tie_the_one_kube_scheduler_picks_is_kept() -> None:
             }
         }
     )
-    fw = Framework(load_policy(policy_doc(COMPACT), REG), REG, clock=lambda: NOW)
+    fw = framework(HNU, COMPACT, evictor=True)
     sim, _, _ = simulate_cycles(
         fw,
         ClusterSnapshot(nodes=nodes, pods=pods),
@@ -161,7 +129,7 @@ def test_stops_when_the_pods_no_longer_fit() -> None:
     # of the three tied nodes kube-scheduler picks n1 first and n3 last, so n3 is emptied (to n1)
     nodes = [node(f"n{i}", cpu="2") for i in range(1, 4)]
     pods = [pod(f"p{i}", f"n{i}", "900m") for i in range(1, 4)]
-    result = run(COMPACT, nodes, pods)
+    result = run(HNU, COMPACT, nodes, pods, evictor=True)
     assert evicted(result) == ["p3"]
 
 
@@ -170,7 +138,7 @@ def test_a_node_with_a_pod_that_may_not_go_is_left_whole() -> None:
     pods[0] = pod("a1", "n1", owner=None)  # bare: DefaultEvictor protects it
     pods.append(pod("ds", "n2", "100m", owner=("DaemonSet", "agent")))  # ignored by the autoscaler
     found: list[Finding] = []
-    result = run(COMPACT, nodes, pods, found)
+    result = run(HNU, COMPACT, nodes, pods, evictor=True, found=found)
     # n1 stays whole; n3's c1 and n2's b1, b2 go to n4; the DaemonSet pod stays on n2
     assert evicted(result) == ["c1", "b1", "b2"]
     assert any(
@@ -183,7 +151,7 @@ def test_pods_must_pass_node_fit_on_the_kept_nodes() -> None:
     nodes, pods = spread_out()
     pods[0] = pod("a1", "n1", node_selector={"kubernetes.io/hostname": "n1"})
     found: list[Finding] = []
-    result = run(COMPACT, nodes, pods, found)
+    result = run(HNU, COMPACT, nodes, pods, evictor=True, found=found)
     assert evicted(result) == ["c1", "b1", "b2"]
     assert any(f.node == "n1" and "do not all fit on the nodes kept" in f.reason for f in found)
 
@@ -191,7 +159,7 @@ def test_pods_must_pass_node_fit_on_the_kept_nodes() -> None:
 def test_cordoned_nodes_are_emptied_but_receive_nothing() -> None:
     nodes = [node("n1", unschedulable=True), node("n2"), node("n3", cpu="1")]
     pods = [pod("a", "n1", "1"), pod("b", "n2", "1500m"), pod("c", "n3", "400m")]
-    result = run(COMPACT, nodes, pods)
+    result = run(HNU, COMPACT, nodes, pods, evictor=True)
     # by raw amounts n3 (401) < n1 (1001) < n2 (1501): n3's c goes to n2, the fullest schedulable
     # node; n1 (cordoned) is emptied too, its a onto n2 (2.1 cpu free); n1 never receives
     assert evicted(result) == ["c", "a"]
@@ -199,22 +167,31 @@ def test_cordoned_nodes_are_emptied_but_receive_nothing() -> None:
 
 def test_number_of_nodes_still_gates() -> None:
     nodes, pods = spread_out()
-    assert evicted(run({**COMPACT, "numberOfNodes": 4}, nodes, pods)) == []
+    assert evicted(run(HNU, {**COMPACT, "numberOfNodes": 4}, nodes, pods, evictor=True)) == []
 
 
 def test_limits_hold() -> None:
     nodes, pods = spread_out()
-    assert evicted(run(COMPACT, nodes, pods, maxNoOfPodsToEvictTotal=2)) == ["a1", "c1"]
+    assert evicted(run(HNU, COMPACT, nodes, pods, evictor=True, maxNoOfPodsToEvictTotal=2)) == ["a1", "c1"]
     # n2's b2 stays (and the room planned for it on n4 stays reserved)
-    assert evicted(run(COMPACT, nodes, pods, maxNoOfPodsToEvictPerNode=1)) == ["a1", "c1", "b1"]
+    assert evicted(run(HNU, COMPACT, nodes, pods, evictor=True, maxNoOfPodsToEvictPerNode=1)) == [
+        "a1",
+        "c1",
+        "b1",
+    ]
 
 
 def test_evictable_namespaces_and_node_fit_evictor() -> None:
     nodes, pods = spread_out()
     pods[0] = pod("a1", "n1", namespace="kube-system")
     excluded = {**COMPACT, "evictableNamespaces": {"exclude": ["kube-system"]}}
-    assert evicted(run(excluded, nodes, pods)) == ["c1", "b1", "b2"]  # n1 stays whole
-    assert evicted(run(COMPACT, *spread_out(), evictor={"nodeFit": True})) == ["a1", "c1", "b1", "b2"]
+    assert evicted(run(HNU, excluded, nodes, pods, evictor=True)) == ["c1", "b1", "b2"]  # n1 stays whole
+    assert evicted(run(HNU, COMPACT, *spread_out(), evictor={"nodeFit": True})) == [
+        "a1",
+        "c1",
+        "b1",
+        "b2",
+    ]
 
 
 # ----------------------------------------------------------------------------- properties
@@ -292,6 +269,7 @@ def test_property_evicted_pods_have_somewhere_to_go(
     node_specs, pod_specs = cluster
     nodes, pods = build(cluster)
     result = run(
+        HNU,
         {"thresholds": {"cpu": 50, "pods": 100}, "compactWhenAllUnderutilized": True},
         nodes,
         pods,
