@@ -29,6 +29,7 @@ from desched.errors import PolicyError
 from desched.framework.evictor import EvictionBackend
 from desched.framework.findings import Finding
 from desched.framework.framework import CycleResult, Framework
+from desched.framework.nodeactions import NodeActionBackend
 from desched.framework.registry import Registry
 from desched.k8s.objects import Node, Pod
 from desched.plugins import default_registry
@@ -196,17 +197,19 @@ def cycle(
     backend: Callable[[ClusterSnapshot], EvictionBackend] = SimulatedBackend,
     plugin_nodes: Sequence[Node] | None = None,
     errors_ok: bool = False,
+    node_actions: NodeActionBackend | None = None,
 ) -> CycleResult:
-    """One cycle of ``fw`` (see :func:`run` for the keywords)."""
+    """One cycle of ``fw`` (see :func:`run` for the keywords; ``node_actions`` carries out the
+    plugin's node actions, default: none is carried out)."""
     if snapshot is None:
         snapshot = ClusterSnapshot(nodes=list(nodes), pods=list(pods))
     if found is not None:
         fw.findings.attach(found.append)
     if plugin_nodes is None:
-        result = fw.run_cycle(snapshot, backend(snapshot))
+        result = fw.run_cycle(snapshot, backend(snapshot), node_actions=node_actions)
     else:
         result = CycleResult(started=fw.ctx.clock(), nodes=len(plugin_nodes))
-        fw.begin_cycle(snapshot, backend(snapshot))
+        fw.begin_cycle(snapshot, backend(snapshot), node_actions=node_actions)
         for point in _POINTS:
             result.plugin_runs.extend(fw.run_extension_point(point, list(plugin_nodes)))
         result.records = list(fw.ctx.evictor.records)

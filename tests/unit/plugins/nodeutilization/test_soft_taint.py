@@ -7,20 +7,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import NOW, REGISTRY, cycle, framework, load, policy_doc
 
 from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.framework import CycleResult, Framework
+from desched.framework.framework import CycleResult
 from desched.framework.nodeactions import (
     DOWNGRADE_ANNOTATION,
     ActionResult,
@@ -30,11 +30,8 @@ from desched.framework.nodeactions import (
     plan_release,
 )
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
 from desched.scheduling.placement.simulator import PlacementSimulator
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 LNU = "LowNodeUtilization"
 HNU = "HighNodeUtilization"
 OVER = "desched.io/overutilized"
@@ -44,21 +41,6 @@ LNU_ARGS: dict[str, Any] = {
     "thresholds": {"cpu": 30, "pods": 30},
     "targetThresholds": {"cpu": 50, "pods": 50},
 }
-
-
-def policy_doc(plugin: str, args: dict[str, Any]) -> dict[str, Any]:
-    plugins = {
-        "balance": {"enabled": [plugin]},
-        "filter": {"disabled": ["DefaultEvictor"]},
-        "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-    }
-    profile = {
-        "name": "p",
-        "pluginConfig": [{"name": plugin, "args": args}],
-        "plugins": plugins,
-        "allowDisablingDefaultEvictor": True,
-    }
-    return {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [profile]}
 
 
 def node(name: str, taints: list[dict[str, str]] | None = None) -> Node:
@@ -76,14 +58,12 @@ class Cluster:
     """Nodes that keep what the (simulated) node actions did to them between cycles."""
 
     def __init__(self, plugin: str, args: dict[str, Any], nodes: list[Node]) -> None:
-        self.framework = Framework(load_policy(policy_doc(plugin, args), REG), REG, clock=lambda: NOW)
+        self.framework = framework(plugin, args)
         self.nodes = nodes
 
     def cycle(self, pods: list[Pod]) -> CycleResult:
-        snapshot = ClusterSnapshot(nodes=self.nodes, pods=pods)
         actions = SimulatedNodeActions(lambda: NOW)
-        result = self.framework.run_cycle(snapshot, SimulatedBackend(snapshot), node_actions=actions)
-        assert all(r.error is None for r in result.plugin_runs), result.plugin_runs
+        result = cycle(self.framework, self.nodes, pods, node_actions=actions)
         self.nodes = [with_state(n, actions._states.get(n.metadata.name)) for n in self.nodes]
         return result
 
@@ -130,13 +110,13 @@ def test_soft_taint_args_rejected_in_one_line_naming_the_field(
     if plugin == HNU:
         args["compactWhenAllUnderutilized"] = True
     with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(plugin, {**args, "softTaint": soft}), REG)
+        load(plugin, {**args, "softTaint": soft})
     text = str(e.value)
     assert message in text and "\n" not in text, text
 
 
 def test_soft_taint_defaults() -> None:
-    policy = load_policy(policy_doc(LNU, {**LNU_ARGS, "softTaint": {}}), REG)
+    policy = load(LNU, {**LNU_ARGS, "softTaint": {}})
     soft = policy.profiles[0].args[LNU].soft_taint  # type: ignore[attr-defined]
     assert (soft.key, soft.effect, soft.ttl_duration, soft.taint_only) == (
         "",
@@ -272,7 +252,7 @@ def test_the_policy_md_example_loads() -> None:
     section = text[text.index("## Soft taints") :]
     block = re.search(r"```yaml\n(.*?)```", section, re.S)
     assert block is not None
-    args = load_policy(yaml.safe_load(block.group(1)), REG).profiles[0].args[LNU]
+    args = load_policy(yaml.safe_load(block.group(1)), REGISTRY).profiles[0].args[LNU]
     assert args.soft_taint is not None and args.soft_taint.taint_only  # type: ignore[attr-defined]
 
 
