@@ -12,39 +12,24 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 from tests import builders
+from tests.unit.plugins import harness
+from tests.unit.plugins.harness import REGISTRY, evicted, framework, load, load_error
 
 from desched.api.policy import load_policy
 from desched.backends.api_eviction import ApiEvictionBackend
-from desched.backends.simulated_eviction import SimulatedBackend
 from desched.backends.usage_metrics import UsageMetrics
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import PolicyError
 from desched.framework.framework import Framework
 from desched.framework.metrics import MetricsProviders
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
 from desched.plugins.nodeutilization.args import LowNodeUtilizationArgs
 from desched.plugins.nodeutilization.usage import PrometheusSample, StaticPrometheus
 
-REG = default_registry(entry_points=False)
 LNU = "LowNodeUtilization"
 QUERIES = {"cpu": "node:cpu:ratio", "memory": "node:memory:ratio"}
 PROVIDERS = [{"source": "Prometheus", "prometheus": {"url": "http://prometheus:9090"}}]
-
-
-def policy_doc(args: dict[str, Any], providers: list[dict[str, Any]] = PROVIDERS) -> dict[str, Any]:
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "metricsProviders": providers,
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [{"name": LNU, "args": args}],
-                "plugins": {"balance": {"enabled": [LNU]}},
-            }
-        ],
-    }
+#: DefaultEvictor on, and a Prometheus metrics provider.
+POLICY: dict[str, Any] = {"evictor": True, "metricsProviders": PROVIDERS}
 
 
 def lnu_args(
@@ -64,19 +49,11 @@ def lnu_args(
     }
 
 
-def load_error(args: dict[str, Any]) -> str:
-    with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(args), REG)
-    msg = str(e.value)
-    assert "\n" not in msg
-    return msg
-
-
 # ---------------------------------------------------------------------------------- args
 
 
 def test_queries_are_accepted_and_printed_back() -> None:
-    policy = load_policy(policy_doc(lnu_args()), REG)
+    policy = load(LNU, lnu_args(), **POLICY)
     loaded = policy.profiles[0].args[LNU]
     assert isinstance(loaded, LowNodeUtilizationArgs) and loaded.metrics_utilization is not None
     assert loaded.metrics_utilization.queries_by_resource == QUERIES
@@ -84,7 +61,7 @@ def test_queries_are_accepted_and_printed_back() -> None:
     dumped = policy.normalised()["profiles"][0]["pluginConfig"][0]["args"]
     # the form written, no empty `query` beside it; and what is printed loads again
     assert dumped["metricsUtilization"]["prometheus"] == {"queries": QUERIES}
-    again = load_policy(policy.normalised(), REG).profiles[0].args[LNU]
+    again = load_policy(policy.normalised(), REGISTRY).profiles[0].args[LNU]
     assert isinstance(again, LowNodeUtilizationArgs) and again.metrics_utilization is not None
     assert again.metrics_utilization.queries_by_resource == QUERIES
 
@@ -93,7 +70,7 @@ def test_a_single_query_is_printed_back_as_written() -> None:
     args = {**lnu_args(), "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "q"}}}
     args["thresholds"] = {"MetricResource": 30}
     args["targetThresholds"] = {"MetricResource": 60}
-    policy = load_policy(policy_doc(args), REG)
+    policy = load(LNU, args, **POLICY)
     dumped = policy.normalised()["profiles"][0]["pluginConfig"][0]["args"]
     assert dumped["metricsUtilization"]["prometheus"] == {"query": "q"}
 
@@ -138,7 +115,7 @@ def test_a_single_query_is_printed_back_as_written() -> None:
     ],
 )
 def test_bad_queries_name_the_field(args: dict[str, Any], where: str, words: str) -> None:
-    msg = load_error(args)
+    msg = load_error(LNU, args, **POLICY)
     assert f"profiles[0].pluginConfig[0].{where}" in msg and words in msg
 
 
@@ -158,13 +135,10 @@ def samples(**by_node: float) -> list[PrometheusSample]:
 
 
 def cycle(answers: dict[str, list[PrometheusSample]], args: dict[str, Any]) -> list[str]:
-    fw = Framework(load_policy(policy_doc(args), REG), REG)
+    fw = framework(LNU, args, **POLICY)
     fw.use_metrics(MetricsProviders(prometheus=StaticPrometheus(answers)))
     pods = [pod(f"{n}-{i}", n) for n in ("n1", "n2", "n3") for i in range(3)]
-    snapshot = ClusterSnapshot(nodes=[node("n1"), node("n2"), node("n3")], pods=pods)
-    result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))
-    assert all(r.error is None for r in result.plugin_runs), result.plugin_runs
-    return [e.name for e in result.evictions]
+    return evicted(harness.cycle(fw, [node("n1"), node("n2"), node("n3")], pods))
 
 
 def test_each_resource_is_classified_on_its_own_query() -> None:
@@ -186,15 +160,14 @@ def test_a_custom_resource_and_a_missing_node() -> None:
     args = lnu_args(queries=queries, low={"example.com/disk-io": 20}, high={"example.com/disk-io": 50})
     answers = {"node:disk_io:ratio": samples(n1=0.1, n2=0.9, n3=0.3)}
     assert cycle(answers, args) == ["n2-0"]
-    fw = Framework(load_policy(policy_doc(args), REG), REG)
+    fw = framework(LNU, args, **POLICY)
     fw.use_metrics(MetricsProviders(prometheus=StaticPrometheus({"node:disk_io:ratio": samples(n1=0.1)})))
-    snapshot = ClusterSnapshot(nodes=[node("n1"), node("n2")], pods=[pod("a", "n1")])
-    (run,) = fw.run_cycle(snapshot, SimulatedBackend(snapshot)).plugin_runs
+    (run,) = harness.cycle(fw, [node("n1"), node("n2")], [pod("a", "n1")], errors_ok=True).plugin_runs
     assert run.error is not None and "unable to find example.com/disk-io metric entry for n2" in run.error
 
 
 def test_live_runs_ask_for_every_query() -> None:
-    fw = Framework(load_policy(policy_doc(lnu_args()), REG), REG)
+    fw = framework(LNU, lnu_args(), **POLICY)
     assert set(fw.live_inputs().prometheus_queries) == set(QUERIES.values())
 
 
@@ -234,8 +207,8 @@ def test_live_cycle_runs_each_query_against_prometheus() -> None:
         api = client.ApiClient(configuration=cfg)
         try:
             providers = [{"source": "Prometheus", "prometheus": {"url": cfg.host}}]
-            policy = load_policy(policy_doc(lnu_args(), providers), REG)
-            framework = Framework(policy, REG)
+            policy = load(LNU, lnu_args(), evictor=True, metricsProviders=providers)
+            framework = Framework(policy, REGISTRY)
             loop = asyncio.get_running_loop()
             usage = UsageMetrics.for_policy(policy, framework, api, loop)
             assert usage is not None
