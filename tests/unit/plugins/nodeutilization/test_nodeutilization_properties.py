@@ -13,23 +13,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests import builders
+from tests.unit.plugins.harness import run
 
-from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionRecord, EvictionRequest
-from desched.framework.framework import Framework
-from desched.framework.types import EvictResult, ExtensionPoint
-from desched.k8s.objects import Pod
-from desched.plugins import default_registry
+from desched.framework.evictor import EvictionRecord
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 NAMESPACES = ("a", "b", "c")
 
 
@@ -120,37 +113,9 @@ def build(cluster: Cluster) -> ClusterSnapshot:
     return ClusterSnapshot(nodes=nodes, pods=pods)
 
 
-class AcceptAll:
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
-        return None
-
-
-def run(
-    plugin: str, args: dict[str, Any], cluster: Cluster, lim: dict[str, int | None]
-) -> list[EvictionRecord]:
-    doc = {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [{"name": plugin, "args": args}],
-                "allowDisablingDefaultEvictor": True,
-                "plugins": {
-                    "balance": {"enabled": [plugin]},
-                    "filter": {"disabled": ["DefaultEvictor"]},
-                    "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-                },
-            }
-        ],
-        **{k: v for k, v in lim.items() if v is not None},
-    }
-    fw = Framework(load_policy(doc, REG), REG, clock=lambda: NOW)
-    snapshot = build(cluster)
-    fw.begin_cycle(snapshot, AcceptAll())
-    for result in fw.run_extension_point(ExtensionPoint.BALANCE, list(snapshot.nodes)):
-        assert result.error is None
-    return [r for r in fw.ctx.evictor.records if r.result is EvictResult.EVICTED]
+def set_limits(lim: dict[str, int | None]) -> dict[str, int]:
+    """The policy's limits that are set."""
+    return {k: v for k, v in lim.items() if v is not None}
 
 
 def percentages(cluster: Cluster) -> dict[str, dict[str, float]]:
@@ -208,7 +173,11 @@ def test_lnu_evicts_only_from_nodes_above_their_target(
     args: dict[str, Any] = {"thresholds": low, "targetThresholds": high, "useDeviationThresholds": deviation}
     if node_limit is not None:
         args["evictionLimits"] = {"node": node_limit}
-    records = run("LowNodeUtilization", args, cluster, lim)
+    snapshot = build(cluster)  # the plugin is given every node, as upstream's tests do
+    result = run(
+        "LowNodeUtilization", args, snapshot=snapshot, plugin_nodes=snapshot.nodes, **set_limits(lim)
+    )
+    records = result.evictions
     check_limits(records, lim, node_limit)
     if not records:
         return
@@ -248,7 +217,15 @@ def test_hnu_evicts_only_from_under_utilised_nodes(
     cluster: Cluster, bounds: tuple[dict[str, float], dict[str, float]], lim: dict[str, int | None]
 ) -> None:
     low, _ = bounds
-    records = run("HighNodeUtilization", {"thresholds": low}, cluster, lim)
+    snapshot = build(cluster)
+    result = run(
+        "HighNodeUtilization",
+        {"thresholds": low},
+        snapshot=snapshot,
+        plugin_nodes=snapshot.nodes,
+        **set_limits(lim),
+    )
+    records = result.evictions
     check_limits(records, lim, None)
     pct = percentages(cluster)
     low = {"cpu": 100.0, "pods": 100.0, **low}  # cpu and pods default to 100%
