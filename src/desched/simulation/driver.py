@@ -113,7 +113,6 @@ class _Placer:
             sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
             for q in at_once:
                 self._place(sim, q)
-            sim.close()
             self._finish()
             return
         # kube-scheduler's view: the evicted pods are still there until deleted (or terminated)
@@ -149,12 +148,10 @@ class _Placer:
             snapshot.remove_pod(gone)
         again = self.carried + later
         self.carried = []
-        sim.close()
         if again:
             sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
             for q in queue_order(again):
                 self._place(sim, q)
-            sim.close()
         self._finish()
 
     def _place(self, sim: PlacementSimulator, q: _Queued) -> None:

@@ -428,14 +428,12 @@ def test_a_terminating_pod_that_goes_leaves_the_required_affinity_index() -> Non
 def exhaustive_best(sim: PlacementSimulator, pod: Pod) -> tuple[str, int] | None:
     """The winner and its total over every feasible node's exact score (no bound, no cache)."""
     from desched.scheduling.placement.scores import best_node
-    from desched.scheduling.placement.simulator import PreFilter
-
-    pre = PreFilter(sim, pod)
+    pre = sim.prefilter(pod)
     feasible, _ = sim._find_feasible(pre)
     if len(feasible) < 2:
         return None
     scorer = sim.scorer
-    keys, table, exceptions = scorer._other_scores(pre, feasible)
+    keys, table, exceptions = scorer._other_scores(pre, feasible, sim._search_start)
     others = [table[()]] * len(feasible) if keys is None else [table[k] for k in keys]
     for j, x in exceptions.items():
         others[j] = x

@@ -72,10 +72,15 @@ a node) and computes the resource scores only of the nodes whose upper bound can
 picture after the cycles is the picture before, brought up to date with the pods that came and
 went (:mod:`desched.simulation.picture`). No pods-by-pods scans (figures: docs/performance.md).
 
-Modules: :mod:`.options` (scoring and ordering options), :mod:`.order` (node order, how many
-nodes a search looks for, the queue's order), :mod:`.filters` (the filters and their messages,
-shared with the scheduler extender), :mod:`.state` (the cluster state the pods are placed into),
-:mod:`.scores` (the score plugins), :mod:`.simulator` (one scheduling cycle per pod). The
+Modules, in the layers .importlinter keeps (each imports only those below it): :mod:`.simulator`
+(one scheduling cycle per pod; owns the state below and keeps it up to date as pods are bound);
+:mod:`.scores` (the score plugins); :mod:`.classes` (pod classes, the PreFilter, the existing
+pods' anti-affinity); :mod:`.nodes` (the node table: requests per node, and each request class's
+fitting nodes) and :mod:`.state` (the cluster state: node order and memos, spread counters, term
+indexes); :mod:`.filters` (the filters and their messages, shared with the scheduler extender),
+:mod:`.order` (node order, how many nodes a search looks for, the queue's order), :mod:`.shapes`
+(what is read of a pod alone) and :mod:`.options`. The parts take the state they read, never the
+simulator: no import cycle and no reference cycle (a dropped simulator is freed at once). The
 multi-cycle driver, the replacement pods, the results and the before/after picture live in
 :mod:`desched.simulation`.
 """

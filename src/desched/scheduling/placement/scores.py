@@ -12,19 +12,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import compress, repeat
 from operator import add, is_, sub
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import Node, Pod
 from desched.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
-from desched.scheduling.placement.options import GENERIC_PLUGIN, SCORE_GENERIC
+from desched.scheduling.placement.classes import PodClass, PreFilter
+from desched.scheduling.placement.nodes import NodeTable
+from desched.scheduling.placement.options import GENERIC_PLUGIN, SCORE_GENERIC, PlacementOptions
 from desched.scheduling.placement.order import scheduler_node_order
 from desched.scheduling.placement.shapes import encode
 from desched.scheduling.placement.state import LABEL_HOSTNAME, ClusterState, SpreadConstraint
 from desched.scheduling.scorer import GenericScorer, requesting_of
-
-if TYPE_CHECKING:
-    from desched.scheduling.placement.simulator import PlacementSimulator, PodClass, PreFilter
 
 MAX_NODE_SCORE: Final = 100
 _HALF: Final = MAX_NODE_SCORE // 2
@@ -293,24 +292,24 @@ class ScorePlan:
 
 
 class NodeScorer:
-    """The score plugins over a :class:`~desched.scheduling.placement.simulator.PlacementSimulator`'s
-    state: the weighted sum of their normalised scores on each feasible node, and the winner.
+    """The score plugins over the state they read (the cluster state, the node table): the
+    weighted sum of their normalised scores on each feasible node, and the winner.
 
     Kept per node: an upper bound of the resource score any pod can get there (``bound``), and the
     resource scores computed per request class; :meth:`node_changed` drops them when a pod is
     bound to or leaves the node.
     """
 
-    def __init__(self, sim: PlacementSimulator) -> None:
-        self.sim = sim
-        options = sim.options
+    def __init__(self, c: ClusterState, table: NodeTable, options: PlacementOptions) -> None:
+        self.cluster = c
+        self.table = table
         self.weights = options.weights()
         self.generic = (
             GenericScorer(options.generic)
             if options.score == SCORE_GENERIC and options.generic is not None
             else None
         )
-        n = sim.cluster.n
+        n = c.n
         self._w_bal = self.weights.get("NodeResourcesBalancedAllocation", 0)
         #: per node, the balance of its requests without the pod (the second term of
         #: BalancedAllocation's change in balance; see :func:`balanced_allocation_score`)
@@ -324,6 +323,15 @@ class NodeScorer:
         #: node's entries
         self._resource_cache: dict[tuple[int, ...], list[int | None]] = {}
         self._cached_at: list[list[list[int | None]]] = [[] for _ in range(n)]
+        #: the score plan of each pod class
+        self._plans: dict[PodClass, ScorePlan] = {}
+
+    def plan(self, cls: PodClass) -> ScorePlan:
+        """How the pod class's non-resource scores follow from a node (memoised per class)."""
+        plan = self._plans.get(cls)
+        if plan is None:
+            plan = self._plans[cls] = ScorePlan(self.cluster, cls, self.weights)
+        return plan
 
     def node_changed(self, i: int) -> None:
         """A pod was bound to node ``i`` or left it: its bound and cached scores are stale."""
@@ -337,10 +345,10 @@ class NodeScorer:
     def _balance_without(self, i: int) -> int:
         """Node ``i``'s balance of its raw cpu and memory requests (100 where it lacks either
         allocatable: BalancedAllocation then leaves the balance out)."""
-        a_cpu = self.sim.alloc_cpu[i]
-        a_mem = self.sim.alloc_mem[i]
+        a_cpu = self.table.alloc_cpu[i]
+        a_mem = self.table.alloc_mem[i]
         if a_cpu > 0 and a_mem > 0:
-            return _balance(self.sim.req_cpu[i] / a_cpu, self.sim.req_mem[i] / a_mem)
+            return _balance(self.table.req_cpu[i] / a_cpu, self.table.req_mem[i] / a_mem)
         return MAX_NODE_SCORE
 
     def _balanced_bound(self, i: int) -> int:
@@ -352,10 +360,10 @@ class NodeScorer:
         """Node ``i``'s weighted LeastAllocated score for a pod requesting nothing: no pod scores
         more (requesting more only lowers the score)."""
         w_fit = self.weights.get("NodeResourcesFit", 0)
-        a_cpu = self.sim.alloc_cpu[i]
-        a_mem = self.sim.alloc_mem[i]
-        u_cpu = self.sim.nz_cpu[i]
-        u_mem = self.sim.nz_mem[i]
+        a_cpu = self.table.alloc_cpu[i]
+        a_mem = self.table.alloc_mem[i]
+        u_cpu = self.table.nz_cpu[i]
+        u_mem = self.table.nz_mem[i]
         if a_cpu > 0 and a_mem > 0:
             s_cpu = (a_cpu - u_cpu) * MAX_NODE_SCORE // a_cpu if u_cpu <= a_cpu else 0
             s_mem = (a_mem - u_mem) * MAX_NODE_SCORE // a_mem if u_mem <= a_mem else 0
@@ -367,9 +375,10 @@ class NodeScorer:
                 fit += (a - u) * MAX_NODE_SCORE // a if u <= a else 0
         return w_fit * (fit // weight if weight else 0)
 
-    def best(self, pod: Pod, pre: PreFilter, feasible: list[int]) -> tuple[int, int]:
+    def best(self, pod: Pod, pre: PreFilter, feasible: list[int], start: int) -> tuple[int, int]:
         """The feasible node with the highest weighted sum of the score plugins' normalised
-        scores (ties: the first name), and that sum.
+        scores (ties: :func:`heap_winner`), and that sum. ``start``: where the search that
+        found ``feasible`` started (``feasible`` is the nodes from there on, then those before).
 
         The resource score is computed only for the nodes that can still win: a node's resource
         score is at most its LeastAllocated score for an empty request (``self._bound``) plus
@@ -378,7 +387,7 @@ class NodeScorer:
         balance has less to gain), and a node whose bound falls short of the exact total of the
         node with the best bound can neither win nor tie.
         """
-        keys, table, exceptions = self._other_scores(pre, feasible)
+        keys, table, exceptions = self._other_scores(pre, feasible, start)
         if self.generic is not None:
             wg = self.weights[GENERIC_PLUGIN]
             others = list(map(table.__getitem__, keys)) if keys is not None else [table[()]] * len(feasible)
@@ -404,7 +413,7 @@ class NodeScorer:
         if cache is None:
             if len(caches) >= _RESOURCE_CACHE_CLASSES:
                 del caches[next(iter(caches))]
-            cache = caches[cache_key] = [None] * self.sim.cluster.n
+            cache = caches[cache_key] = [None] * self.cluster.n
         # the node with the best bound: its exact total is a floor for the winner's
         j0 = bounds.index(max(bounds))
         i0 = feasible[j0]
@@ -437,12 +446,12 @@ class NodeScorer:
         best-effort pod, which it skips), weighted and summed, for the pod on each of ``nodes``;
         kept in ``cache`` (the pod's request class's) until the node is bound to."""
         alloc_cpu, alloc_mem, nz_cpu, nz_mem = (
-            self.sim.alloc_cpu,
-            self.sim.alloc_mem,
-            self.sim.nz_cpu,
-            self.sim.nz_mem,
+            self.table.alloc_cpu,
+            self.table.alloc_mem,
+            self.table.nz_cpu,
+            self.table.nz_mem,
         )
-        req_cpu, req_mem, cached_at = self.sim.req_cpu, self.sim.req_mem, self._cached_at
+        req_cpu, req_mem, cached_at = self.table.req_cpu, self.table.req_mem, self._cached_at
         without = self._without
         p_nz_cpu, p_nz_mem, p_cpu, p_mem = pre.nz_cpu, pre.nz_mem, pre.cpu, pre.mem
         out: list[int] = []
@@ -484,21 +493,21 @@ class NodeScorer:
         allocatable = []
         allocated = []
         for i in feasible:
-            allocatable.append(self.sim.alloc[i])
+            allocatable.append(self.table.alloc[i])
             allocated.append(
                 {
-                    **self.sim.req_scalar[i],
-                    CPU: self.sim.nz_cpu[i],
-                    MEMORY: self.sim.nz_mem[i],
-                    EPHEMERAL_STORAGE: self.sim.req_eph[i],
-                    PODS: self.sim.pod_count[i],
+                    **self.table.req_scalar[i],
+                    CPU: self.table.nz_cpu[i],
+                    MEMORY: self.table.nz_mem[i],
+                    EPHEMERAL_STORAGE: self.table.req_eph[i],
+                    PODS: self.table.pod_count[i],
                 }
             )
         scores = self.generic.node_scores(requesting_of(pod), allocatable, allocated)
         return [int(s) for s in scores]
 
     def _other_scores(
-        self, pre: PreFilter, feasible: list[int]
+        self, pre: PreFilter, feasible: list[int], start: int
     ) -> tuple[Sequence[Any] | None, Mapping[Any, int], dict[int, int]]:
         """TaintToleration, NodeAffinity, InterPodAffinity and PodTopologySpread, weighted and
         summed, per feasible node: ``table[keys[j]]`` for the ``j``-th node, unless
@@ -508,7 +517,7 @@ class NodeScorer:
         pods in its hostname-like domains when many nodes have some; when few do, those nodes
         are found by bisection (``feasible`` is two ascending runs: the nodes from the search's
         start on, then those before it) and are the exceptions."""
-        plan = pre.cls.score_plan(self.sim)
+        plan = self.plan(pre.cls)
         n_feasible = len(feasible)
         maps = plan.maps()
         if plan.constant:
@@ -538,7 +547,6 @@ class NodeScorer:
         extra: dict[int, list[int]] = {}
         by_entry: dict[tuple[int, tuple[int, ...]], int] = {}
         if maps:
-            start = self.sim._search_start
             split = bisect.bisect_left(feasible, True, key=start.__gt__)
             # the last node of each run (-1: the run is empty)
             last_from = feasible[split - 1] if split else -1
