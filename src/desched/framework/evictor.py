@@ -26,7 +26,7 @@ charged against any limit.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -418,52 +418,55 @@ class ProfileEvictor:
                 findings.report(pod, Verdict.NOT_EVICTED, error or result.value)
         return result
 
-    def evict_in_order(
-        self,
-        pods: Iterable[Pod],
-        reason: str | Callable[[Pod], str],
-        *,
-        only_if: Callable[[Pod], bool] | None = None,
-        on_gone: Callable[[Pod], None] | None = None,
-        on_node_full: Callable[[Pod], None] | None = None,
-        on_no_gain: Callable[[Pod], None] | None = None,
-    ) -> bool:
-        """Evict ``pods`` in their order, as far as the policy's limits allow; True when the
-        per-cycle total stopped it (the plugin should stop too).
+    def in_order(self, pods: Iterable[Pod], *, explain_node_limit: bool = False) -> InOrder:
+        """See :class:`desched.framework.types.EvictionOrder`."""
+        return InOrder(self, pods, self._findings if explain_node_limit else None)
 
-        Once the per-node limit refuses a pod, the rest of that node's pods are skipped
-        (``on_node_full(pod)`` hears of each); a pod the per-namespace limit refuses is passed
-        over (a later pod may be of another namespace). ``only_if(pod)`` is asked right before
-        each eviction (after the evictions before it); ``on_gone(pod)`` hears of each pod
-        evicted, possibly evicted (outcome unknown) or already evicted in this cycle;
-        ``on_no_gain(pod)`` of each pod ``predictive`` left because its move would not help
-        (:attr:`EvictResult.NO_GAIN`: a plugin whose tally counts it as moved evicts no other pod
-        in its stead).
-        """
-        full_nodes: set[str] = set()
-        for pod in pods:
-            if full_nodes and pod.spec.node_name in full_nodes:
-                if on_node_full is not None:
-                    on_node_full(pod)
-                continue
-            if only_if is not None and not only_if(pod):
-                continue
-            result = self.evict(pod, reason=reason if isinstance(reason, str) else reason(pod))
-            if result is EvictResult.NODE_LIMIT:
-                full_nodes.add(pod.spec.node_name)
-            elif result is EvictResult.TOTAL_LIMIT:
-                return True
-            elif on_gone is not None and (result.ok or result is EvictResult.ALREADY_EVICTED):
-                on_gone(pod)
-            elif on_no_gain is not None and result is EvictResult.NO_GAIN:
-                on_no_gain(pod)
-        return False
+    def evict_in_order(self, pods: Iterable[Pod], reason: str | Callable[[Pod], str]) -> bool:
+        order = self.in_order(pods)
+        for pod in order:
+            order.evict(pod, reason if isinstance(reason, str) else reason(pod))
+        return order.stopped
 
     def node_limit_reached(self, node_name: str) -> bool:
         return self._evictor.node_limit_reached(node_name)
 
     def total_limit_reached(self) -> bool:
         return self._evictor.total_limit_reached()
+
+
+class InOrder:
+    """Pods in a plugin's order, evicted through its :class:`ProfileEvictor` as far as the limits
+    allow (:class:`desched.framework.types.EvictionOrder`)."""
+
+    __slots__ = ("_evictor", "_findings", "_full_nodes", "_pods", "stopped")
+
+    def __init__(self, evictor: ProfileEvictor, pods: Iterable[Pod], findings: PluginFindings | None) -> None:
+        self._evictor = evictor
+        self._pods = pods
+        self._findings = findings
+        self._full_nodes: set[str] = set()
+        self.stopped = False
+
+    def __iter__(self) -> Iterator[Pod]:
+        full_nodes = self._full_nodes
+        for pod in self._pods:
+            if full_nodes and pod.spec.node_name in full_nodes:
+                findings = self._findings
+                if findings is not None and findings.enabled:
+                    findings.left(pod, f"node {pod.spec.node_name} reached its eviction limit")
+                continue
+            yield pod
+            if self.stopped:
+                return  # (before the next pod is taken: ``pods`` may be lazy)
+
+    def evict(self, pod: Pod, reason: str) -> EvictResult:
+        result = self._evictor.evict(pod, reason=reason)
+        if result is EvictResult.NODE_LIMIT:
+            self._full_nodes.add(pod.spec.node_name)
+        elif result is EvictResult.TOTAL_LIMIT:
+            self.stopped = True
+        return result
 
 
 def _refusal(name: str, reasons: Sequence[str]) -> str:

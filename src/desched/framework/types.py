@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -308,6 +308,12 @@ class EvictResult(enum.Enum):
         return self is EvictResult.SKIPPED or self is EvictResult.NO_GAIN
 
     @property
+    def gone(self) -> bool:
+        """The pod no longer counts where it was for the plugin's next decisions: :attr:`ok`, or
+        evicted before in this cycle (:attr:`ALREADY_EVICTED`)."""
+        return self.ok or self is EvictResult.ALREADY_EVICTED
+
+    @property
     def planned(self) -> bool:
         """The pod counts as dealt with in the plugin's plan: gone (:attr:`ok`) or left where it
         is because its move would not help (:attr:`NO_GAIN`). A plugin that keeps a tally (how
@@ -319,6 +325,34 @@ class EvictResult(enum.Enum):
         return self in (EvictResult.NODE_LIMIT, EvictResult.NAMESPACE_LIMIT, EvictResult.TOTAL_LIMIT)
 
 
+class EvictionOrder(Protocol):
+    """Pods in the order a plugin evicts them, as upstream's strategies loop over their pods::
+
+        order = handle.evictor.in_order(pods)
+        for pod in order:  # in order; the pods of a node at its limit, and all after the total, left out
+            if still_worth_evicting(pod):  # asked right before the eviction, after those before it
+                if order.evict(pod, reason).gone:
+                    forget(pod)  # it no longer counts for the pods after it
+        if order.stopped: ...  # the per-cycle total ended it: the plugin should stop too
+
+    Once the per-node limit refuses a pod, the rest of that node's pods are left out (reported
+    as left with the reason when ``in_order(..., explain_node_limit=True)``); a pod the
+    per-namespace limit refuses is passed over (a later pod may be of another namespace); the
+    total limit ends the iteration.
+    """
+
+    @property
+    def stopped(self) -> bool:
+        """The per-cycle total refused an eviction: the iteration is over."""
+        ...
+
+    def __iter__(self) -> Iterator[Pod]: ...
+
+    def evict(self, pod: Pod, reason: str) -> EvictResult:
+        """Evict ``pod`` (the one the loop is at) through the profile's filters and the limits."""
+        ...
+
+
 class Evictor(Protocol):
     """What a plugin sees of the evictor: its profile's filters and the eviction itself."""
 
@@ -328,18 +362,14 @@ class Evictor(Protocol):
 
     def evict(self, pod: Pod, reason: str = "") -> EvictResult: ...
 
-    def evict_in_order(
-        self,
-        pods: Iterable[Pod],
-        reason: str | Callable[[Pod], str],
-        *,
-        only_if: Callable[[Pod], bool] | None = None,
-        on_gone: Callable[[Pod], None] | None = None,
-        on_node_full: Callable[[Pod], None] | None = None,
-        on_no_gain: Callable[[Pod], None] | None = None,
-    ) -> bool:
-        """Evict ``pods`` in order up to the node, namespace and total limits (True: the total
-        stopped it; see :meth:`desched.framework.evictor.ProfileEvictor.evict_in_order`)."""
+    def in_order(self, pods: Iterable[Pod], *, explain_node_limit: bool = False) -> EvictionOrder:
+        """``pods`` to evict in their order, as far as the node, namespace and total limits allow:
+        the plugin loops over it and evicts through it (see :class:`EvictionOrder`)."""
+        ...
+
+    def evict_in_order(self, pods: Iterable[Pod], reason: str | Callable[[Pod], str]) -> bool:
+        """Evict every pod of ``pods`` in order up to the limits (True: the total stopped it); the
+        loop over :meth:`in_order` of a plugin that decides nothing between two evictions."""
         ...
 
     def node_limit_reached(self, node_name: str) -> bool: ...

@@ -39,7 +39,7 @@ SEEN: dict[str, Any] = {}
 
 
 class InOrder:
-    """Deschedule: every pod of the cluster, in name order, through ``evict_in_order``."""
+    """Deschedule: every pod of the cluster, in name order, through ``evictor.in_order``."""
 
     name: ClassVar[str] = "InOrder"
 
@@ -62,15 +62,14 @@ class InOrder:
             self.handle.fits_other_node(pods[0], own),
         ]
         gone: list[str] = []
-        full: list[str] = []
-        SEEN["stopped"] = self.handle.evictor.evict_in_order(
-            pods,
-            lambda p: f"reason {p.metadata.name}",
-            only_if=lambda p: not p.metadata.name.startswith("skip"),
-            on_gone=lambda p: gone.append(p.metadata.name),
-            on_node_full=lambda p: full.append(p.metadata.name),
-        )
-        SEEN["gone"], SEEN["full"] = gone, full
+        seen: list[str] = []
+        order = self.handle.evictor.in_order(pods)
+        for p in order:
+            seen.append(p.metadata.name)
+            if not p.metadata.name.endswith("skip") and order.evict(p, f"reason {p.metadata.name}").gone:
+                gone.append(p.metadata.name)
+        SEEN["stopped"] = order.stopped
+        SEEN["gone"], SEEN["seen"] = gone, seen
         SEEN["metrics"] = self.handle.metrics
         self.handle.report_anomalies(AnomalyReport(1, 2, {"R": 1}, ["default/a"], {"default/b": 2}))
         return None
@@ -140,30 +139,32 @@ def cycle(fw: Framework, pods: list[Pod]) -> CycleResult:
     return fw.run_cycle(snapshot, SimulatedBackend(snapshot))
 
 
-def test_evict_in_order_skips_the_rest_of_a_node_at_its_limit_and_goes_on_elsewhere() -> None:
+def test_in_order_leaves_out_the_rest_of_a_node_at_its_limit_and_goes_on_elsewhere() -> None:
     fw = framework(["InOrder"], limits={"maxNoOfPodsToEvictPerNode": 1})
     result = cycle(fw, [pod("a", "n1"), pod("b", "n1"), pod("c", "n2"), pod("d", "n1")])
     assert [r.name for r in result.evictions] == ["a", "c"]
     assert SEEN["gone"] == ["a", "c"]
-    # b reached the limit (refused and recorded); d, on the same node, is skipped without a request
-    assert SEEN["full"] == ["d"]
+    # b reached the limit (refused and recorded); d, on the same node, is left out without a request
+    assert SEEN["seen"] == ["a", "b", "c"]
     assert [(r.name, r.result) for r in result.records if not r.result.ok] == [("b", EvictResult.NODE_LIMIT)]
     assert SEEN["stopped"] is False
 
 
-def test_evict_in_order_stops_at_the_total_and_asks_only_if_before_each_eviction() -> None:
+def test_in_order_ends_at_the_total_and_the_plugin_decides_before_each_eviction() -> None:
     fw = framework(["InOrder"], limits={"maxNoOfPodsToEvictTotal": 2})
-    result = cycle(fw, [pod("a", "n1"), pod("skip-b", "n1"), pod("c", "n2"), pod("d", "n2")])
+    result = cycle(fw, [pod("a", "n1"), pod("b-skip", "n1"), pod("c", "n2"), pod("d", "n2"), pod("e", "n2")])
     assert [r.name for r in result.evictions] == ["a", "c"]
     assert [r.reason for r in result.evictions] == ["reason a", "reason c"]
+    # d is refused by the total; e is never reached
+    assert SEEN["seen"] == ["a", "b-skip", "c", "d"]
     assert SEEN["stopped"] is True
 
 
-def test_evict_in_order_passes_over_a_namespace_at_its_limit() -> None:
+def test_in_order_passes_over_a_namespace_at_its_limit() -> None:
     fw = framework(["InOrder"], limits={"maxNoOfPodsToEvictPerNamespace": 1})
     result = cycle(fw, [pod("a", "n1"), pod("b", "n1"), pod("c", "n1", ns="other")])
     assert [r.name for r in result.evictions] == ["a", "c"]
-    assert SEEN["full"] == [] and SEEN["stopped"] is False
+    assert SEEN["seen"] == ["a", "b", "c"] and SEEN["stopped"] is False
 
 
 def test_reports_reach_the_cycle_result_with_profile_and_plugin() -> None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from desched.cluster.view import ClusterView
-from desched.framework.types import Handle, Status
+from desched.framework.types import EvictResult, Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
@@ -317,30 +317,21 @@ class RemovePodsViolatingInterPodAntiAffinity:
             if not on_node:
                 continue
 
-            def violating(pod: Pod, node: Node = node) -> bool:
-                if violates(pod, node):
-                    return True
-                if left is not None:
-                    left(pod, why_held(pod, node))
-                return False
-
-            def gone(pod: Pod, node: Node = node) -> None:
-                # Gone (or going): it no longer violates the terms of the pods after it.
-                considered.evicted.add(id(pod))
-                for tc in counts_by_namespace.get(pod.metadata.namespace, ()):
-                    if tc.match(pod.metadata.labels or {}):
-                        tc.add(node, -1)
-
-            def reason(pod: Pod, node: Node = node) -> str:
-                return why_evicted(pod, node)
-
-            if ev.evict_in_order(
-                self.handle.sort_pods(on_node, key=priority_low_to_high_key),
-                reason,
-                only_if=violating,
-                on_gone=gone,
+            order = ev.in_order(self.handle.sort_pods(on_node, key=priority_low_to_high_key))
+            for pod in order:
+                if not violates(pod, node):
+                    if left is not None:
+                        left(pod, why_held(pod, node))
+                    continue
+                result = order.evict(pod, why_evicted(pod, node))
                 # a pod predictive leaves counts as moved: its partners are not evicted instead
-                on_no_gain=gone,
-            ):
+                if result.gone or result is EvictResult.NO_GAIN:
+                    # Gone (or going): it no longer violates the terms of the pods after it.
+                    considered.evicted.add(id(pod))
+                    for tc in counts_by_namespace.get(pod.metadata.namespace, ()):
+                        if tc.match(pod.metadata.labels or {}):
+                            tc.add(node, -1)
+            if order.stopped:
                 return None
+        return None
         return None

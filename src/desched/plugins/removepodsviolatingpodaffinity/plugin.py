@@ -282,22 +282,19 @@ class RemovePodsViolatingPodAffinity:
             if not on_node:
                 continue
 
-            def violating_here(pod: Pod, node: Node = node) -> bool:
-                return violating(pod, node)
-
-            def reason(pod: Pod, node: Node = node) -> str:
-                return (
+            order = ev.in_order(self.handle.sort_pods(on_node, key=priority_low_to_high_key))
+            for pod in order:
+                if not violating(pod, node):
+                    continue
+                reason = (
                     "pod violates its required pod affinity: no matching pod in its domain "
                     f"({_domains(peers_of(pod).keys, node)}); another node satisfies it and fits the pod"
                 )
-
-            if ev.evict_in_order(
-                self.handle.sort_pods(on_node, key=priority_low_to_high_key),
-                reason,
-                only_if=violating_here,
-                on_gone=gone,
-            ):
+                if order.evict(pod, reason).gone:
+                    gone(pod)
+            if order.stopped:
                 return None
+        return None
         return None
 
 

@@ -259,29 +259,20 @@ class RemovePodsViolatingTopologySpreadConstraint:
             return None
         rank = {id(p): i for i, p in enumerate(plan.order)}
         findings = self.handle.findings
-
-        def node_full(pod: Pod) -> None:
-            if findings.enabled:
-                findings.left(pod, f"node {pod.spec.node_name} reached its eviction limit")
-
-        def may_evict(pod: Pod) -> bool:
-            if plan.may_evict(pod):
-                return True
-            if findings.enabled:
-                findings.left(
-                    pod,
-                    "chosen, but with the evictions refused so far, evicting it would leave a "
-                    "spread constraint of its namespace more skewed than max(its skew, its maxSkew)",
-                )
-            return False
-
-        ev.evict_in_order(
-            self.handle.sort_pods(plan.order, key=lambda p: rank[id(p)]),
-            lambda pod: plan.reasons[id(pod)],
-            only_if=may_evict,
-            on_gone=plan.evicted,
-            on_node_full=node_full,
+        order = ev.in_order(
+            self.handle.sort_pods(plan.order, key=lambda p: rank[id(p)]), explain_node_limit=True
         )
+        for pod in order:
+            if not plan.may_evict(pod):
+                if findings.enabled:
+                    findings.left(
+                        pod,
+                        "chosen, but with the evictions refused so far, evicting it would leave a "
+                        "spread constraint of its namespace more skewed than max(its skew, its maxSkew)",
+                    )
+                continue
+            if order.evict(pod, plan.reasons[id(pod)]).gone:
+                plan.evicted(pod)
         return None
 
     def plan(self, nodes: Sequence[Node]) -> Plan:
