@@ -282,6 +282,17 @@ class ControlPlane:
         self._spawn(proc)
         self._wait_apiserver_ready(proc)
 
+    def stop_component(self, name: str) -> bool:
+        """Stop an optional component (``kube-scheduler``, ``kube-controller-manager``, ``kwok``) if
+        it runs; return whether it did. Its ``start_*`` method starts it again."""
+        if name in ("etcd", "kube-apiserver"):
+            raise ValueError(f"{name} is not optional: use stop_apiserver/stop")
+        proc = self._procs.get(name)
+        if proc is None or not proc.running():
+            return False
+        self._kill(proc, grace=3.0)
+        return True
+
     def logs(self, name: str, lines: int = 60) -> str:
         """Tail of a component's log (``etcd``, ``kube-apiserver``, ``kwok``, ...)."""
         proc = self._procs.get(name)

@@ -54,6 +54,58 @@ def set_taint(cp: ControlPlane, node: str, present: bool) -> None:
     raise AssertionError(f"node {node}: taint {TAINT} could not be changed (409 every time)")
 
 
+def scheduler_sees_taint(cp: ControlPlane, node: str) -> None:
+    """Wait until kube-scheduler's cache has the taint on ``node``: a probe pod that fits only that
+    node and does not tolerate ``TAINT`` is reported unschedulable for an untolerated taint.
+
+    The taint is a PUT to the apiserver; kube-scheduler learns of it through its node watch. A run
+    that starts before the scheduler has it could see the replacement bound to the tainted node
+    (CI saw that once: the surged pod landed back on its node), which would say nothing about
+    desched. The probe makes the test's precondition a fact instead of a race; a scheduler that
+    never sees the taint fails here, with its log, rather than later as a misleading placement.
+    """
+    ns = new_namespace(cp, "taintprobe")
+    probe = deployment("probe", 1)["spec"]["template"]
+    probe["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            }
+        }
+    }
+    cp.request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/pods",
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"}, "spec": probe["spec"]},
+    )
+
+    def refused() -> str | None:
+        pod = cp.request("GET", f"/api/v1/namespaces/{ns}/pods/probe")
+        if pod["spec"].get("nodeName"):
+            raise AssertionError(
+                f"kube-scheduler bound a pod that does not tolerate {TAINT} to {node}: its cache "
+                f"lacks the taint\n{cp.logs('kube-scheduler')}"
+            )
+        for c in pod.get("status", {}).get("conditions", []):
+            # kube-scheduler 1.36 names the count, not the taint ("1 node(s) had untolerated
+            # taint(s)"): on the only node the probe may use, that is this taint
+            if (
+                c["type"] == "PodScheduled"
+                and c["status"] == "False"
+                and "untolerated taint" in c.get("message", "")
+            ):
+                return str(c["message"])
+        return None
+
+    try:
+        wait_for(refused, f"kube-scheduler to see taint {TAINT} on {node}", timeout=60)
+    finally:  # an unbound pod goes at once; then its namespace
+        cp.raw_request("DELETE", f"/api/v1/namespaces/{ns}/pods/probe?gracePeriodSeconds=0")
+        cp.raw_request("DELETE", f"/api/v1/namespaces/{ns}")
+
+
 def _ready(pod: dict[str, Any]) -> bool:
     return (
         not pod["metadata"].get("deletionTimestamp")
@@ -190,6 +242,7 @@ def test_surge_moves_a_single_replica_deployment_without_downtime(cluster: Clust
     watch = Watcher(cp, ns).start()
     set_taint(cp, node, True)
     try:
+        scheduler_sees_taint(cp, node)
         # simulate, on a snapshot taken just before the run, predicts the surge
         predicted = simulate_on_snapshot(tmp_path, cluster, policy(tmp_path, ns, surge=True))
         assert predicted == [(old["metadata"]["name"], "surge")], predicted
@@ -197,7 +250,7 @@ def test_surge_moves_a_single_replica_deployment_without_downtime(cluster: Clust
         new = moved(cp, ns, old)
     finally:
         set_taint(cp, node, False)
-    assert new["spec"]["nodeName"] != node
+    assert new["spec"]["nodeName"] != node, (proc.stderr, cp.logs("kube-scheduler"))
     time.sleep(1)  # the last watch events in
     old_uid, new_uid = old["metadata"]["uid"], new["metadata"]["uid"]
     # make before break: never without an available replica, the old pod gone after the new Ready
@@ -233,6 +286,7 @@ def test_surge_moves_a_single_replica_deployment_without_downtime(cluster: Clust
     watch2 = Watcher(cp, ns2).start()
     set_taint(cp, node2, True)
     try:
+        scheduler_sees_taint(cp, node2)
         proc2 = run_once(cluster, policy(tmp_path, ns2, surge=False))
         moved(cp, ns2, old2)
     finally:
@@ -262,6 +316,7 @@ def test_a_deployment_that_cannot_surge_is_evicted_as_today(cluster: Cluster, tm
     generation = cp.request("GET", f"/apis/apps/v1/namespaces/{ns}/deployments/web")["metadata"]["generation"]
     set_taint(cp, node, True)
     try:
+        scheduler_sees_taint(cp, node)
         proc = run_once(cluster, policy(tmp_path, ns, surge=True))
         moved(cp, ns, old)
     finally:
@@ -293,6 +348,8 @@ def test_a_surge_that_cannot_finish_is_reported_failed_after_its_timeout(
     for node in NODES:
         set_taint(cp, node, True)
     try:
+        for node in NODES:
+            scheduler_sees_taint(cp, node)
         started = time.monotonic()
         proc = run_once(cluster, path)
         took = time.monotonic() - started
@@ -331,6 +388,7 @@ def test_a_statefulset_pod_is_evicted_not_surged(cluster: Cluster, tmp_path: Pat
     node = old["spec"]["nodeName"]
     set_taint(cp, node, True)
     try:
+        scheduler_sees_taint(cp, node)
         proc = run_once(cluster, policy(tmp_path, ns, surge=True))
         wait_for(
             lambda: [p for p in pods(cp, ns) if p["metadata"]["uid"] != old["metadata"]["uid"]],
