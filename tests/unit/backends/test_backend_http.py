@@ -4,7 +4,7 @@ outcome unknown (it may have happened: remembered, never sent twice). It does no
 request: a 429 (a PDB, or the apiserver's own rate limit with Retry-After) is the answer for this
 cycle, and the next cycle decides again. Also events, and reconciliation's read of the pod.
 
-tests/unit/runtime/test_eviction_outcomes.py covers the status codes' classes and the lease deadline.
+tests/unit/backends/test_eviction_outcomes.py covers the status codes' classes and the lease deadline.
 """
 
 from __future__ import annotations
