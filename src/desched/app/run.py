@@ -613,6 +613,7 @@ class Descheduler:
         self.trigger.clear()  # the snapshot sees every change so far; later ones start another cycle
         snapshot = cache.snapshot()
         pods = len(snapshot.pods)  # the cycle's evictions take pods out of the snapshot
+        self.settling.begin_cycle(snapshot)  # before the evictions change the snapshot
         if self.background is not None:
             self.background.sync(snapshot.pods)
         if usage is not None:

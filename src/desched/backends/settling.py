@@ -21,6 +21,14 @@ re-list's diff) is held back: skipped, with reason ``settling`` (counted in
 ``EvictionSkipped`` Event), and not charged against any limit. Every other pod is evicted as
 usual, and the held ones are tried again by the first cycle after their window.
 
+The window cannot know when the disruption controller has recounted: after a long outage its own
+watches re-list too, and it may still be behind when the window ends. So, whenever the guard is on
+(in or out of a settling period), an unhealthy pod is also held back while one of its budgets'
+status is *behind its pods*: the status lets an unhealthy pod go (``currentHealthy >=
+desiredHealthy``) but the pods of the cycle's snapshot have fewer healthy than desired
+(:func:`desched.k8s.disruption.status_behind_pods`), so a recount would refuse the eviction. The
+budgets are judged once per cycle, on the snapshot before its evictions (:meth:`begin_cycle`).
+
 Why 40 s: it is a kubelet's node lease (``nodeLeaseDurationSeconds``, renewed every 10 s) and four
 node-status heartbeats (``nodeStatusUpdateFrequency`` 10 s). A window that long lets every kubelet
 that is alive report again, and the disruption controller (which recounts a budget at each change
@@ -35,9 +43,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from desched.cluster.view import ClusterView
 from desched.framework.safety import Skip, SkipReason
+from desched.k8s import disruption
+from desched.k8s import labels as k8s_labels
 from desched.k8s.nodes import is_node_ready
-from desched.k8s.objects import Node, Pod
+from desched.k8s.objects import Node, Pod, PodDisruptionBudget
 from desched.k8s.pods import is_pod_ready
 
 log = logging.getLogger(__name__)
@@ -70,6 +81,9 @@ class SettlingGuard:
         #: pods held back in the current settling period (logged once each)
         self._logged: set[str] = set()
         self.held = 0
+        #: this cycle's budgets whose status is behind their pods: (namespace, name) -> reason
+        self._behind: dict[tuple[str, str], str] = {}
+        self._pdbs_for: Callable[[Pod], list[PodDisruptionBudget]] = lambda _pod: []
 
     @property
     def enabled(self) -> bool:
@@ -145,11 +159,56 @@ class SettlingGuard:
             self._logged.clear()  # a new settling period logs its pods again
             return ""
 
+    def begin_cycle(self, snapshot: ClusterView) -> None:
+        """Judge the budgets of a cycle's snapshot (before its evictions): which have a status
+        behind their pods (:func:`desched.k8s.disruption.status_behind_pods`)."""
+        if not self.enabled:
+            return
+        behind: dict[tuple[str, str], str] = {}
+        for pdb in snapshot.pdbs:
+            if pdb.status.disruptions_allowed is None:
+                continue
+            budget = disruption.compute_budget(pdb, ())
+            if not disruption.status_behind_pods(budget, budget.desired_healthy - 1):
+                continue  # its status would not let an unhealthy pod go, whatever the pods
+            ns = pdb.metadata.namespace
+            match = k8s_labels.compile_label_selector(pdb.spec.selector, none_matches=False)
+            seen = sum(
+                1
+                for p in snapshot.pods_in_namespace(ns)
+                if match(p.metadata.labels or {}) and disruption.is_healthy(p)
+            )
+            if disruption.status_behind_pods(budget, seen):
+                behind[(ns, pdb.metadata.name)] = (
+                    f"its PodDisruptionBudget {ns}/{pdb.metadata.name} counts {budget.current_healthy} "
+                    f"healthy of {budget.desired_healthy} desired, its pods show {seen}: the budget's "
+                    "status is behind its pods (the disruption controller has not recounted them); "
+                    "held back until it has"
+                )
+        with self._lock:
+            self._behind = behind
+            self._pdbs_for = snapshot.pdbs_for_pod
+
+    def _budget_behind(self, pod: Pod) -> str:
+        """Why ``pod`` (unhealthy) must wait for its budget's recount, or ""."""
+        with self._lock:
+            behind, pdbs_for = self._behind, self._pdbs_for
+        if not behind or is_pod_ready(pod):
+            return ""
+        for pdb in pdbs_for(pod):
+            why = behind.get((pdb.metadata.namespace, pdb.metadata.name))
+            if why:
+                return why
+        return ""
+
     def check(self, pod: Pod) -> Skip | None:
         """A :class:`Skip` (reason ``settling``) when ``pod``'s eviction must wait; else None."""
         if not self.enabled:
             return None
         uid = pod.metadata.uid
+        behind = self._budget_behind(pod)
+        if behind:
+            return self._hold(pod, f"budget:{uid}", behind)
         with self._lock:
             changed = self._pods.get(uid)
         if changed is None:
@@ -164,9 +223,13 @@ class SettlingGuard:
             f"its readiness changed {age:.0f}s ago while the cluster settles ({cause}): held back "
             f"for the {self.window:g}s settling window (--settling-window)"
         )
+        return self._hold(pod, uid, detail)
+
+    def _hold(self, pod: Pod, key: str, detail: str) -> Skip:
+        """Count and log (once per ``key`` and settling period) a held-back eviction."""
         with self._lock:
-            first = uid not in self._logged
-            self._logged.add(uid)
+            first = key not in self._logged
+            self._logged.add(key)
             self.held += 1
         if first:
             log.info(

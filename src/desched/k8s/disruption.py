@@ -51,6 +51,7 @@ __all__ = [
     "compute_budget",
     "is_healthy",
     "scaled_value",
+    "status_behind_pods",
 ]
 
 ALWAYS_ALLOW = "AlwaysAllow"
@@ -176,6 +177,19 @@ def compute_budget(
     if expected <= 0 or allowed <= 0:
         allowed = 0
     return Budget(meta.namespace, meta.name, expected, desired, current, allowed, policy=policy)
+
+
+def status_behind_pods(budget: Budget, healthy_seen: int) -> bool:
+    """The budget's status lets an unhealthy pod go (``IfHealthyBudget``: ``currentHealthy >=
+    desiredHealthy > 0``) while its pods, as seen now, have fewer healthy than desired: a recount
+    would refuse that eviction. The status is behind its pods (the disruption controller has not
+    recounted since they turned unhealthy, as after a control-plane outage)."""
+    return (
+        budget.from_status
+        and budget.policy == IF_HEALTHY_BUDGET
+        and budget.current_healthy >= budget.desired_healthy > 0
+        and healthy_seen < budget.desired_healthy
+    )
 
 
 @dataclass(frozen=True, slots=True)

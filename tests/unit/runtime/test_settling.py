@@ -242,3 +242,75 @@ def test_a_skipped_cycle_runs_as_soon_as_the_cache_is_back_not_an_interval_later
         return time.monotonic() - t0
 
     assert asyncio.run(main()) < 0.5
+
+
+# ---------------------------------------------------------------------- a budget's status behind its pods
+
+
+def guarded_scene(*, status_healthy: int, ready: bool, policy: str | None = None) -> tuple[list[Pod], Any]:
+    """Three pods under a PDB ``minAvailable: 3`` whose status says ``status_healthy`` healthy."""
+    pods = [
+        builders.pod(f"g{i}", node="n1", namespace="ns", uid=f"uid-g{i}", labels={"app": "g"}, ready=ready)
+        for i in range(3)
+    ]
+    spec = {"unhealthyPodEvictionPolicy": policy} if policy else None
+    pdb = builders.pdb(
+        "guarded",
+        namespace="ns",
+        selector={"app": "g"},
+        min_available=3,
+        spec=spec,
+        status={
+            "observedGeneration": 1,
+            "disruptionsAllowed": max(0, status_healthy - 3),
+            "currentHealthy": status_healthy,
+            "desiredHealthy": 3,
+            "expectedPods": 3,
+        },
+    )
+    return pods, builders.snapshot(pods=pods, pdbs=[pdb])
+
+
+def test_an_unhealthy_pod_whose_budget_status_is_behind_its_pods_is_held_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The PDB's status still counts 3 healthy (from before the outage), the pods are NotReady: the
+    eviction API would let them go (IfHealthyBudget); a recount would not. Held, in or out of a
+    settling period, and again at every cycle until the status agrees with the pods."""
+    clock = Clock()
+    g = guard_with_nodes(clock)
+    pods, snap = guarded_scene(status_healthy=3, ready=False)
+    g.begin_cycle(snap)
+    assert g.settling() == ""  # no gap, no node changes: not a settling period
+    with caplog.at_level("INFO", logger="desched.backends.settling"):
+        held = [g.check(p) for p in pods]
+    assert all(isinstance(h, Skip) for h in held), held
+    first = held[0]
+    assert isinstance(first, Skip)
+    assert "PodDisruptionBudget ns/guarded counts 3 healthy of 3 desired, its pods show 0" in first.detail
+    assert sum("settling: not evicting pod ns/g0" in r.getMessage() for r in caplog.records) == 1
+    clock.now += 600  # long after any window: still behind, still held
+    g.begin_cycle(snap)
+    assert isinstance(g.check(pods[0]), Skip)
+    # the disruption controller recounted: the API refuses these now, the guard has nothing to add
+    _, recounted = guarded_scene(status_healthy=0, ready=False)
+    g.begin_cycle(recounted)
+    assert [g.check(p) for p in pods] == [None, None, None]
+
+
+def test_a_budget_status_that_agrees_with_its_pods_holds_nothing() -> None:
+    g = guard_with_nodes(Clock())
+    pods, snap = guarded_scene(status_healthy=3, ready=True)  # Ready pods, an honest status
+    g.begin_cycle(snap)
+    assert [g.check(p) for p in pods] == [None, None, None]
+    # AlwaysAllow: the API lets unhealthy pods go whatever the status says: not the guard's case
+    pods, snap = guarded_scene(status_healthy=3, ready=False, policy="AlwaysAllow")
+    g.begin_cycle(snap)
+    assert [g.check(p) for p in pods] == [None, None, None]
+
+
+def test_the_budget_check_is_off_with_the_guard() -> None:
+    g = SettlingGuard(0.0, clock=Clock())
+    pods, snap = guarded_scene(status_healthy=3, ready=False)
+    g.begin_cycle(snap)
+    assert g.check(pods[0]) is None
