@@ -17,6 +17,7 @@ of :func:`policy_doc`, :func:`framework` and :func:`run` goes to the top of the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +38,7 @@ from desched.plugins import default_registry
 __all__ = [
     "NOW",
     "REGISTRY",
+    "Bound",
     "cycle",
     "evicted",
     "framework",
@@ -218,6 +220,42 @@ def cycle(
     return result
 
 
-def evicted(result: CycleResult) -> list[str]:
-    """The names of the pods the cycle evicted, in eviction order."""
-    return [r.name for r in result.evictions]
+def evicted(result: CycleResult, *, namespaced: bool = False) -> list[str]:
+    """The names of the pods the cycle evicted, in eviction order (``namespaced``: as
+    ``namespace/name`` outside the ``default`` namespace)."""
+    return [
+        f"{r.namespace}/{r.name}" if namespaced and r.namespace != "default" else r.name
+        for r in result.evictions
+    ]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The harness bound to one plugin and the policy keywords a test file always uses, for files
+    that run it many times: ``TSC = Bound(PLUGIN, {"evictor": True})``, then
+    ``TSC.evicted(nodes, pods, {"constraints": []})``."""
+
+    plugin: str
+    policy: dict[str, Any] = field(default_factory=dict)
+    namespaced: bool = False
+
+    def run(
+        self, nodes: Sequence[Node], pods: Sequence[Pod], args: dict[str, Any] | None = None, **kw: Any
+    ) -> CycleResult:
+        """:func:`run` with these args (``{}`` when None) and the bound keywords, then ``kw``."""
+        return run(self.plugin, {} if args is None else args, nodes, pods, **{**self.policy, **kw})
+
+    def evicted(
+        self, nodes: Sequence[Node], pods: Sequence[Pod], args: dict[str, Any] | None = None, **kw: Any
+    ) -> list[str]:
+        """:func:`evicted` of :meth:`run`."""
+        return evicted(self.run(nodes, pods, args, **kw), namespaced=self.namespaced)
+
+    def framework(self, args: dict[str, Any] | None = None, **kw: Any) -> Framework:
+        return framework(self.plugin, {} if args is None else args, **{**self.policy, **kw})
+
+    def load_args(self, args: dict[str, Any] | None, **kw: Any) -> Any:
+        return load_args(self.plugin, args, **{**self.policy, **kw})
+
+    def load_error(self, args: dict[str, Any] | None, **kw: Any) -> str:
+        return load_error(self.plugin, args, **{**self.policy, **kw})

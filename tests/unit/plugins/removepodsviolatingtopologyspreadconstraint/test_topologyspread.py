@@ -4,66 +4,27 @@ inclusion policies, other constraints, limits, Sort plugins)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import NOW, Bound
 
-from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import PolicyError
 from desched.framework.findings import Finding, Verdict
-from desched.framework.framework import Framework
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
 from desched.plugins.removepodsviolatingtopologyspreadconstraint._constraints import ConstraintCache
 from desched.plugins.removepodsviolatingtopologyspreadconstraint._domains import NamespacePods
 from desched.plugins.removepodsviolatingtopologyspreadconstraint.args import (
     RemovePodsViolatingTopologySpreadConstraintArgs,
 )
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 PLUGIN = "RemovePodsViolatingTopologySpreadConstraint"
+#: The plugin with DefaultEvictor on; evicted pods named namespace/name outside 'default'.
+TSC = Bound(PLUGIN, {"evictor": True}, namespaced=True)
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def policy_doc(
-    args: dict[str, Any] | None,
-    *,
-    evictor: dict[str, Any] | None = None,
-    sort: list[str] | None = None,
-    **top: Any,
-) -> dict[str, Any]:
-    config: list[dict[str, Any]] = [{"name": PLUGIN, "args": args}]
-    if evictor is not None:
-        config.append({"name": "DefaultEvictor", "args": evictor})
-    plugins: dict[str, Any] = {"balance": {"enabled": [PLUGIN]}}
-    if sort:
-        plugins["sort"] = {"enabled": sort}
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [{"name": "p", "pluginConfig": config, "plugins": plugins}],
-        **top,
-    }
-
-
-def load_args(args: dict[str, Any] | None) -> RemovePodsViolatingTopologySpreadConstraintArgs:
-    loaded = load_policy(policy_doc(args), REG).profiles[0].args[PLUGIN]
-    assert isinstance(loaded, RemovePodsViolatingTopologySpreadConstraintArgs)
-    return loaded
-
-
-def load_error(args: dict[str, Any]) -> str:
-    with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(args), REG)
-    assert "\n" not in str(e.value)
-    return str(e.value)
 
 
 def node(
@@ -119,20 +80,6 @@ def pod(
     )
 
 
-def run(
-    nodes: list[Node],
-    pods: list[Pod],
-    args: dict[str, Any] | None = None,
-    **policy: Any,
-) -> list[str]:
-    """Names of the pods evicted in one cycle (namespace/name outside 'default')."""
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    fw = Framework(load_policy(policy_doc(args or {}, **policy), REG), REG, clock=lambda: NOW)
-    result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))
-    assert not [r.error for r in result.plugin_runs if r.error]
-    return [e.name if e.namespace == "default" else f"{e.namespace}/{e.name}" for e in result.evictions]
-
-
 def zones(*sizes: int, app: str = "a", prefix: str = "p", **kw: Any) -> tuple[list[Node], list[Pod]]:
     """One node per zone (z0, z1, ...) holding ``sizes[i]`` pods of ``app``."""
     nodes = [node(f"n{i}", f"z{i}") for i in range(len(sizes))]
@@ -152,18 +99,18 @@ def test_defaults() -> None:
     assert args.constraints == ["DoNotSchedule"]
     assert args.topology_balance_node_fit is True
     assert args.namespaces is None and args.label_selector is None
-    loaded = load_args(None)
+    loaded = TSC.load_args(None)
     assert loaded.constraints == ["DoNotSchedule"] and loaded.topology_balance_node_fit is True
 
 
 def test_null_means_default() -> None:
-    args = load_args({"constraints": None, "topologyBalanceNodeFit": None})
+    args = TSC.load_args({"constraints": None, "topologyBalanceNodeFit": None})
     assert args.constraints == ["DoNotSchedule"]
     assert args.topology_balance_node_fit is True
 
 
 def test_wire_names() -> None:
-    args = load_args(
+    args = TSC.load_args(
         {
             "constraints": ["ScheduleAnyway", "DoNotSchedule"],
             "topologyBalanceNodeFit": False,
@@ -177,7 +124,7 @@ def test_wire_names() -> None:
 
 
 def test_unknown_constraint_kind() -> None:
-    msg = load_error({"constraints": ["DoNotSchedule", "Sometimes"]})
+    msg = TSC.load_error({"constraints": ["DoNotSchedule", "Sometimes"]})
     assert "pluginConfig[0].args.constraints[1]: " in msg
     assert "must be one of DoNotSchedule, ScheduleAnyway, got 'Sometimes'" in msg
 
@@ -200,14 +147,14 @@ def test_unknown_constraint_kind() -> None:
     ],
 )
 def test_invalid_args(args: dict[str, Any], field: str, words: str) -> None:
-    msg = load_error(args)
+    msg = TSC.load_error(args)
     assert field in msg and words in msg
 
 
 def test_empty_constraint_list_balances_nothing() -> None:
     nodes, pods = zones(4, 0)
-    assert run(nodes, pods, {"constraints": []}) == []
-    assert len(run(nodes, pods)) == 2
+    assert TSC.evicted(nodes, pods, {"constraints": []}) == []
+    assert len(TSC.evicted(nodes, pods)) == 2
 
 
 # ----------------------------------------------------------------------------- which pods leave
@@ -220,7 +167,7 @@ def test_lowest_priority_leaves_first() -> None:
         pod("b-low", "n0", priority=10),
         pod("c-mid", "n0", priority=100),
     ]
-    assert run(nodes, pods) == ["b-low"]
+    assert TSC.evicted(nodes, pods) == ["b-low"]
 
 
 def test_pods_without_node_selector_leave_before_pinned_ones() -> None:
@@ -228,12 +175,12 @@ def test_pods_without_node_selector_leave_before_pinned_ones() -> None:
     nodes = [node("n0", "z0", labels=linux), node("n1", "z1", labels=linux)]
     pods = [pod("a", "n0"), pod("b", "n0"), pod("z-pinned", "n0", nodeSelector=linux)]
     # z-pinned is last by name, but a pod with a nodeSelector is kept before a free one.
-    assert run(nodes, pods) == ["b"]
+    assert TSC.evicted(nodes, pods) == ["b"]
 
 
 def test_ties_leave_last_name_first() -> None:
     nodes, pods = zones(5, 1)
-    assert run(nodes, pods) == ["p0-4", "p0-3"]
+    assert TSC.evicted(nodes, pods) == ["p0-4", "p0-3"]
 
 
 def test_non_evictable_pods_count_but_stay() -> None:
@@ -241,12 +188,12 @@ def test_non_evictable_pods_count_but_stay() -> None:
     # (upstream would not count them and would see [1, 0], balanced).
     nodes = [node("n0", "z0"), node("n1", "z1")]
     pods = [pod("bare-1", "n0", owned=False), pod("bare-2", "n0", owned=False), pod("a", "n0")]
-    assert run(nodes, pods) == ["a"]
+    assert TSC.evicted(nodes, pods) == ["a"]
 
 
 def test_nothing_evictable_nothing_evicted() -> None:
     nodes, pods = zones(4, 0, owned=False)
-    assert run(nodes, pods) == []
+    assert TSC.evicted(nodes, pods) == []
 
 
 def test_label_selector_only_limits_who_may_leave() -> None:
@@ -257,15 +204,15 @@ def test_label_selector_only_limits_who_may_leave() -> None:
         pod("c", "n0", labels={"app": "a"}),
     ]
     # All three count: [3, 0] needs one move. c would leave first, but only a is selected.
-    assert run(nodes, pods, {"labelSelector": {"matchLabels": {"opt-in": "yes"}}}) == ["a"]
-    assert run(nodes, pods, {"labelSelector": {"matchLabels": {"opt-in": "no"}}}) == []
+    assert TSC.evicted(nodes, pods, {"labelSelector": {"matchLabels": {"opt-in": "yes"}}}) == ["a"]
+    assert TSC.evicted(nodes, pods, {"labelSelector": {"matchLabels": {"opt-in": "no"}}}) == []
 
 
 def test_sort_plugins_order_pods_of_equal_standing() -> None:
     nodes = [node("n0", "z0"), node("n1", "z1")]
     pods = [pod("a-old", "n0", age=9000), pod("b-new", "n0", age=60), pod("c-mid", "n0", age=600)]
-    assert run(nodes, pods) == ["c-mid"]
-    assert run(nodes, pods, sort=["PodAgeSort"]) == ["a-old"]
+    assert TSC.evicted(nodes, pods) == ["c-mid"]
+    assert TSC.evicted(nodes, pods, extra=["PodAgeSort"]) == ["a-old"]
 
 
 # ----------------------------------------------------------------------------- counting
@@ -274,43 +221,43 @@ def test_sort_plugins_order_pods_of_equal_standing() -> None:
 def test_finished_and_terminating_pods_do_not_count() -> None:
     nodes = [node("n0", "z0"), node("n1", "z1")]
     pods = [pod("a", "n0"), pod("b", "n0", phase="Succeeded"), pod("c", "n0", phase="Failed")]
-    assert run(nodes, pods) == []
+    assert TSC.evicted(nodes, pods) == []
 
 
 def test_pods_on_other_nodes_do_not_count() -> None:
     nodes = [node("n0", "z0"), node("n1", "z1")]
     pods = [pod("a", "n0"), pod("b", "gone"), pod("c", "gone")]
-    assert run(nodes, pods) == []
+    assert TSC.evicted(nodes, pods) == []
 
 
 def test_only_pods_matching_the_selector_count() -> None:
     nodes = [node("n0", "z0"), node("n1", "z1")]
     pods = [pod("a", "n0"), pod("b", "n0", labels={"app": "other"}), pod("c", "n1")]
-    assert run(nodes, pods) == []
+    assert TSC.evicted(nodes, pods) == []
 
 
 def test_constraint_without_label_selector_matches_nothing() -> None:
     nodes, pods = zones(4, 0, tsc=[spread(app=None)])
-    assert run(nodes, pods) == []
+    assert TSC.evicted(nodes, pods) == []
 
 
 def test_match_label_keys_split_constraints() -> None:
     nodes = [node("n0", "z0"), node("n1", "z1")]
     tsc = [spread(matchLabelKeys=["rev"])]
     mixed = [pod(f"p{i}", "n0", labels={"app": "a", "rev": str(i)}, tsc=tsc) for i in range(2)]
-    assert run(nodes, mixed) == []  # two revisions of [1, 0] each, not one of [2, 0]
+    assert TSC.evicted(nodes, mixed) == []  # two revisions of [1, 0] each, not one of [2, 0]
     same = [pod(f"p{i}", "n0", labels={"app": "a", "rev": "1"}, tsc=tsc) for i in range(4)]
-    assert len(run(nodes, same)) == 2
+    assert len(TSC.evicted(nodes, same)) == 2
 
 
 def test_namespaces_do_not_mix_and_can_be_excluded() -> None:
     nodes = [node("n0", "z0"), node("n1", "z1")]
     pods = [pod("p0", "n0", ns="x"), pod("p0", "n1", ns="y")]
-    assert run(nodes, pods) == []  # [1, 0] and [0, 1], not [1, 1]
+    assert TSC.evicted(nodes, pods) == []  # [1, 0] and [0, 1], not [1, 1]
     pods += [pod(f"p{i}", "n0", ns="x") for i in (1, 2)] + [pod(f"p{i}", "n1", ns="y") for i in (1, 2)]
-    assert sorted(run(nodes, pods)) == ["x/p2", "y/p2"]
-    assert run(nodes, pods, {"namespaces": {"include": ["y"]}}) == ["y/p2"]
-    assert run(nodes, pods, {"namespaces": {"exclude": ["y"]}}) == ["x/p2"]
+    assert sorted(TSC.evicted(nodes, pods)) == ["x/p2", "y/p2"]
+    assert TSC.evicted(nodes, pods, {"namespaces": {"include": ["y"]}}) == ["y/p2"]
+    assert TSC.evicted(nodes, pods, {"namespaces": {"exclude": ["y"]}}) == ["x/p2"]
 
 
 def test_invalid_selector_in_a_pod_is_skipped() -> None:
@@ -318,7 +265,7 @@ def test_invalid_selector_in_a_pod_is_skipped() -> None:
     bad["labelSelector"] = {"matchExpressions": [{"key": "app", "operator": "Near"}]}
     nodes = [node("n0", "z0"), node("n1", "z1")]
     pods = [pod("bad", "n0", tsc=[bad])] + [pod(f"p{i}", "n0") for i in range(3)]
-    assert run(nodes, pods) == ["p2", "p1"]  # [4, 0]: the bad pod still counts
+    assert TSC.evicted(nodes, pods) == ["p2", "p1"]  # [4, 0]: the bad pod still counts
 
 
 def test_identical_constraints_are_balanced_once() -> None:
@@ -347,9 +294,9 @@ def test_node_taints_policy_honor_leaves_tainted_domains_out() -> None:
     nodes = [node("n0", "z0"), node("n1", "z1", taints=taint)]
     honor = [spread(nodeTaintsPolicy="Honor")]
     pods = [pod(f"p{i}", "n0", tsc=honor) for i in range(3)]
-    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == []
+    assert TSC.evicted(nodes, pods, {"topologyBalanceNodeFit": False}) == []
     ignore = [pod(f"p{i}", "n0") for i in range(3)]
-    assert run(nodes, ignore, {"topologyBalanceNodeFit": False}) == ["p2"]
+    assert TSC.evicted(nodes, ignore, {"topologyBalanceNodeFit": False}) == ["p2"]
 
 
 def test_inclusion_policies_do_not_share_domains() -> None:
@@ -363,7 +310,7 @@ def test_inclusion_policies_do_not_share_domains() -> None:
     pods += [pod(f"i{k}", "n0", labels={"app": "i"}, tsc=[ignore]) for k in range(2)]
     args = {"constraints": ["DoNotSchedule", "ScheduleAnyway"], "topologyBalanceNodeFit": False}
     # app=i: [3, 0] over z0 and the tainted z1; app=h: z0 only, nothing to balance.
-    assert run(nodes, pods, args) == ["i1"]
+    assert TSC.evicted(nodes, pods, args) == ["i1"]
 
 
 def test_constraints_differing_only_in_node_filter_do_not_double_evict() -> None:
@@ -373,20 +320,20 @@ def test_constraints_differing_only_in_node_filter_do_not_double_evict() -> None
     linux = {"kubernetes.io/os": "linux"}
     nodes = [node("n0", "z0", labels=linux), node("n1", "z1", labels=linux)]
     pods = [pod("a", "n0", nodeSelector=linux), pod("b", "n0"), pod("c", "n0")]
-    assert run(nodes, pods) == ["c"]
+    assert TSC.evicted(nodes, pods) == ["c"]
 
 
 def test_node_affinity_policy() -> None:
     nodes = [node("n0", "z0", labels={"pool": "x"}), node("n1", "z1", labels={"pool": "y"})]
     pods = [pod(f"p{i}", "n0", nodeSelector={"pool": "x"}) for i in range(3)]
-    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == []  # z1 is no domain of theirs
+    assert TSC.evicted(nodes, pods, {"topologyBalanceNodeFit": False}) == []  # z1 is no domain of theirs
     ignore = [
         pod(f"p{i}", "n0", nodeSelector={"pool": "x"}, tsc=[spread(nodeAffinityPolicy="Ignore")])
         for i in range(3)
     ]
     # z1 counts now, but no pod fits there; without node fit one leaves to force a scale-up.
-    assert run(nodes, ignore) == []
-    assert run(nodes, ignore, {"topologyBalanceNodeFit": False}) == ["p2"]
+    assert TSC.evicted(nodes, ignore) == []
+    assert TSC.evicted(nodes, ignore, {"topologyBalanceNodeFit": False}) == ["p2"]
 
 
 # ----------------------------------------------------------------------------- minDomains
@@ -397,32 +344,34 @@ def test_min_domains_never_evicts_a_pod_no_node_can_take() -> None:
     # [2, 2] has skew 0, but with 2 < minDomains=3 domains kube-scheduler's minimum is 0: only a
     # third domain would take a pod, and there is none. With node fit on, no existing node would
     # take it; with node fit off, upstream (no minDomains) sees [2, 2] balanced: nothing either.
-    assert run(nodes, pods) == []
-    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == []
+    assert TSC.evicted(nodes, pods) == []
+    assert TSC.evicted(nodes, pods, {"topologyBalanceNodeFit": False}) == []
 
 
 def test_min_domains_without_node_fit_balances_the_existing_domains_as_upstream() -> None:
     nodes, pods = zones(5, 0, tsc=[spread(minDomains=3)])
     # upstream ignores minDomains: [5, 0] -> [3, 2]
-    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == ["p0-4", "p0-3"]
+    assert TSC.evicted(nodes, pods, {"topologyBalanceNodeFit": False}) == ["p0-4", "p0-3"]
 
 
 def test_min_domains_met_changes_nothing() -> None:
     nodes, pods = zones(2, 2, 1, tsc=[spread(minDomains=3)])
-    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == []
+    assert TSC.evicted(nodes, pods, {"topologyBalanceNodeFit": False}) == []
 
 
 def test_min_domains_counts_missing_domains_in_the_average() -> None:
     nodes, pods = zones(5, 0)
-    assert len(run(nodes, pods)) == 2  # [5, 0] -> [3, 2]
+    assert len(TSC.evicted(nodes, pods)) == 2  # [5, 0] -> [3, 2]
     nodes, pods = zones(5, 0, tsc=[spread(minDomains=3)])
     # [5, 0] and a missing domain: ideal 5/3, so z0 keeps 2.
-    assert run(nodes, pods) == ["p0-4", "p0-3", "p0-2"]
+    assert TSC.evicted(nodes, pods) == ["p0-4", "p0-3", "p0-2"]
 
 
 def test_min_domains_is_ignored_for_schedule_anyway() -> None:
     nodes, pods = zones(2, 2, tsc=[spread(when="ScheduleAnyway", minDomains=3)])
-    assert run(nodes, pods, {"constraints": ["ScheduleAnyway"], "topologyBalanceNodeFit": False}) == []
+    assert (
+        TSC.evicted(nodes, pods, {"constraints": ["ScheduleAnyway"], "topologyBalanceNodeFit": False}) == []
+    )
 
 
 # ----------------------------------------------------------------------------- node fit
@@ -432,16 +381,16 @@ def test_node_fit_only_counts_nodes_below_the_average() -> None:
     nodes = [node("n0", "z0"), node("n1", "z1", cpu="150m"), node("n2", "z2")]
     pods = [pod(f"a{i}", "n0") for i in range(3)] + [pod("b0", "n1"), pod("c0", "n2"), pod("c1", "n2")]
     # [3, 1, 2]: ideal 2, only z1 is below it and its node is full.
-    assert run(nodes, pods) == []
-    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == ["a2"]
+    assert TSC.evicted(nodes, pods) == []
+    assert TSC.evicted(nodes, pods, {"topologyBalanceNodeFit": False}) == ["a2"]
 
 
 def test_fitting_pods_are_preferred() -> None:
     nodes = [node("n0", "z0", cpu="16"), node("n1", "z1")]
     pods = [pod("a", "n0"), pod("b", "n0"), pod("z-big", "n0", cpu="8")]
     # z-big would leave first but fits no node of z1; b goes instead.
-    assert run(nodes, pods) == ["b"]
-    assert run(nodes, pods, {"topologyBalanceNodeFit": False}) == ["b"]
+    assert TSC.evicted(nodes, pods) == ["b"]
+    assert TSC.evicted(nodes, pods, {"topologyBalanceNodeFit": False}) == ["b"]
 
 
 def test_a_move_that_would_break_another_hard_constraint_is_not_made() -> None:
@@ -452,9 +401,9 @@ def test_a_move_that_would_break_another_hard_constraint_is_not_made() -> None:
     both = [spread(when="ScheduleAnyway"), spread("kubernetes.io/hostname")]
     pods = [pod(name, host, tsc=both) for name, host in (("a", "h0"), ("b", "h1"), ("c", "h2"), ("d", "h3"))]
     args = {"constraints": ["DoNotSchedule", "ScheduleAnyway"]}
-    assert run(nodes, pods, args) == []
+    assert TSC.evicted(nodes, pods, args) == []
     # An empty second host in z1 can take it.
-    assert run([*nodes, node("h4", "z1")], pods, args) == ["d"]
+    assert TSC.evicted([*nodes, node("h4", "z1")], pods, args) == ["d"]
 
 
 def test_removal_never_worsens_another_constraint_past_its_max_skew() -> None:
@@ -465,7 +414,7 @@ def test_removal_never_worsens_another_constraint_past_its_max_skew() -> None:
     both = [spread(when="ScheduleAnyway"), spread("kubernetes.io/hostname", when="ScheduleAnyway")]
     placed = {"z": "h0", "a": "h1", "b": "h1", "c": "h2", "d": "h2", "e": "h3", "f": "h3"}
     pods = [pod(name, host, tsc=both) for name, host in placed.items()]
-    assert run(nodes, pods, {"constraints": ["ScheduleAnyway"]}) == ["d"]
+    assert TSC.evicted(nodes, pods, {"constraints": ["ScheduleAnyway"]}) == ["d"]
 
 
 # ----------------------------------------------------------------------------- limits
@@ -475,22 +424,22 @@ def test_per_node_limit_skips_the_rest_of_that_node() -> None:
     nodes = [node("n0", "z0"), node("n1", "z0"), node("n2", "z1"), node("n3", "z2")]
     pods = [pod(f"a{i}", "n0") for i in range(4)] + [pod(f"b{i}", "n1") for i in range(4)]
     # [8, 0, 0]: ideal 8/3, up to 5 leave; one per node at most.
-    evicted = run(nodes, pods, maxNoOfPodsToEvictPerNode=1)
+    evicted = TSC.evicted(nodes, pods, maxNoOfPodsToEvictPerNode=1)
     assert len(evicted) == 2
     assert {e[0] for e in evicted} == {"a", "b"}
 
 
 def test_total_limit_stops_the_plugin() -> None:
     nodes, pods = zones(9, 0, 0)
-    assert len(run(nodes, pods)) == 6
-    assert len(run(nodes, pods, maxNoOfPodsToEvictTotal=2)) == 2
-    assert len(run(nodes, pods, maxNoOfPodsToEvictPerNamespace=4)) == 4
+    assert len(TSC.evicted(nodes, pods)) == 6
+    assert len(TSC.evicted(nodes, pods, maxNoOfPodsToEvictTotal=2)) == 2
+    assert len(TSC.evicted(nodes, pods, maxNoOfPodsToEvictPerNamespace=4)) == 4
 
 
 def test_plan_is_deterministic() -> None:
     nodes, pods = zones(7, 3, 0, 1)
-    first = run(nodes, pods)
-    assert first == run(nodes, list(reversed(pods)))
+    first = TSC.evicted(nodes, pods)
+    assert first == TSC.evicted(nodes, list(reversed(pods)))
     assert len(first) == 4
 
 
@@ -523,11 +472,8 @@ def left_reasons(
     nodes: list[Node], pods: list[Pod], args: dict[str, Any] | None = None
 ) -> dict[str, list[str]]:
     """One cycle with findings on: the reasons given for each pod left, by pod name."""
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    fw = Framework(load_policy(policy_doc(args or {}), REG), REG, clock=lambda: NOW)
     found: list[Finding] = []
-    fw.findings.attach(found.append)
-    fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    TSC.run(nodes, pods, args, found=found)
     out: dict[str, list[str]] = {}
     for f in found:
         if f.verdict is Verdict.LEFT:
