@@ -240,19 +240,30 @@ class Bound:
     namespaced: bool = False
 
     def run(
-        self, nodes: Sequence[Node], pods: Sequence[Pod], args: dict[str, Any] | None = None, **kw: Any
+        self,
+        nodes: Sequence[Node] = (),
+        pods: Sequence[Pod] = (),
+        args: dict[str, Any] | None = None,
+        **kw: Any,
     ) -> CycleResult:
         """:func:`run` with these args (``{}`` when None) and the bound keywords, then ``kw``."""
         return run(self.plugin, {} if args is None else args, nodes, pods, **{**self.policy, **kw})
 
     def evicted(
-        self, nodes: Sequence[Node], pods: Sequence[Pod], args: dict[str, Any] | None = None, **kw: Any
+        self,
+        nodes: Sequence[Node] = (),
+        pods: Sequence[Pod] = (),
+        args: dict[str, Any] | None = None,
+        **kw: Any,
     ) -> list[str]:
         """:func:`evicted` of :meth:`run`."""
         return evicted(self.run(nodes, pods, args, **kw), namespaced=self.namespaced)
 
     def framework(self, args: dict[str, Any] | None = None, **kw: Any) -> Framework:
         return framework(self.plugin, {} if args is None else args, **{**self.policy, **kw})
+
+    def load(self, args: dict[str, Any] | None, **kw: Any) -> Policy:
+        return load(self.plugin, args, **{**self.policy, **kw})
 
     def load_args(self, args: dict[str, Any] | None, **kw: Any) -> Any:
         return load_args(self.plugin, args, **{**self.policy, **kw})

@@ -4,40 +4,22 @@ made of their Services and controller, only when the policy asks for it."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from tests import builders
+from tests.unit.plugins.harness import Bound
 
-from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.framework import Framework
 from desched.k8s.objects import Node, Pod, Workload
-from desched.plugins import default_registry
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 PLUGIN = "RemovePodsViolatingTopologySpreadConstraint"
+#: The plugin with DefaultEvictor on, as an operator enables it.
+TSC = Bound(PLUGIN, {"evictor": True})
 RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d", "controller": True}
-
-
-def policy(args: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [{"name": PLUGIN, "args": args}],
-                "plugins": {"balance": {"enabled": [PLUGIN]}},
-            }
-        ],
-    }
 
 
 def nodes(n: int = 3) -> list[Node]:
@@ -49,14 +31,11 @@ def web(name: str, on: str, *, tsc: list[dict[str, Any]] | None = None, app: str
     return builders.pod(name, node=on, labels={"app": app}, owner=RS, cpu="100m", spec=spec)
 
 
-def run(pods: list[Pod], args: dict[str, Any], workloads: list[Workload] | None = None) -> list[str]:
+def cluster(pods: list[Pod], workloads: list[Workload] | None = None) -> ClusterSnapshot:
+    """Three nodes, the pods, and (by default) their ReplicaSet."""
     if workloads is None:
         workloads = [builders.replica_set("web-5d", {"app": "web"})]
-    snapshot = ClusterSnapshot(nodes=nodes(), pods=pods, workloads=workloads)
-    fw = Framework(load_policy(policy(args), REG), REG, clock=lambda: NOW)
-    result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))
-    assert not [r.error for r in result.plugin_runs if r.error]
-    return sorted(e.name for e in result.evictions)
+    return ClusterSnapshot(nodes=nodes(), pods=pods, workloads=workloads)
 
 
 def crowded(n: int = 6) -> list[Pod]:
@@ -68,28 +47,40 @@ BOTH = ["DoNotSchedule", "ScheduleAnyway"]
 
 
 def test_off_by_default_as_upstream() -> None:
-    assert run(crowded(), {"constraints": BOTH}) == []
+    assert TSC.evicted(args={"constraints": BOTH}, snapshot=cluster(crowded())) == []
 
 
 def test_system_defaults_balance_pods_without_constraints() -> None:
     # hostname maxSkew 3: 6-0 is skewed by 6; zone maxSkew 5 too. Ideal 2 per node.
-    evicted = run(crowded(), {"constraints": BOTH, "defaultConstraints": {}})
+    evicted = TSC.evicted(args={"constraints": BOTH, "defaultConstraints": {}}, snapshot=cluster(crowded()))
     assert evicted and all(name.startswith("w") for name in evicted)
     assert len(evicted) == 3  # 6 -> 3: within maxSkew 3 of the empty nodes
     # within the system defaults' maxSkew: nothing to do
-    assert run(crowded(3), {"constraints": BOTH, "defaultConstraints": {}}) == []
+    assert (
+        TSC.evicted(args={"constraints": BOTH, "defaultConstraints": {}}, snapshot=cluster(crowded(3))) == []
+    )
 
 
 def test_system_defaults_are_schedule_anyway_so_the_default_constraints_arg_ignores_them() -> None:
-    assert run(crowded(), {"defaultConstraints": {}}) == []
+    assert TSC.evicted(args={"defaultConstraints": {}}, snapshot=cluster(crowded())) == []
 
 
 def test_no_selector_no_default_constraints() -> None:
     # no Service, and the controller is not in the snapshot: kube-scheduler's selector is empty
-    assert run(crowded(), {"constraints": BOTH, "defaultConstraints": {}}, workloads=[]) == []
+    assert (
+        TSC.evicted(args={"constraints": BOTH, "defaultConstraints": {}}, snapshot=cluster(crowded(), []))
+        == []
+    )
     # a Service selecting them is enough
     svc = [builders.service("web", {"app": "web"})]
-    assert len(run(crowded(), {"constraints": BOTH, "defaultConstraints": {}}, workloads=svc)) == 3
+    assert (
+        len(
+            TSC.evicted(
+                args={"constraints": BOTH, "defaultConstraints": {}}, snapshot=cluster(crowded(), svc)
+            )
+        )
+        == 3
+    )
 
 
 def test_pods_with_their_own_constraints_get_no_defaults() -> None:
@@ -100,7 +91,7 @@ def test_pods_with_their_own_constraints_get_no_defaults() -> None:
         "labelSelector": {"matchLabels": {"app": "web"}},
     }
     pods = [web(f"w{i}", "n0", tsc=[own]) for i in range(6)]
-    assert run(pods, {"constraints": BOTH, "defaultConstraints": {}}) == []
+    assert TSC.evicted(args={"constraints": BOTH, "defaultConstraints": {}}, snapshot=cluster(pods)) == []
 
 
 def scheduler_config(tmp_path: Path, *constraints: dict[str, Any]) -> str:
@@ -128,32 +119,32 @@ def test_defaults_from_a_kube_scheduler_configuration(tmp_path: Path) -> None:
     zone = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}
     args = {"defaultConstraints": {"kubeSchedulerConfigFile": scheduler_config(tmp_path, zone)}}
     # DoNotSchedule: the plugin's default constraints arg balances it. 3-0-0 -> 1-1-1
-    assert len(run(crowded(3), args)) == 2
+    assert len(TSC.evicted(args=args, snapshot=cluster(crowded(3)))) == 2
     # List without any constraint: no defaults, nothing to balance
     none = {
         "defaultConstraints": {"kubeSchedulerConfigFile": scheduler_config(tmp_path)},
         "constraints": BOTH,
     }
-    assert run(crowded(), none) == []
+    assert TSC.evicted(args=none, snapshot=cluster(crowded())) == []
 
 
 def test_a_bad_kube_scheduler_configuration_fails_the_policy(tmp_path: Path) -> None:
     bad = {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
     path = scheduler_config(tmp_path, bad)
     with pytest.raises(PolicyError) as e:
-        load_policy(policy({"defaultConstraints": {"kubeSchedulerConfigFile": path}}), REG)
+        TSC.load({"defaultConstraints": {"kubeSchedulerConfigFile": path}})
     msg = str(e.value)
     assert msg.startswith("profiles[0].pluginConfig[0].args.defaultConstraints: ")
     assert f"{path}: profiles[0].pluginConfig[0].args.defaultConstraints[0].maxSkew" in msg
     with pytest.raises(PolicyError, match="cannot read kube-scheduler configuration"):
-        load_policy(policy({"defaultConstraints": {"kubeSchedulerConfigFile": str(tmp_path / "none")}}), REG)
+        TSC.load({"defaultConstraints": {"kubeSchedulerConfigFile": str(tmp_path / "none")}})
     with pytest.raises(PolicyError, match=r"defaultConstraints\.schedulerNme"):
-        load_policy(policy({"defaultConstraints": {"schedulerNme": "x"}}), REG)
+        TSC.load({"defaultConstraints": {"schedulerNme": "x"}})
 
 
 def test_live_runs_watch_the_workloads_only_when_defaults_are_on() -> None:
-    on = Framework(load_policy(policy({"defaultConstraints": {}}), REG), REG, clock=lambda: NOW)
-    off = Framework(load_policy(policy({}), REG), REG, clock=lambda: NOW)
+    on = TSC.framework({"defaultConstraints": {}})
+    off = TSC.framework({})
     assert on.live_inputs().workloads and not off.live_inputs().workloads
 
 
@@ -188,6 +179,5 @@ def test_equal_pods_of_a_domain_leave_by_node_whatever_their_names(names: tuple[
     snapshot = ClusterSnapshot(
         nodes=zoned, pods=pods, workloads=[builders.replica_set("web-5d", {"app": "web"})]
     )
-    fw = Framework(load_policy(policy({"constraints": BOTH}), REG), REG, clock=lambda: NOW)
-    result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    result = TSC.run(args={"constraints": BOTH}, snapshot=snapshot)
     assert [(e.name, e.node) for e in result.evictions] == [(on_b, "b")]
