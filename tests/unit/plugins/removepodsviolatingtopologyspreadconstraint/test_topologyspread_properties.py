@@ -17,24 +17,18 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests import builders
+from tests.unit.plugins.harness import run
 
-from desched.api.policy import load_policy
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionRequest
-from desched.framework.framework import Framework
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
 from desched.scheduling import nodefit
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 PLUGIN = "RemovePodsViolatingTopologySpreadConstraint"
 ZONE = "zone"
 HOST = "kubernetes.io/hostname"
@@ -232,15 +226,6 @@ def cases(draw: st.DrawFn) -> Case:
 # ----------------------------------------------------------------------------- running
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.evicted: list[tuple[str, str]] = []
-
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
-        self.evicted.append((pod.metadata.namespace, pod.metadata.name))
-        return None
-
-
 def decode(case: Case, pods: list[dict[str, Any]] | None = None) -> ClusterSnapshot:
     return ClusterSnapshot(
         nodes=[msgspec.convert(n, Node, strict=False) for n in case.nodes],
@@ -248,24 +233,10 @@ def decode(case: Case, pods: list[dict[str, Any]] | None = None) -> ClusterSnaps
     )
 
 
-def run(case: Case, pods: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
-    doc = {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [{"name": PLUGIN, "args": case.args}],
-                "plugins": {"balance": {"enabled": [PLUGIN]}},
-            }
-        ],
-        **case.limits,
-    }
-    snapshot = decode(case, pods)
-    backend = Recorder()
-    result = Framework(load_policy(doc, REG), REG, clock=lambda: NOW).run_cycle(snapshot, backend)
-    assert not [r.error for r in result.plugin_runs if r.error]
-    return backend.evicted
+def evictions(case: Case, pods: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
+    """(namespace, name) of each pod one cycle on the case evicts (DefaultEvictor on)."""
+    result = run(PLUGIN, case.args, snapshot=decode(case, pods), evictor=True, **case.limits)
+    return [(r.namespace, r.name) for r in result.evictions]
 
 
 # ----------------------------------------------------------------------------- properties
@@ -274,7 +245,7 @@ def run(case: Case, pods: list[dict[str, Any]] | None = None) -> list[tuple[str,
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_evictions_never_make_spreading_worse(case: Case) -> None:
-    evicted = run(case)
+    evicted = evictions(case)
     assert len(evicted) == len(set(evicted))
     gone = set(evicted)
     before = skews(case.nodes, case.pods, set())
@@ -293,7 +264,7 @@ def test_evictions_never_make_spreading_worse(case: Case) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_limits_filters_and_node_fit_hold(case: Case) -> None:
-    evicted = run(case)
+    evicted = evictions(case)
     by_name = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in case.pods}
     limits = case.limits
     if "maxNoOfPodsToEvictTotal" in limits:
@@ -325,4 +296,4 @@ def test_limits_filters_and_node_fit_hold(case: Case) -> None:
 def test_listing_order_does_not_matter(case: Case, rnd: Any) -> None:
     shuffled = list(case.pods)
     rnd.shuffle(shuffled)
-    assert run(case) == run(case, shuffled)
+    assert evictions(case) == evictions(case, shuffled)
