@@ -17,10 +17,10 @@ With the settling guard (default ``--settling-window 40s``) no guarded pod is ev
 held-back evictions are logged; with ``--settling-window 0s`` (the guard off) the same scene
 evicts guarded pods, which shows the scene is the dangerous one. A third run recounts the budget
 only 60 s after (a disruption controller slower than the window): the guard holds the guarded pods
-past the window, for their budget's status is behind their pods, until the recount. Both runs measure, from the
-moment the apiserver is ready again: the first cycle (target: within 10 s), the first eviction
-(target: within one interval after the settling window) and the backlog cleared; the figures are
-printed at the end of the module (``pytest tests/e2e/test_recovery.py -q``).
+past the window, for their budget's status is behind their pods, until the recount. The runs
+measure, from the moment the apiserver is ready again: the first cycle (target: within 10 s), the
+first eviction (target: within one interval after the settling window) and the backlog cleared; the
+figures are printed at the end of the module (``pytest tests/e2e/test_recovery.py -q``).
 """
 
 from __future__ import annotations
