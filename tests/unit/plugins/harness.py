@@ -58,13 +58,15 @@ REGISTRY = default_registry(entry_points=False)
 
 _POINTS = (ExtensionPoint.DESCHEDULE, ExtensionPoint.BALANCE)
 _EVICTOR = "DefaultEvictor"
-#: A plugin enabled beside the one under test: an in-tree plugin's name, or a test's own class.
-Extra = str | type
+#: A plugin: an in-tree plugin's name, or a test's own class (registered beside the in-tree ones).
+Plugin = str | type
+#: A sorter enabled at the Sort or PreSort point: its name, or its name and its args.
+Sorter = str | tuple[str, dict[str, Any] | None]
 
 
-def registry_with(extra: Sequence[Extra] = ()) -> Registry:
-    """The in-tree registry, plus the test's own plugin classes in ``extra`` (origin "test")."""
-    classes = [cls for cls in extra if isinstance(cls, type)]
+def registry_with(plugins: Sequence[Plugin] = ()) -> Registry:
+    """The in-tree registry, plus the test's own plugin classes among ``plugins`` (origin "test")."""
+    classes = [cls for cls in plugins if isinstance(cls, type)]
     if not classes:
         return REGISTRY
     registry = default_registry(entry_points=False)
@@ -79,7 +81,7 @@ def points_of(plugin: str, registry: Registry = REGISTRY) -> list[str]:
     return [p.value for p in ExtensionPoint if p in spec.extension_points]
 
 
-def _name(plugin: Extra) -> str:
+def name_of(plugin: Plugin) -> str:
     if isinstance(plugin, str):
         return plugin
     name = getattr(plugin, "name", None)
@@ -88,26 +90,36 @@ def _name(plugin: Extra) -> str:
 
 
 def policy_doc(
-    plugin: str,
+    plugin: Plugin,
     args: dict[str, Any] | None = None,
     *,
     configured: bool = True,
     evictor: bool | dict[str, Any] = False,
-    extra: Sequence[Extra] = (),
+    extra: Sequence[Plugin] = (),
+    sort: Sequence[Sorter] = (),
+    presort: Sequence[Sorter] = (),
     **top: Any,
 ) -> dict[str, Any]:
     """A DeschedulerPolicy of one profile ``p`` enabling ``plugin`` at its extension points.
 
     ``configured=False`` leaves the plugin out of ``pluginConfig`` (its default args apply);
     ``evictor`` is described in the module's docstring; ``extra`` plugins are enabled beside it
-    at their extension points, with their default args; ``top`` goes to the top of the policy.
+    at their extension points, with their default args; ``sort`` and ``presort`` enable sorters at
+    that point only, in that order, with their args; ``top`` goes to the top of the policy.
     """
-    registry = registry_with(extra)
+    registry = registry_with([plugin, *extra])
+    name = name_of(plugin)
     plugins: dict[str, Any] = {}
-    for name in [plugin, *map(_name, extra)]:
-        for point in points_of(name, registry):
-            plugins.setdefault(point, {"enabled": []})["enabled"].append(name)
-    config: list[dict[str, Any]] = [{"name": plugin, "args": args}] if configured else []
+    for each in [name, *map(name_of, extra)]:
+        for point in points_of(each, registry):
+            plugins.setdefault(point, {"enabled": []})["enabled"].append(each)
+    config: list[dict[str, Any]] = [{"name": name, "args": args}] if configured else []
+    for point, sorters in ((ExtensionPoint.SORT, sort), (ExtensionPoint.PRESORT, presort)):
+        for sorter in sorters:
+            sorter_name, sorter_args = (sorter, None) if isinstance(sorter, str) else sorter
+            plugins.setdefault(point.value, {"enabled": []})["enabled"].append(sorter_name)
+            if sorter_args is not None:
+                config.append({"name": sorter_name, "args": sorter_args})
     profile: dict[str, Any] = {"name": "p", "pluginConfig": config, "plugins": plugins}
     if evictor is False:
         for point in (ExtensionPoint.FILTER, ExtensionPoint.PRE_EVICTION_FILTER):
@@ -118,9 +130,13 @@ def policy_doc(
     return {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [profile], **top}
 
 
-def load(plugin: str, args: dict[str, Any] | None = None, **kw: Any) -> Policy:
+def _registry(plugin: Plugin, kw: dict[str, Any]) -> Registry:
+    return registry_with([plugin, *kw.get("extra", ())])
+
+
+def load(plugin: Plugin, args: dict[str, Any] | None = None, **kw: Any) -> Policy:
     """:func:`policy_doc` through the real policy loader."""
-    return load_policy(policy_doc(plugin, args, **kw), registry_with(kw.get("extra", ())))
+    return load_policy(policy_doc(plugin, args, **kw), _registry(plugin, kw))
 
 
 def load_args(plugin: str, args: dict[str, Any] | None, **kw: Any) -> Any:
@@ -146,14 +162,14 @@ def load_error(plugin: str, args: dict[str, Any] | None, **kw: Any) -> str:
 
 
 def framework(
-    plugin: str, args: dict[str, Any] | None = None, *, now: datetime = NOW, **kw: Any
+    plugin: Plugin, args: dict[str, Any] | None = None, *, now: datetime = NOW, **kw: Any
 ) -> Framework:
     """A Framework for the one-plugin policy, on the in-tree registry, its clock stopped at ``now``."""
-    return Framework(load(plugin, args, **kw), registry_with(kw.get("extra", ())), clock=lambda: now)
+    return Framework(load(plugin, args, **kw), _registry(plugin, kw), clock=lambda: now)
 
 
 def run(
-    plugin: str,
+    plugin: Plugin,
     args: dict[str, Any] | None,
     nodes: Sequence[Node] = (),
     pods: Sequence[Pod] = (),
@@ -235,7 +251,7 @@ class Bound:
     that run it many times: ``TSC = Bound(PLUGIN, {"evictor": True})``, then
     ``TSC.evicted(nodes, pods, {"constraints": []})``."""
 
-    plugin: str
+    plugin: Plugin
     policy: dict[str, Any] = field(default_factory=dict)
     namespaced: bool = False
 

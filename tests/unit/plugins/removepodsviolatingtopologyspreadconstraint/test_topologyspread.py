@@ -212,7 +212,7 @@ def test_sort_plugins_order_pods_of_equal_standing() -> None:
     nodes = [node("n0", "z0"), node("n1", "z1")]
     pods = [pod("a-old", "n0", age=9000), pod("b-new", "n0", age=60), pod("c-mid", "n0", age=600)]
     assert TSC.evicted(nodes, pods) == ["c-mid"]
-    assert TSC.evicted(nodes, pods, extra=["PodAgeSort"]) == ["a-old"]
+    assert TSC.evicted(nodes, pods, sort=["PodAgeSort"]) == ["a-old"]
 
 
 # ----------------------------------------------------------------------------- counting

@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import ClassVar
 
 import pytest
-from pydantic import BaseModel
 from tests import builders
+from tests.unit.plugins.harness import REGISTRY, Bound
 
-from desched.api.policy import EvictionLimits, Policy, ProfileConfig, load_policy
-from desched.cluster.snapshot import ClusterSnapshot
+from desched.api.policy import load_policy
 from desched.errors import PolicyError
-from desched.framework.evictor import EvictionRequest
-from desched.framework.framework import Framework
-from desched.framework.registry import Registry
 from desched.framework.types import EvictResult, ExtensionPoint, Handle, Status
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
-from desched.plugins.defaultevictor.args import DefaultEvictorArgs
 from desched.plugins.sorters.args import PodAgeSortArgs
 from desched.plugins.sorters.plugin import PodAgeSort, PrioritySort
-
-NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-
-class RecordingBackend:
-    def __init__(self) -> None:
-        self.evicted: list[str] = []
-
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
-        self.evicted.append(pod.name)
-        return None
 
 
 class EvictInOrder:
@@ -86,6 +68,14 @@ def make_pod(name: str, created: str, priority: int | None = None, *, guaranteed
     )
 
 
+NODES = [make_node("n1"), make_node("n2")]
+#: PodLifeTime's args: every pod here is older than an hour
+PODLIFETIME = {"maxPodLifeTimeSeconds": 3600}
+#: the strategies, with DefaultEvictor on; PodLifeTime may evict one pod in all
+PLT = Bound("PodLifeTime", {"evictor": True, "maxNoOfPodsToEvictTotal": 1})
+IN_ORDER = Bound(EvictInOrder, {"evictor": True})
+VISIT = Bound(VisitInPreSortOrder, {"evictor": True})
+
 #: three old pods: the oldest has the highest priority, the newest the lowest
 PODS = [
     make_pod("oldest", "2025-01-01T00:00:00Z", 300),
@@ -94,74 +84,29 @@ PODS = [
 ]
 
 
-def registry() -> Registry:
-    reg = default_registry(entry_points=False)
-    reg.register(EvictInOrder, origin="test")
-    reg.register(VisitInPreSortOrder, origin="test")
-    return reg
-
-
-def run(
-    strategy: str,
-    strategy_args: BaseModel | None,
-    *,
-    sort: Sequence[tuple[str, BaseModel | None]] = (),
-    presort: Sequence[tuple[str, BaseModel | None]] = (),
-    pods: Sequence[Pod] = PODS,
-    total: int | None = 1,
-) -> list[str]:
-    args: dict[str, BaseModel | None] = {"DefaultEvictor": DefaultEvictorArgs(), strategy: strategy_args}
-    args.update(dict(sort))
-    args.update(dict(presort))
-    profile = ProfileConfig(
-        name="p",
-        plugins={
-            ExtensionPoint.DESCHEDULE: (strategy,),
-            ExtensionPoint.SORT: tuple(name for name, _ in sort),
-            ExtensionPoint.PRESORT: tuple(name for name, _ in presort),
-            ExtensionPoint.FILTER: ("DefaultEvictor",),
-            ExtensionPoint.PRE_EVICTION_FILTER: ("DefaultEvictor",),
-        },
-        args=args,
-    )
-    policy = Policy(profiles=(profile,), limits=EvictionLimits(total=total))
-    fw = Framework(policy, registry(), clock=lambda: NOW)
-    snapshot = ClusterSnapshot(nodes=[make_node("n1"), make_node("n2")], pods=pods)
-    backend = RecordingBackend()
-    result = fw.run_cycle(snapshot, backend)
-    assert all(r.error is None for r in result.plugin_runs)
-    return backend.evicted
-
-
-def podlifetime_args() -> BaseModel:
-    spec = registry().get("PodLifeTime")
-    assert spec is not None and spec.args_model is not None
-    return spec.args_model.model_validate({"maxPodLifeTimeSeconds": 3600})
-
-
 # ---------------------------------------------------------------------------- with PodLifeTime
 
 
 def test_podlifetime_evicts_the_oldest_pod_without_sorters() -> None:
-    assert run("PodLifeTime", podlifetime_args()) == ["oldest"]
+    assert PLT.evicted(NODES, PODS, PODLIFETIME) == ["oldest"]
 
 
 def test_priority_sort_makes_podlifetime_evict_the_lowest_priority_pod() -> None:
-    assert run("PodLifeTime", podlifetime_args(), sort=[("PrioritySort", None)]) == ["newest"]
+    assert PLT.evicted(NODES, PODS, PODLIFETIME, sort=["PrioritySort"]) == ["newest"]
 
 
 def test_pod_age_sort_newest_first_overrides_podlifetimes_order() -> None:
-    newest_first = PodAgeSortArgs(order="NewestFirst")
-    assert run("PodLifeTime", podlifetime_args(), sort=[("PodAgeSort", newest_first)]) == ["newest"]
-    oldest_first = PodAgeSortArgs()
-    assert run("PodLifeTime", podlifetime_args(), sort=[("PodAgeSort", oldest_first)]) == ["oldest"]
+    newest_first = {"order": "NewestFirst"}
+    assert PLT.evicted(NODES, PODS, PODLIFETIME, sort=[("PodAgeSort", newest_first)]) == ["newest"]
+    oldest_first: dict[str, str] = {}
+    assert PLT.evicted(NODES, PODS, PODLIFETIME, sort=[("PodAgeSort", oldest_first)]) == ["oldest"]
 
 
 # ---------------------------------------------------------------------------- with a test strategy
 
 
 def test_without_sorters_the_strategy_key_decides() -> None:
-    assert run("EvictInOrder", None, total=None) == ["middle", "newest", "oldest"]
+    assert IN_ORDER.evicted(NODES, PODS) == ["middle", "newest", "oldest"]
 
 
 def test_priority_sort_order() -> None:
@@ -171,8 +116,8 @@ def test_priority_sort_order() -> None:
         make_pod("c-no-priority", "2025-01-01T00:00:00Z", None),
         make_pod("d-high", "2025-01-01T00:00:00Z", 500),
     ]
-    evicted = run("EvictInOrder", None, sort=[("PrioritySort", None)], pods=pods, total=None)
-    assert evicted == ["c-no-priority", "b-burstable", "a-guaranteed", "d-high"]
+    order = IN_ORDER.evicted(NODES, pods, sort=["PrioritySort"])
+    assert order == ["c-no-priority", "b-burstable", "a-guaranteed", "d-high"]
 
 
 def test_sorters_apply_in_order_and_the_strategy_key_breaks_their_ties() -> None:
@@ -182,30 +127,20 @@ def test_sorters_apply_in_order_and_the_strategy_key_breaks_their_ties() -> None
         make_pod("m-new-low", "2025-06-01T00:00:00Z", 100),
         make_pod("b-old-high", "2025-01-01T00:00:00Z", 900),
     ]
-    by_priority_then_age = run(
-        "EvictInOrder",
-        None,
-        sort=[("PrioritySort", None), ("PodAgeSort", PodAgeSortArgs(order="NewestFirst"))],
-        pods=pods,
-        total=None,
+    by_priority_then_age = IN_ORDER.evicted(
+        NODES, pods, sort=["PrioritySort", ("PodAgeSort", {"order": "NewestFirst"})]
     )
     assert by_priority_then_age == ["m-new-low", "a-old-low", "z-old-low", "b-old-high"]
-    by_age_then_priority = run(
-        "EvictInOrder",
-        None,
-        sort=[("PodAgeSort", PodAgeSortArgs()), ("PrioritySort", None)],
-        pods=pods,
-        total=None,
-    )
+    by_age_then_priority = IN_ORDER.evicted(NODES, pods, sort=[("PodAgeSort", {}), "PrioritySort"])
     assert by_age_then_priority == ["a-old-low", "z-old-low", "b-old-high", "m-new-low"]
 
 
 def test_presort_orders_what_the_strategy_looks_at() -> None:
-    run("VisitInPreSortOrder", None, presort=[("PrioritySort", None)], total=None)
+    VISIT.evicted(NODES, PODS, presort=["PrioritySort"])
     assert VisitInPreSortOrder.seen == ["newest", "middle", "oldest"]
-    run("VisitInPreSortOrder", None, presort=[("PodAgeSort", PodAgeSortArgs())], total=None)
+    VISIT.evicted(NODES, PODS, presort=[("PodAgeSort", {})])
     assert VisitInPreSortOrder.seen == ["oldest", "middle", "newest"]
-    run("VisitInPreSortOrder", None, total=None)
+    VISIT.evicted(NODES, PODS)
     assert VisitInPreSortOrder.seen == ["middle", "newest", "oldest"]
 
 
@@ -231,7 +166,7 @@ def test_sorters_in_a_policy() -> None:
             }
         ],
     }
-    policy = load_policy(doc, default_registry(entry_points=False))
+    policy = load_policy(doc, REGISTRY)
     prof = policy.profiles[0]
     assert prof.enabled(ExtensionPoint.SORT) == ("PrioritySort", "PodAgeSort")
     assert prof.enabled(ExtensionPoint.PRESORT) == ("PodAgeSort",)
@@ -253,5 +188,5 @@ def test_pod_age_sort_order_is_validated() -> None:
         ],
     }
     with pytest.raises(PolicyError) as err:
-        load_policy(doc, default_registry(entry_points=False))
+        load_policy(doc, REGISTRY)
     assert str(err.value).startswith("profiles[0].pluginConfig[0].args.order: input should be")
