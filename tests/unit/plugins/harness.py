@@ -42,6 +42,7 @@ __all__ = [
     "cycle",
     "evicted",
     "framework",
+    "instance",
     "load",
     "load_args",
     "load_error",
@@ -166,6 +167,23 @@ def framework(
 ) -> Framework:
     """A Framework for the one-plugin policy, on the in-tree registry, its clock stopped at ``now``."""
     return Framework(load(plugin, args, **kw), _registry(plugin, kw), clock=lambda: now)
+
+
+def instance(
+    plugin: Plugin,
+    args: dict[str, Any] | None = None,
+    *,
+    snapshot: ClusterSnapshot | None = None,
+    now: datetime = NOW,
+    **kw: Any,
+) -> object:
+    """The plugin's instance, its handle pointed at a cycle on ``snapshot`` (empty by default)
+    that has begun: what upstream's ``InitFrameworkHandle`` and a plugin's ``New`` give a test
+    that calls the plugin's hooks itself."""
+    fw = framework(plugin, args, now=now, **kw)
+    snapshot = snapshot if snapshot is not None else ClusterSnapshot()
+    fw.begin_cycle(snapshot, SimulatedBackend(snapshot))
+    return fw.profiles[0].instances[name_of(plugin)]
 
 
 def run(

@@ -8,32 +8,25 @@ from typing import Any
 import msgspec
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import framework, instance, load_error
 
-from desched.api.policy import Policy, ProfileConfig, load_policy
 from desched.api.types import validate_model
+from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.evictor import EvictionRequest
-from desched.framework.framework import Framework
-from desched.framework.types import ExtensionPoint
 from desched.k8s.objects import (
     Node,
     PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
 )
-from desched.plugins import default_registry
 from desched.plugins.defaultevictor.args import DefaultEvictorArgs, PodProtection
 from desched.plugins.defaultevictor.plugin import DefaultEvictor
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+PLUGIN = "DefaultEvictor"
 ARGS_PATH = "profiles[0].pluginConfig[0].args"
 RS_OWNER = [{"kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": True}]
-
-
-class _Backend:
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
-        return None
 
 
 def make_pod(name: str = "p", node: str = "n1", **extra: Any) -> Pod:
@@ -62,24 +55,8 @@ def convert(cls: Any, doc: dict[str, Any]) -> Any:
     return msgspec.convert(doc, cls, strict=False)
 
 
-def framework(args: dict[str, Any] | None = None, snapshot: ClusterSnapshot | None = None) -> Framework:
-    registry = default_registry(entry_points=False)
-    parsed = DefaultEvictorArgs.model_validate(args or {})
-    profile = ProfileConfig(
-        name="p",
-        plugins={
-            ExtensionPoint.FILTER: ("DefaultEvictor",),
-            ExtensionPoint.PRE_EVICTION_FILTER: ("DefaultEvictor",),
-        },
-        args={"DefaultEvictor": parsed},
-    )
-    fw = Framework(Policy(profiles=(profile,)), registry, clock=lambda: NOW)
-    fw.begin_cycle(snapshot or ClusterSnapshot(), _Backend())
-    return fw
-
-
 def evictor(args: dict[str, Any] | None = None, snapshot: ClusterSnapshot | None = None) -> DefaultEvictor:
-    inst = framework(args, snapshot).profiles[0].instances["DefaultEvictor"]
+    inst = instance(PLUGIN, args or {}, snapshot=snapshot, evictor=True, now=NOW)
     assert isinstance(inst, DefaultEvictor)
     return inst
 
@@ -139,20 +116,8 @@ def test_args_validation_messages(args: dict[str, Any], message: str) -> None:
 
 
 def test_args_error_path_through_the_policy_loader() -> None:
-    doc = {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [{"name": "DefaultEvictor", "args": {"noEvictionPolicy": "x"}}],
-                "plugins": {"filter": {"enabled": ["DefaultEvictor"]}},
-            }
-        ],
-    }
-    with pytest.raises(PolicyError) as err:
-        load_policy(doc, default_registry(entry_points=False))
-    assert str(err.value).startswith("profiles[0].pluginConfig[0].args.noEvictionPolicy: must be")
+    message = load_error(PLUGIN, {"noEvictionPolicy": "x"}, evictor=True)
+    assert message.startswith("profiles[0].pluginConfig[0].args.noEvictionPolicy: must be")
 
 
 def test_all_upstream_args_are_accepted() -> None:
@@ -280,7 +245,9 @@ def test_a_class_named_without_spec_priority_meets_the_threshold_by_its_value() 
 
 
 def test_unknown_priority_class_refuses_every_pod_for_the_cycle() -> None:
-    fw = framework({"priorityThreshold": {"name": "missing"}})
+    fw = framework(PLUGIN, {"priorityThreshold": {"name": "missing"}}, evictor=True, now=NOW)
+    empty = ClusterSnapshot()
+    fw.begin_cycle(empty, SimulatedBackend(empty))
     ev = fw.profiles[0].instances["DefaultEvictor"]
     assert isinstance(ev, DefaultEvictor)
     assert ev.error is not None and "'missing' does not exist" in ev.error
@@ -290,7 +257,8 @@ def test_unknown_priority_class_refuses_every_pod_for_the_cycle() -> None:
     assert ev.filter_reasons(make_pod()) == [ev.error]
     # next cycle the class exists: the evictor works again
     missing = builders.priority_class("missing", 5)
-    fw.begin_cycle(ClusterSnapshot(priority_classes=[missing]), _Backend())
+    with_class = ClusterSnapshot(priority_classes=[missing])
+    fw.begin_cycle(with_class, SimulatedBackend(with_class))
     assert ev.error is None
     assert ev.filter(make_pod(priority=4))
     assert not ev.filter(make_pod(priority=5))
