@@ -15,12 +15,13 @@ from typing import Any
 import msgspec
 import pytest
 from tests import builders
+from tests.unit.plugins import harness
+from tests.unit.plugins.harness import REGISTRY, load, policy_doc
 
 from desched.api.policy import load_policy
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.evictor import EvictionRequest
 from desched.framework.findings import Finding, Verdict
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.nodeactions import (
@@ -36,13 +37,11 @@ from desched.framework.nodeactions import (
     read_entries,
 )
 from desched.k8s.objects import Event, Node, PersistentVolumeClaim, Pod
-from desched.plugins import default_registry
 from desched.plugins.removeanomalypods.args import DEFAULT_EVENT_REASONS, RemoveAnomalyPodsArgs
 from desched.plugins.removeanomalypods.plugin import RemoveAnomalyPods
 
 ROOT = Path(__file__).resolve().parents[4]
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 NAME = "RemoveAnomalyPods"
 
 
@@ -156,36 +155,13 @@ def event(
 # ----------------------------------------------------------------------------- harness
 
 
-class Backend:
-    def __init__(self) -> None:
-        self.evicted: list[str] = []
-
-    def evict(self, p: Pod, request: EvictionRequest) -> str | None:
-        self.evicted.append(p.metadata.name)
-        return None
-
-
-def policy_doc(args: dict[str, Any] | None, *, default_evictor: bool = False, **top: Any) -> dict[str, Any]:
-    plugins: dict[str, Any] = {"deschedule": {"enabled": [NAME]}}
-    if not default_evictor:
-        plugins["filter"] = {"disabled": ["DefaultEvictor"]}
-        plugins["preEvictionFilter"] = {"disabled": ["DefaultEvictor"]}
-    profile: dict[str, Any] = {
-        "name": "p",
-        "plugins": plugins,
-        "pluginConfig": [{"name": NAME, "args": args}],
-    }
-    if not default_evictor:
-        profile["allowDisablingDefaultEvictor"] = True
-    return {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [profile], **top}
-
-
 class Harness:
-    """One framework (the plugin's state lives across cycles), a clock, and cycle runs."""
+    """One framework (the plugin's state lives across cycles), a clock that moves, and cycles of the
+    shared plugin harness."""
 
     def __init__(self, args: dict[str, Any], **kw: Any) -> None:
         self.now = NOW
-        self.framework = Framework(load_policy(policy_doc(args, **kw), REG), REG, clock=lambda: self.now)
+        self.framework = Framework(load(NAME, args, **kw), REGISTRY, clock=lambda: self.now)
         self.nodes = [node("n1"), node("n2")]
 
     @property
@@ -205,13 +181,10 @@ class Harness:
     ) -> tuple[list[str], CycleResult]:
         if at is not None:
             self.now = at
-        backend = Backend()
         snapshot = ClusterSnapshot(nodes=nodes or self.nodes, pods=pods, events=events, pvcs=pvcs)
-        result = self.framework.run_cycle(
-            snapshot, backend, node_actions=SimulatedNodeActions(lambda: self.now)
-        )
-        assert all(r.error is None for r in result.plugin_runs), result.plugin_runs
-        return backend.evicted, result
+        actions = SimulatedNodeActions(lambda: self.now)
+        result = harness.cycle(self.framework, snapshot=snapshot, node_actions=actions)
+        return harness.evicted(result), result
 
     def evicted(self, pods: list[Pod], events: Sequence[Event] = (), **kw: Any) -> list[str]:
         return self.cycle(pods, events, **kw)[0]
@@ -224,7 +197,7 @@ FAST = {"minPodStartupSeconds": 60, "anomalyCondition": {"consecutiveAbnormaliti
 
 
 def test_defaults_follow_the_proposal() -> None:
-    args = load_policy(policy_doc(None), REG).profiles[0].args[NAME]
+    args = load(NAME, None).profiles[0].args[NAME]
     assert isinstance(args, RemoveAnomalyPodsArgs)
     assert args.min_pod_startup_seconds == 300
     assert tuple(args.event_reasons) == DEFAULT_EVENT_REASONS
@@ -232,7 +205,7 @@ def test_defaults_follow_the_proposal() -> None:
     assert args.anomaly_condition.consecutive_abnormalities == 5
     assert args.anomaly_condition.consecutive_normalities == 1
     assert args.node_downgrade_policy is None  # downgrading needs nodes patch: opt in
-    full = load_policy(policy_doc({"nodeDowngradePolicy": {}}), REG).profiles[0].args[NAME]
+    full = load(NAME, {"nodeDowngradePolicy": {}}).profiles[0].args[NAME]
     assert isinstance(full, RemoveAnomalyPodsArgs) and full.node_downgrade_policy is not None
     assert full.node_downgrade_policy.method == "label"
     assert full.node_downgrade_policy.ttl_duration == timedelta(minutes=5)
@@ -276,7 +249,7 @@ def test_defaults_follow_the_proposal() -> None:
 )
 def test_invalid_args_name_the_field(args: dict[str, Any], path: str, reason: str) -> None:
     with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(args), REG)
+        load(NAME, args)
     assert e.value.path == f"profiles[0].pluginConfig[0].{path}"
     assert reason in e.value.reason
 
@@ -408,7 +381,7 @@ def test_pv_events_reach_the_pod_in_simulate(tmp_path: Path) -> None:
         },
     ]
     (tmp_path / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-    (tmp_path / "policy.json").write_text(json.dumps(policy_doc(FAST, default_evictor=True)))
+    (tmp_path / "policy.json").write_text(json.dumps(policy_doc(NAME, FAST, evictor=True)))
 
     def simulate(snapshot: Path) -> list[str]:
         proc = subprocess.run(
@@ -551,7 +524,7 @@ def test_consecutive_normalities_reset_only_after_m_normal_observations() -> Non
 
 
 def test_an_anomalous_pod_stays_judged_until_reset_and_is_counted_once() -> None:
-    h = Harness(FAST, default_evictor=True)
+    h = Harness(FAST, evictor=True)
     p = pod("a", owner=None)  # a bare pod: DefaultEvictor refuses to evict it
     h.evicted([p], [event("a", count=3)])
     assert h.plugin.anomaly_stats.judged_by_reason == {"FailedCreatePodSandBox": 1}
@@ -614,7 +587,7 @@ def test_min_pod_startup_seconds_counts_from_scheduling() -> None:
 def test_evictions_go_through_the_profiles_filters_and_limits() -> None:
     bare = pod("bare", owner=None)
     events = [event(n, count=5) for n in ("bare", "a", "b", "c")]
-    h = Harness(FAST, default_evictor=True)
+    h = Harness(FAST, evictor=True)
     assert h.evicted([bare, pod("a")], events) == ["a"]  # DefaultEvictor protects bare pods
     h = Harness(FAST, maxNoOfPodsToEvictPerNode=1)
     assert h.evicted([pod("a"), pod("b"), pod("c", "n2")], events) == ["a", "c"]
@@ -706,13 +679,15 @@ def predictive_cycle(pods: list[Pod], nodes: list[Node], events: Sequence[Event]
     from desched.app.simulate import simulate_cycles
 
     doc = policy_doc(
-        {**FAST, "nodeDowngradePolicy": {"method": "taint"}}, evictionPolicy={"predictive": True}
+        NAME, {**FAST, "nodeDowngradePolicy": {"method": "taint"}}, evictionPolicy={"predictive": True}
     )
     profile = doc["profiles"][0]
     profile["plugins"]["deschedule"]["enabled"].append("PodLifeTime")
     profile["pluginConfig"].append({"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 86400}})
     snapshot = ClusterSnapshot(nodes=nodes, pods=pods, events=events)
-    sim, _, _ = simulate_cycles(Framework(load_policy(doc, REG), REG, clock=lambda: NOW), snapshot, NOW)
+    sim, _, _ = simulate_cycles(
+        Framework(load_policy(doc, REGISTRY), REGISTRY, clock=lambda: NOW), snapshot, NOW
+    )
     return sim.cycles[0]
 
 
