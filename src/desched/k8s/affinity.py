@@ -1,4 +1,5 @@
-"""Node selectors and node affinity (``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``).
+"""Node selectors and node affinity (``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``),
+and pod (anti-)affinity terms.
 
 - ``matchExpressions`` test node labels with In, NotIn, Exists, DoesNotExist, Gt, Lt (Gt/Lt compare
   the label as an int64); ``matchFields`` support In/NotIn with exactly one value, against the
@@ -13,13 +14,21 @@
 - The preferred score sums the weights of the matching preferred terms, each judged on its own
   (descheduler's ``GetNodeWeightGivenPodPreferredAffinity``: a term that does not parse adds 0).
 
+Pod (anti-)affinity: a pod's required terms, kube-scheduler's rule for required pod affinity
+(:func:`pod_affinity_satisfied`, also the placement simulator's), the namespaces a term selects
+(``namespaceSelector`` matched against the namespaces' labels, made in one place:
+:func:`namespace_labels`, read lazily through :class:`TermNamespaces`), and the core the two
+pod-affinity plugins share: which pods a term selects (:class:`TermSelector`) and how many each
+topology domain holds (:class:`DomainCounts`).
+
 Compiled node selectors are cached per object (by identity, holding a reference), so testing one
 pod against many nodes compiles its terms once. Affinity objects are treated as immutable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from desched.k8s._compile_cache import CompileCache
 from desched.k8s.labels import (
@@ -29,6 +38,7 @@ from desched.k8s.labels import (
     OP_IN,
     OP_LT,
     OP_NOT_IN,
+    Matcher,
     SelectorError,
     compile_label_selector,
     match_nothing,
@@ -50,6 +60,9 @@ __all__ = [
     "NAMESPACE_NAME_LABEL",
     "NODE_FIELD_NAME",
     "CompiledTerm",
+    "DomainCounts",
+    "TermNamespaces",
+    "TermSelector",
     "compile_node_selector_term",
     "has_preferred_node_affinity",
     "has_required_node_affinity",
@@ -353,3 +366,120 @@ def pod_affinity_term_namespaces(
     elif not names:
         names.add(pod.metadata.namespace)
     return frozenset(names)
+
+
+# --------------------------------------------------------------------------- the affinity core
+# What RemovePodsViolatingInterPodAntiAffinity and RemovePodsViolatingPodAffinity share: the
+# namespaces of a term (the namespaces' labels read in one place), which pods a term selects, and
+# how many selected pods each topology domain holds.
+
+
+class _PodsAndNamespaces(Protocol):
+    """What :class:`TermNamespaces` reads of a cluster (a ``desched.cluster.view.ClusterView``)."""
+
+    def iter_pods(self) -> Iterator[Pod]: ...
+
+    @property
+    def namespaces(self) -> Sequence[Namespace]: ...
+
+
+class TermNamespaces:
+    """The namespaces of (anti-)affinity terms in one cluster (:func:`pod_affinity_term_namespaces`):
+    the namespaces' labels (:func:`namespace_labels`, every namespace of the cluster's pods and
+    Namespace objects) are read once, when a term's ``namespaceSelector`` first needs them."""
+
+    __slots__ = ("_cluster", "_labels")
+
+    def __init__(self, cluster: _PodsAndNamespaces) -> None:
+        self._cluster = cluster
+        self._labels: Mapping[str, Mapping[str, str]] | None = None
+
+    def of(self, pod: Pod, term: PodAffinityTerm) -> frozenset[str]:
+        if term.namespace_selector is None:
+            return pod_affinity_term_namespaces(pod, term, {})
+        if self._labels is None:
+            self._labels = namespace_labels(self._cluster.iter_pods(), self._cluster.namespaces)
+        return pod_affinity_term_namespaces(pod, term, self._labels)
+
+
+class TermSelector:
+    """The pods one (anti-)affinity term of a pod selects: those in its namespaces that its label
+    selector matches. A missing label selector matches nothing; an invalid one too, and ``valid``
+    says so (kube-scheduler then fails the pod everywhere)."""
+
+    __slots__ = ("match", "namespaces", "valid")
+
+    def __init__(self, pod: Pod, term: PodAffinityTerm, namespaces: TermNamespaces) -> None:
+        try:
+            self.match: Matcher = compile_label_selector(term.label_selector, none_matches=False)
+            self.valid = True
+        except SelectorError:
+            self.match, self.valid = match_nothing, False
+        self.namespaces = namespaces.of(pod, term)
+
+    def selects(self, pod: Pod) -> bool:
+        return pod.metadata.namespace in self.namespaces and self.match(pod.metadata.labels or {})
+
+
+class DomainCounts:
+    """How many pods each topology domain holds, for the topology keys of a pod's terms: a pod is
+    counted once per key, under (key, the value of that label on its node). A node without the
+    label is in no domain of that key, unless ``node_without_key_is_a_domain`` (descheduler's
+    anti-affinity check: such a node is a domain of its own)."""
+
+    __slots__ = ("_by_node", "counts", "keys")
+
+    def __init__(self, keys: Sequence[str], *, node_without_key_is_a_domain: bool = False) -> None:
+        self.keys = tuple(keys)
+        #: (topology key, value) -> pods
+        self.counts: dict[tuple[str, str], int] = {}
+        #: (topology key, node name) -> pods, for the nodes without the key (None: not counted)
+        self._by_node: dict[tuple[str, str], int] | None = {} if node_without_key_is_a_domain else None
+
+    def add(self, node_labels: Mapping[str, str], node_name: str, delta: int = 1) -> None:
+        """Count (``delta`` -1: take back) a pod on the node of ``node_labels``."""
+        counts = self.counts
+        for key in self.keys:
+            value = node_labels.get(key)
+            if value is not None:
+                pair = (key, value)
+                counts[pair] = counts.get(pair, 0) + delta
+            elif self._by_node is not None:
+                own = (key, node_name)
+                self._by_node[own] = self._by_node.get(own, 0) + delta
+
+    def in_domain(self, key: str, node_labels: Mapping[str, str], node_name: str) -> int:
+        """The pods counted in the domain of ``key`` that the node of ``node_labels`` is in."""
+        value = node_labels.get(key)
+        if value is not None:
+            return self.counts.get((key, value), 0)
+        return self._by_node.get((key, node_name), 0) if self._by_node is not None else 0
+
+    def without(self, node_labels: Mapping[str, str]) -> Mapping[tuple[str, str], int]:
+        """:attr:`counts` less one pod on the node of ``node_labels`` (a counted pod judged as if
+        placed again), read-only and without a copy."""
+        own: dict[tuple[str, str], int] = {}
+        for key in self.keys:
+            value = node_labels.get(key)
+            if value is not None:
+                own[(key, value)] = own.get((key, value), 0) + 1
+        return _Less(self.counts, own)
+
+
+class _Less(Mapping[tuple[str, str], int]):
+    """``counts`` minus ``own``."""
+
+    __slots__ = ("_counts", "_own")
+
+    def __init__(self, counts: Mapping[tuple[str, str], int], own: Mapping[tuple[str, str], int]) -> None:
+        self._counts = counts
+        self._own = own
+
+    def __getitem__(self, pair: tuple[str, str]) -> int:
+        return self._counts[pair] - self._own.get(pair, 0)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._counts)
+
+    def __len__(self) -> int:
+        return len(self._counts)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 from desched.cluster.view import ClusterView
@@ -60,33 +59,26 @@ _anti_terms = k8s_affinity.required_pod_anti_affinity_terms
 _FEW = 32
 
 
-@dataclass(slots=True)
 class _TermCounts:
-    """How many considered pods one term selects, by topology domain of the node they run on."""
+    """How many considered pods one term selects in each topology domain of its key."""
 
-    namespaces: frozenset[str]
-    match: k8s_labels.Matcher
-    topology_key: str
-    #: Pods on nodes that have the topology label, by its value.
-    by_value: dict[str, int] = field(default_factory=dict)
-    #: Pods on nodes without the label (each such node is a domain of its own).
-    by_node: dict[str, int] = field(default_factory=dict)
+    __slots__ = ("domains", "selector", "topology_key")
 
-    def selects(self, pod: Pod) -> bool:
-        return pod.metadata.namespace in self.namespaces and self.match(pod.metadata.labels or {})
+    def __init__(self, selector: k8s_affinity.TermSelector, topology_key: str) -> None:
+        self.selector = selector
+        self.topology_key = topology_key
+        #: a node without the label is a domain of its own (as upstream's check)
+        self.domains = k8s_affinity.DomainCounts((topology_key,), node_without_key_is_a_domain=True)
 
     def add(self, node: Node, delta: int) -> None:
-        value = (node.metadata.labels or {}).get(self.topology_key)
-        if value is not None:
-            self.by_value[value] = self.by_value.get(value, 0) + delta
-        else:
-            self.by_node[node.metadata.name] = self.by_node.get(node.metadata.name, 0) + delta
+        self.domains.add(node.metadata.labels or {}, node.metadata.name, delta)
 
-    def in_domain_of(self, node: Node) -> int:
-        value = (node.metadata.labels or {}).get(self.topology_key)
-        if value is not None:
-            return self.by_value.get(value, 0)
-        return self.by_node.get(node.metadata.name, 0)
+    def others(self, pod: Pod, node: Node) -> int:
+        """The pods it selects in the domain of ``pod``'s node, ``pod`` left out."""
+        found = self.domains.in_domain(self.topology_key, node.metadata.labels or {}, node.metadata.name)
+        if found and self.selector.selects(pod):
+            found -= 1
+        return found
 
 
 class _ConsideredPods:
@@ -199,139 +191,129 @@ class RemovePodsViolatingInterPodAntiAffinity:
         self._selected = pod_selector(args.namespaces, args.label_selector)
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
+        _Cycle(self.handle, None if self._selected is select_all else self._selected, nodes).run()
+        return None
+
+
+class _Cycle:
+    """One deschedule call, upstream's loop in named steps: the :meth:`candidates` by node, each
+    node's from low to high priority, evicted when a term is violated (:meth:`violation`), and
+    :meth:`forget` the evicted ones, which no longer violate the terms of the pods after them."""
+
+    def __init__(self, handle: Handle, selected: PodPredicate | None, nodes: Sequence[Node]) -> None:
+        self.handle = handle
+        self.nodes = nodes
+        self.selected = selected
+        self.node_map = {n.metadata.name: n for n in nodes}
+        self.considered = _ConsideredPods(handle.snapshot, self.node_map, selected)
+        findings = handle.findings
+        self.left = findings.left if findings.enabled else None  # reasons only when someone listens
+        self.term_namespaces = k8s_affinity.TermNamespaces(handle.snapshot)
+        self.content = ContentKeys()
+        #: (term content, candidate namespace) -> the term's counts
+        self.counts: dict[tuple[bytes, str], _TermCounts] = {}
+        #: namespace -> the counts of the terms that select pods in it
+        self.counts_by_namespace: dict[str, list[_TermCounts]] = {}
+
+    def run(self) -> None:
+        with_terms = self.candidates()
+        ev = self.handle.evictor
+        for node in self.nodes:
+            on_node = with_terms.get(node.metadata.name)
+            if not on_node:
+                continue
+            order = ev.in_order(self.handle.sort_pods(on_node, key=priority_low_to_high_key))
+            for pod in order:
+                violation = self.violation(pod, node)
+                if violation is None:
+                    if self.left is not None:
+                        self.left(pod, _why_held(pod, node))
+                    continue
+                result = order.evict(pod, _why_evicted(node, *violation))
+                # a pod predictive leaves counts as moved: its partners are not evicted instead
+                if result.gone or result is EvictResult.NO_GAIN:
+                    self.forget(pod, node)
+            if order.stopped:
+                return
+
+    def candidates(self) -> dict[str, list[Pod]]:
+        """Node -> its considered pods that have required anti-affinity terms."""
         snapshot = self.handle.snapshot
-        selected = None if self._selected is select_all else self._selected
-        node_map = {n.metadata.name: n for n in nodes}
-        considered = _ConsideredPods(snapshot, node_map, selected)
-        findings = self.handle.findings
-        left = findings.left if findings.enabled else None  # reasons only when someone listens
-        #: node -> its considered pods that have required anti-affinity terms
+        selected = self.selected
+        left = self.left
         with_terms: dict[str, list[Pod]] = {}
-        for name in node_map:
+        for name in self.node_map:
             having: list[Pod] = []
             for pod in snapshot.pods_on_node(name):
-                affinity = pod.spec.affinity
-                if (
-                    affinity is not None
-                    and affinity.pod_anti_affinity is not None
-                    and affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
-                    and occupies_node(pod)
-                ):
+                if _anti_terms(pod) and occupies_node(pod):
                     if selected is None or selected(pod):
                         having.append(pod)
                     elif left is not None:
                         left(pod, "not selected by the plugin's namespaces/labelSelector")
             if having:
                 with_terms[name] = having
-        if not with_terms:
-            return None
+        return with_terms
 
-        # Only a term's namespaceSelector reads them: the namespaces of the considered pods.
-        labels_of_namespaces: list[dict[str, Mapping[str, str]]] = []
-
-        def namespace_labels() -> dict[str, Mapping[str, str]]:
-            if not labels_of_namespaces:
-                found: dict[str, Mapping[str, str]] = {}
-                for ns in sorted(considered.namespaces()):
-                    obj = snapshot.namespace(ns)
-                    labels = dict(obj.metadata.labels or {}) if obj is not None else {}
-                    labels.setdefault(k8s_affinity.NAMESPACE_NAME_LABEL, ns)
-                    found[ns] = labels
-                labels_of_namespaces.append(found)
-            return labels_of_namespaces[0]
-
-        counts: dict[tuple[bytes, str], _TermCounts] = {}
-        counts_by_namespace: dict[str, list[_TermCounts]] = {}
-        content = ContentKeys()
-
-        def term_counts(pod: Pod, term: PodAffinityTerm) -> _TermCounts:
-            key = (content(term), pod.metadata.namespace)
-            tc = counts.get(key)
-            if tc is not None:
-                return tc
-            try:
-                match = k8s_labels.compile_label_selector(term.label_selector, none_matches=False)
-            except k8s_labels.SelectorError:
-                match = k8s_labels.match_nothing
-            namespaces = k8s_affinity.pod_affinity_term_namespaces(
-                pod, term, namespace_labels() if term.namespace_selector is not None else {}
+    def term_counts(self, pod: Pod, term: PodAffinityTerm) -> _TermCounts:
+        """The counts of ``pod``'s ``term``, shared by the candidates of its namespace with an
+        equal term; made on first use from the considered pods not evicted so far."""
+        key = (self.content(term), pod.metadata.namespace)
+        tc = self.counts.get(key)
+        if tc is None:
+            tc = self.counts[key] = _TermCounts(
+                k8s_affinity.TermSelector(pod, term, self.term_namespaces), term.topology_key
             )
-            tc = _TermCounts(namespaces, match, term.topology_key)
-            if term.label_selector is not None and match is not k8s_labels.match_nothing:
-                for ns in sorted(tc.namespaces):
+            selector = tc.selector
+            if term.label_selector is not None and selector.match is not k8s_labels.match_nothing:
+                considered = self.considered
+                for ns in sorted(selector.namespaces):
                     for other in considered.candidates(ns, term.label_selector):
-                        if id(other) not in considered.evicted and match(other.metadata.labels or {}):
-                            tc.add(node_map[other.spec.node_name], 1)
-            counts[key] = tc
-            for ns in tc.namespaces:
-                counts_by_namespace.setdefault(ns, []).append(tc)
-            return tc
+                        if id(other) not in considered.evicted and selector.match(
+                            other.metadata.labels or {}
+                        ):
+                            tc.add(self.node_map[other.spec.node_name], 1)
+            for ns in selector.namespaces:
+                self.counts_by_namespace.setdefault(ns, []).append(tc)
+        return tc
 
-        def violates(pod: Pod, node: Node) -> bool:
-            for term in _anti_terms(pod):
-                tc = term_counts(pod, term)
-                others = tc.in_domain_of(node)
-                if others and tc.selects(pod):
-                    others -= 1  # the pod itself
-                if others > 0:
-                    return True
-            return False
-
-        def why_evicted(pod: Pod, node: Node) -> str:
-            """The first term the pod violates, with the matching pods in its domain."""
-            for term in _anti_terms(pod):
-                tc = term_counts(pod, term)
-                others = tc.in_domain_of(node)
-                if others and tc.selects(pod):
-                    others -= 1  # the pod itself
-                if others > 0:
-                    value = (node.metadata.labels or {}).get(term.topology_key)
-                    return (
-                        f"pod violates its required inter-pod anti-affinity: {others} other matching "
-                        f"pod(s) in its topology domain {term.topology_key}={value}"
-                    )
-            return "pod violates its required inter-pod anti-affinity"
-
-        def why_held(pod: Pod, node: Node) -> str:
-            """The reason a pod that violates none of its terms stays (for the findings)."""
-            terms = _anti_terms(pod)
-            labels = node.metadata.labels or {}
-            domains = []
-            for term in terms:
-                value = labels.get(term.topology_key)
-                domains.append(
-                    f"{term.topology_key}={value}"
-                    if value is not None
-                    else f"node {node.metadata.name} (no {term.topology_key} label)"
-                )
-            where = ", ".join(dict.fromkeys(domains))
-            if len(terms) == 1:
-                return f"no other pod matches its anti-affinity term in its topology domain {where}"
-            return (
-                f"no other pod matches any of its {len(terms)} anti-affinity terms in their domains {where}"
-            )
-
-        ev = self.handle.evictor
-        for node in nodes:
-            on_node = with_terms.get(node.metadata.name)
-            if not on_node:
-                continue
-
-            order = ev.in_order(self.handle.sort_pods(on_node, key=priority_low_to_high_key))
-            for pod in order:
-                if not violates(pod, node):
-                    if left is not None:
-                        left(pod, why_held(pod, node))
-                    continue
-                result = order.evict(pod, why_evicted(pod, node))
-                # a pod predictive leaves counts as moved: its partners are not evicted instead
-                if result.gone or result is EvictResult.NO_GAIN:
-                    # Gone (or going): it no longer violates the terms of the pods after it.
-                    considered.evicted.add(id(pod))
-                    for tc in counts_by_namespace.get(pod.metadata.namespace, ()):
-                        if tc.match(pod.metadata.labels or {}):
-                            tc.add(node, -1)
-            if order.stopped:
-                return None
+    def violation(self, pod: Pod, node: Node) -> tuple[PodAffinityTerm, int] | None:
+        """The first of ``pod``'s terms that another pod in its domain violates, and how many do."""
+        for term in _anti_terms(pod):
+            others = self.term_counts(pod, term).others(pod, node)
+            if others > 0:
+                return term, others
         return None
-        return None
+
+    def forget(self, pod: Pod, node: Node) -> None:
+        """``pod`` is gone (or going): it no longer counts for the terms of the pods after it."""
+        self.considered.evicted.add(id(pod))
+        labels = pod.metadata.labels or {}
+        for tc in self.counts_by_namespace.get(pod.metadata.namespace, ()):
+            if tc.selector.match(labels):
+                tc.add(node, -1)
+
+
+def _why_evicted(node: Node, term: PodAffinityTerm, others: int) -> str:
+    value = (node.metadata.labels or {}).get(term.topology_key)
+    return (
+        f"pod violates its required inter-pod anti-affinity: {others} other matching "
+        f"pod(s) in its topology domain {term.topology_key}={value}"
+    )
+
+
+def _why_held(pod: Pod, node: Node) -> str:
+    """Why a pod that violates none of its terms stays (for the findings)."""
+    terms = _anti_terms(pod)
+    labels = node.metadata.labels or {}
+    domains = []
+    for term in terms:
+        value = labels.get(term.topology_key)
+        domains.append(
+            f"{term.topology_key}={value}"
+            if value is not None
+            else f"node {node.metadata.name} (no {term.topology_key} label)"
+        )
+    where = ", ".join(dict.fromkeys(domains))
+    if len(terms) == 1:
+        return f"no other pod matches its anti-affinity term in its topology domain {where}"
+    return f"no other pod matches any of its {len(terms)} anti-affinity terms in their domains {where}"

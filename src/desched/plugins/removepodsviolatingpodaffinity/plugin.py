@@ -39,17 +39,15 @@ place only among the nodes of the domains where its peers are.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from desched.cluster.view import ClusterView
 from desched.framework.types import Handle, Status
 from desched.k8s import affinity as k8s_affinity
-from desched.k8s import labels as k8s_labels
 from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
 from desched.k8s.pods import occupies_node
-from desched.plugins._shared import ContentKeys, pod_selector, priority_low_to_high_key
+from desched.plugins._shared import ContentKeys, PodPredicate, pod_selector, priority_low_to_high_key
 from desched.plugins.removepodsviolatingpodaffinity.args import RemovePodsViolatingPodAffinityArgs
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
@@ -62,69 +60,39 @@ def _key(pod: Pod) -> PodKey:
     return (pod.metadata.namespace, pod.metadata.name)
 
 
-@dataclass(slots=True)
 class _Peers:
-    """The pods matching all the terms of one (namespace, terms) group of candidates: how many per
-    (topology key, value), as kube-scheduler counts them (once per term)."""
+    """The pods matching all the terms of one (namespace, terms) group of candidates, counted per
+    topology domain as kube-scheduler counts them (once per term)."""
 
-    keys: list[str]
-    #: per term: its namespaces and label selector; None when a selector is invalid
-    matchers: list[tuple[frozenset[str], k8s_labels.Matcher]] | None
-    counts: dict[tuple[str, str], int] = field(default_factory=dict)
-    #: the counted pods and the labels of their nodes, so that an eviction can be taken back
-    counted: dict[PodKey, Mapping[str, str]] = field(default_factory=dict)
+    __slots__ = ("counted", "domains", "selectors")
+
+    def __init__(self, keys: Sequence[str], selectors: list[k8s_affinity.TermSelector] | None) -> None:
+        self.domains = k8s_affinity.DomainCounts(keys)
+        #: one per term; None when a term's label selector is invalid (no node could take the pod)
+        self.selectors = selectors
+        #: the counted pods and the labels of their nodes, so that an eviction can be taken back
+        self.counted: dict[PodKey, Mapping[str, str]] = {}
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.domains.keys
 
     def matches_all(self, pod: Pod) -> bool:
-        if self.matchers is None:
-            return False
-        labels = pod.metadata.labels or {}
-        return all(pod.metadata.namespace in ns and match(labels) for ns, match in self.matchers)
-
-    def pairs(self, node_labels: Mapping[str, str]) -> Iterator[tuple[str, str]]:
-        for key in self.keys:
-            value = node_labels.get(key)
-            if value is not None:
-                yield (key, value)
+        return self.selectors is not None and all(s.selects(pod) for s in self.selectors)
 
     def add(self, pod: Pod, node_labels: Mapping[str, str]) -> None:
         self.counted[_key(pod)] = node_labels
-        for pair in self.pairs(node_labels):
-            self.counts[pair] = self.counts.get(pair, 0) + 1
+        self.domains.add(node_labels, "")
 
     def remove(self, key: PodKey) -> None:
         node_labels = self.counted.pop(key, None)
         if node_labels is not None:
-            for pair in self.pairs(node_labels):
-                self.counts[pair] -= 1
+            self.domains.add(node_labels, "", -1)
 
     def without(self, pod: Pod) -> Mapping[tuple[str, str], int]:
         """The counts as they would be without ``pod`` (the candidate placed again)."""
         node_labels = self.counted.get(_key(pod))
-        if node_labels is None:
-            return self.counts
-        own: dict[tuple[str, str], int] = {}
-        for pair in self.pairs(node_labels):
-            own[pair] = own.get(pair, 0) + 1
-        return _Less(self.counts, own)
-
-
-class _Less(Mapping[tuple[str, str], int]):
-    """``counts`` minus ``own``, read-only and without a copy."""
-
-    __slots__ = ("_counts", "_own")
-
-    def __init__(self, counts: Mapping[tuple[str, str], int], own: Mapping[tuple[str, str], int]) -> None:
-        self._counts = counts
-        self._own = own
-
-    def __getitem__(self, pair: tuple[str, str]) -> int:
-        return self._counts[pair] - self._own.get(pair, 0)
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return iter(self._counts)
-
-    def __len__(self) -> int:
-        return len(self._counts)
+        return self.domains.counts if node_labels is None else self.domains.without(node_labels)
 
 
 class _LabelIndex:
@@ -172,13 +140,59 @@ class RemovePodsViolatingPodAffinity:
         self._selected = pod_selector(args.namespaces, args.label_selector)
 
     def deschedule(self, nodes: Sequence[Node]) -> Status | None:
+        _Cycle(self.handle, self._selected, nodes).run()
+        return None
+
+
+class _Cycle:
+    """One deschedule call in named steps: the :meth:`candidates` by node, each node's from low to
+    high priority, evicted when its affinity fails on its node and holds on another that takes it
+    (:meth:`violating`); :meth:`forget` the evicted ones, which are no longer peers of the pods
+    after them."""
+
+    def __init__(self, handle: Handle, selected: PodPredicate, nodes: Sequence[Node]) -> None:
+        self.handle = handle
+        self.selected = selected
+        self.nodes = nodes
+        findings = handle.findings
+        self.left = findings.left if findings.enabled else None  # reasons only when someone listens
+        self.term_namespaces = k8s_affinity.TermNamespaces(handle.snapshot)
+        self.index = _LabelIndex(handle.snapshot)
+        self.content = ContentKeys()
+        #: (terms content, candidate namespace) -> the peers of the group
+        self.groups: dict[tuple[bytes, str], _Peers] = {}
+        #: pod -> the groups that count it as a peer
+        self.counted_in: dict[PodKey, list[_Peers]] = {}
+        self.evicted: set[PodKey] = set()
+        self._nodes_by_value: dict[str, dict[str, list[Node]]] = {}
+
+    def run(self) -> None:
+        with_terms = self.candidates()
+        ev = self.handle.evictor
+        for node in self.nodes:
+            on_node = with_terms.get(node.metadata.name)
+            if not on_node:
+                continue
+            order = ev.in_order(self.handle.sort_pods(on_node, key=priority_low_to_high_key))
+            for pod in order:
+                if not self.violating(pod, node):
+                    continue
+                reason = (
+                    "pod violates its required pod affinity: no matching pod in its domain "
+                    f"({_domains(self.peers_of(pod).keys, node)}); another node satisfies it and fits the pod"
+                )
+                if order.evict(pod, reason).gone:
+                    self.forget(pod)
+            if order.stopped:
+                return
+
+    def candidates(self) -> dict[str, list[Pod]]:
+        """Node -> its candidates (pods with required pod affinity the args select)."""
         snapshot = self.handle.snapshot
-        selected = self._selected
-        findings = self.handle.findings
-        left = findings.left if findings.enabled else None  # reasons only when someone listens
-        #: node -> its candidates (pods with required pod affinity the args select)
+        selected = self.selected
+        left = self.left
         with_terms: dict[str, list[Pod]] = {}
-        for node in nodes:
+        for node in self.nodes:
             having: list[Pod] = []
             for pod in snapshot.pods_on_node(node.metadata.name):
                 if _affinity_terms(pod) and occupies_node(pod):
@@ -188,148 +202,101 @@ class RemovePodsViolatingPodAffinity:
                         left(pod, "not selected by the plugin's namespaces/labelSelector")
             if having:
                 with_terms[node.metadata.name] = having
-        if not with_terms:
-            return None
+        return with_terms
 
-        groups: dict[tuple[bytes, str], _Peers] = {}
-        content = ContentKeys()
-        evicted: set[PodKey] = set()
-        namespace_labels: list[Mapping[str, Mapping[str, str]]] = []
-
-        def labels_of_namespaces() -> Mapping[str, Mapping[str, str]]:
-            if not namespace_labels:
-                namespace_labels.append(
-                    k8s_affinity.namespace_labels(snapshot.iter_pods(), snapshot.namespaces)
-                )
-            return namespace_labels[0]
-
-        index = _LabelIndex(snapshot)
-        #: pod -> the groups that count it as a peer
-        counted_in: dict[PodKey, list[_Peers]] = {}
-
-        def peers_of(pod: Pod) -> _Peers:
-            terms = _affinity_terms(pod)
-            key = (content(terms), pod.metadata.namespace)
-            peers = groups.get(key)
-            if peers is None:
-                peers = groups[key] = _count_peers(index, pod, terms, labels_of_namespaces, evicted)
-                for counted in peers.counted:
-                    counted_in.setdefault(counted, []).append(peers)
-            return peers
-
-        nodes_by_value: dict[str, dict[str, list[Node]]] = {}
-
-        def nodes_with(key: str, value: str) -> list[Node]:
-            by_value = nodes_by_value.get(key)
-            if by_value is None:
-                by_value = nodes_by_value[key] = {}
-                for n in nodes:
-                    v = (n.metadata.labels or {}).get(key)
-                    if v is not None:
-                        by_value.setdefault(v, []).append(n)
-            return by_value.get(value, [])
-
-        def places(pod: Pod, peers: _Peers) -> Iterable[Node]:
-            """The given nodes that may satisfy the pod's affinity: those in a domain of its first
-            topology key with a peer (any node with the keys when it is the first of its group)."""
-            counts = peers.without(pod)
-            first = peers.keys[0]
-            values = sorted({v for (k, v), c in counts.items() if k == first and c > 0})
-            if values:
-                return (n for v in values for n in nodes_with(first, v))
-            return nodes if peers.matches_all(pod) else ()
-
-        def satisfied(pod: Pod, peers: _Peers, node: Node) -> bool:
-            return k8s_affinity.pod_affinity_satisfied(
-                peers.keys, node.metadata.labels or {}, peers.without(pod), peers.matches_all(pod)
-            )
-
-        def violating(pod: Pod, node: Node) -> bool:
-            peers = peers_of(pod)
-            if peers.matchers is None:
-                if left is not None:
-                    left(pod, "a term of its pod affinity has an invalid selector (no node could take it)")
-                return False
-            if satisfied(pod, peers, node):
-                if left is not None:
-                    left(pod, f"its required pod affinity holds on its node ({_domains(peers.keys, node)})")
-                return False
-            for other in places(pod, peers):
-                if (
-                    other.metadata.name != node.metadata.name
-                    and satisfied(pod, peers, other)
-                    and self.handle.fits_node(pod, other)
-                ):
-                    return True
+    def violating(self, pod: Pod, node: Node) -> bool:
+        """Its affinity fails on ``node`` and another given node satisfies it and fits it (the
+        reason it stays otherwise goes to the findings)."""
+        left = self.left
+        peers = self.peers_of(pod)
+        if peers.selectors is None:
             if left is not None:
-                left(
-                    pod,
-                    "its required pod affinity no longer holds, but no other node both satisfies it "
-                    "and fits the pod",
-                )
+                left(pod, "a term of its pod affinity has an invalid selector (no node could take it)")
             return False
+        if self.satisfied(pod, peers, node):
+            if left is not None:
+                left(pod, f"its required pod affinity holds on its node ({_domains(peers.keys, node)})")
+            return False
+        for other in self.places(pod, peers):
+            if (
+                other.metadata.name != node.metadata.name
+                and self.satisfied(pod, peers, other)
+                and self.handle.fits_node(pod, other)
+            ):
+                return True
+        if left is not None:
+            left(
+                pod,
+                "its required pod affinity no longer holds, but no other node both satisfies it "
+                "and fits the pod",
+            )
+        return False
 
-        def gone(pod: Pod) -> None:
-            # Gone (or going): it no longer is a peer of the pods after it.
-            key = _key(pod)
-            evicted.add(key)
-            for peers in counted_in.pop(key, ()):
-                peers.remove(key)
+    def forget(self, pod: Pod) -> None:
+        """``pod`` is gone (or going): it no longer is a peer of the pods after it."""
+        key = _key(pod)
+        self.evicted.add(key)
+        for peers in self.counted_in.pop(key, ()):
+            peers.remove(key)
 
-        ev = self.handle.evictor
-        for node in nodes:
-            on_node = with_terms.get(node.metadata.name)
-            if not on_node:
-                continue
+    def peers_of(self, pod: Pod) -> _Peers:
+        """The peers of ``pod``'s group, counted on first use."""
+        terms = _affinity_terms(pod)
+        key = (self.content(terms), pod.metadata.namespace)
+        peers = self.groups.get(key)
+        if peers is None:
+            peers = self.groups[key] = self.count_peers(pod, terms)
+            for counted in peers.counted:
+                self.counted_in.setdefault(counted, []).append(peers)
+        return peers
 
-            order = ev.in_order(self.handle.sort_pods(on_node, key=priority_low_to_high_key))
-            for pod in order:
-                if not violating(pod, node):
-                    continue
-                reason = (
-                    "pod violates its required pod affinity: no matching pod in its domain "
-                    f"({_domains(peers_of(pod).keys, node)}); another node satisfies it and fits the pod"
-                )
-                if order.evict(pod, reason).gone:
-                    gone(pod)
-            if order.stopped:
-                return None
-        return None
-        return None
-
-
-def _count_peers(
-    index: _LabelIndex,
-    pod: Pod,
-    terms: Sequence[PodAffinityTerm],
-    labels_of_namespaces: Callable[[], Mapping[str, Mapping[str, str]]],
-    evicted: set[PodKey],
-) -> _Peers:
-    """Count, per topology pair, the unfinished pods on the cluster's nodes that match all of
-    ``pod``'s ``terms`` (leaving out the pods evicted so far in this cycle)."""
-    keys = [t.topology_key for t in terms]
-    matchers: list[tuple[frozenset[str], k8s_labels.Matcher]] = []
-    for term in terms:
-        try:
-            match = k8s_labels.compile_label_selector(term.label_selector, none_matches=False)
-        except k8s_labels.SelectorError:
+    def count_peers(self, pod: Pod, terms: Sequence[PodAffinityTerm]) -> _Peers:
+        """Count, per topology pair, the unfinished pods on the cluster's nodes that match all of
+        ``pod``'s ``terms`` (leaving out the pods evicted so far in this cycle)."""
+        selectors = [k8s_affinity.TermSelector(pod, term, self.term_namespaces) for term in terms]
+        keys = [t.topology_key for t in terms]
+        if not all(s.valid for s in selectors):
             return _Peers(keys, None)
-        ns_labels = labels_of_namespaces() if term.namespace_selector is not None else {}
-        matchers.append((k8s_affinity.pod_affinity_term_namespaces(pod, term, ns_labels), match))
-    peers = _Peers(keys, matchers)
-    snapshot = index.snapshot
-    first_namespaces, _ = matchers[0]
-    for ns in sorted(first_namespaces):
-        for other in index.candidates(ns, terms[0].label_selector):
-            node_name = other.spec.node_name
-            if not node_name or not occupies_node(other) or _key(other) in evicted:
-                continue
-            if not peers.matches_all(other):
-                continue
-            node = snapshot.node(node_name)
-            if node is not None:  # a pod bound to a node the cluster no longer has is nowhere
-                peers.add(other, node.metadata.labels or {})
-    return peers
+        peers = _Peers(keys, selectors)
+        snapshot = self.handle.snapshot
+        evicted = self.evicted
+        for ns in sorted(selectors[0].namespaces):
+            for other in self.index.candidates(ns, terms[0].label_selector):
+                node_name = other.spec.node_name
+                if not node_name or not occupies_node(other) or _key(other) in evicted:
+                    continue
+                if not peers.matches_all(other):
+                    continue
+                node = snapshot.node(node_name)
+                if node is not None:  # a pod bound to a node the cluster no longer has is nowhere
+                    peers.add(other, node.metadata.labels or {})
+        return peers
+
+    def satisfied(self, pod: Pod, peers: _Peers, node: Node) -> bool:
+        return k8s_affinity.pod_affinity_satisfied(
+            peers.keys, node.metadata.labels or {}, peers.without(pod), peers.matches_all(pod)
+        )
+
+    def places(self, pod: Pod, peers: _Peers) -> Iterable[Node]:
+        """The given nodes that may satisfy the pod's affinity: those in a domain of its first
+        topology key with a peer (any node with the keys when it is the first of its group)."""
+        counts = peers.without(pod)
+        first = peers.keys[0]
+        values = sorted({v for (k, v), c in counts.items() if k == first and c > 0})
+        if values:
+            return (n for v in values for n in self.nodes_with(first, v))
+        return self.nodes if peers.matches_all(pod) else ()
+
+    def nodes_with(self, key: str, value: str) -> list[Node]:
+        """The given nodes whose label ``key`` is ``value`` (an index per key, made on first use)."""
+        by_value = self._nodes_by_value.get(key)
+        if by_value is None:
+            by_value = self._nodes_by_value[key] = {}
+            for n in self.nodes:
+                v = (n.metadata.labels or {}).get(key)
+                if v is not None:
+                    by_value.setdefault(v, []).append(n)
+        return by_value.get(value, [])
 
 
 def _domains(keys: Sequence[str], node: Node) -> str:
