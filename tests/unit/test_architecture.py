@@ -214,3 +214,59 @@ def test_backends_come_in_pairs() -> None:
     live = {n.removeprefix("api_") for n in names if n.startswith("api_")}
     simulated = {n.removeprefix("simulated_") for n in names if n.startswith("simulated_")}
     assert live == simulated == {"eviction", "nodeactions"}
+
+
+#: What only app/ builds (issue 29): the plugin registry, a framework, the serving TLS context,
+#: the tracer, the cron schedule, the event loop of a command. (cli/flags.py parses a cron
+#: expression and the curves to check them: checking a flag is the CLI's.)
+_BUILT_BY_APP = {
+    "default_registry",
+    "Framework",
+    "server_context",
+    "setup",
+    "parse_schedule",
+    "run_until_complete",
+}
+
+
+def test_the_cli_builds_nothing_app_builds() -> None:
+    called = set()
+    for path in sorted((SRC / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = (
+                    func.id
+                    if isinstance(func, ast.Name)
+                    else func.attr
+                    if isinstance(func, ast.Attribute)
+                    else ""
+                )
+                if name in _BUILT_BY_APP - ({"parse_schedule"} if path.name == "flags.py" else set()):
+                    called.add(f"cli/{path.name}:{node.lineno} {name}")
+    assert not called
+
+
+def test_the_registry_is_built_by_app_entry_points_only() -> None:
+    """``default_registry()`` is called by app's entry points only (``run`` built it three times
+    before issue 29, and a throwaway Framework): ``run``, ``simulate``, ``validate``, and the live
+    loop's fallback when a test builds one without a registry."""
+    calls = []
+    for path in _modules():
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id == "default_registry"
+                ):
+                    calls.append(f"{path.relative_to(SRC)}:{fn.name}")
+    assert sorted(calls) == [
+        "app/run.py:__init__",
+        "app/run.py:run",
+        "app/simulate.py:run_simulate",
+        "app/validate.py:normalised_policy",
+    ], calls

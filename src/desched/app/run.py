@@ -30,18 +30,22 @@ two cycles, never during one (:mod:`desched.app.reload`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from desched.api.policy import Policy, load_policy_bytes, read_policy_file
+from desched.app import process
+from desched.app.outcomes import EvictionOutcomes
+from desched.app.process import CronSpec, ServingTLS, TracingOptions
 from desched.app.reload import carry_over, content_hash, describe_changes, read_policy, restart_needed
 from desched.backends import surge as surging
 from desched.backends.api_eviction import (
@@ -60,6 +64,7 @@ from desched.cluster.live_source import DEFAULT_KINDS, WORKLOAD_KINDS, LiveCache
 from desched.errors import UserError
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import Framework, FrameworkError
+from desched.framework.registry import Registry
 from desched.framework.safety import is_available
 from desched.framework.types import EvictResult, LiveInputs
 from desched.k8s.objects import Event, Node, Pod
@@ -79,6 +84,7 @@ from desched.runtime.metrics import Metrics
 from desched.runtime.schedule import CronSchedule, sleep_until
 from desched.runtime.server import HealthServer
 from desched.runtime.statestore import DEFAULT_NAME, SafetyPersistence, StateStore, state_location
+from desched.runtime.tracing import Tracing
 
 #: Exit status of a one-shot run in which a plugin raised (as ``desched simulate``'s).
 EXIT_PLUGIN_FAILED = 1
@@ -99,7 +105,8 @@ class RunOptions:
     leader: LeaderConfig = field(default_factory=LeaderConfig)
     bind_address: str = "0.0.0.0"
     port: int = 10258
-    tls: tuple[str, str] | ssl.SSLContext | None = None
+    #: the serving port's certificate and TLS settings (None: nothing served over TLS)
+    tls: ServingTLS | None = None
     #: --permit-port-sharing: bind the serving port with SO_REUSEPORT
     reuse_port: bool = False
     disable_metrics: bool = False
@@ -108,17 +115,17 @@ class RunOptions:
     debounce: float = 5.0
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     max_cycles: int = 0
-    #: a desched.runtime.tracing.Tracing when --otel-collector-endpoint is set: cycles are traced
-    tracing: Any = None
+    #: --otel-*: with an endpoint, cycles are traced
+    tracing: TracingOptions | None = None
     #: --descheduling-interval-cron-expression: cycles at these wall-clock times (not with interval)
-    schedule: CronSchedule | None = None
+    cron: CronSpec | None = None
     #: the wall clock (tests give a fake one)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     @property
     def one_shot(self) -> bool:
         """One cycle, then exit: no interval and no cron schedule."""
-        return self.interval <= 0 and self.schedule is None
+        return self.interval <= 0 and self.cron is None
 
     #: --feature-gates EvictionsInBackground=true (upstream's alpha gate, for KubeVirt)
     evictions_in_background: bool = False
@@ -172,8 +179,40 @@ def _occurrences(event: Event) -> int:
     return max(event.count, series, 1)
 
 
+@dataclass
+class CycleServices:
+    """What every cycle of a run works with, built once by :meth:`Descheduler.run` (which owns
+    their lifetimes) and handed to each cycle as one object."""
+
+    #: the API client (kubernetes_asyncio's, used to move bytes)
+    api: Any
+    #: the informers' cache the cycle's snapshot is taken from
+    cache: LiveCache
+    limiter: RateLimiter | None = None
+    #: with --leader-elect: the lease (evictions and node writes only while it is held)
+    elector: LeaderElector | None = None
+    #: the plugins' node downgrades, read back from the nodes at every cycle's start
+    downgrades: NodeDowngrades | None = None
+    #: the actual usage of the nodes (metricsProviders)
+    usage: UsageMetrics | None = None
+
+
 class Descheduler:
-    def __init__(self, options: RunOptions, policy: Policy, policy_hash: str = "") -> None:
+    """The live loop. :func:`run` builds its registry, framework and process services once and
+    hands them over; a test may build one with the policy only (the rest is made here)."""
+
+    def __init__(
+        self,
+        options: RunOptions,
+        policy: Policy,
+        policy_hash: str = "",
+        *,
+        registry: Registry | None = None,
+        framework: Framework | None = None,
+        schedule: CronSchedule | None = None,
+        tls: ssl.SSLContext | None = None,
+        tracing: Tracing | None = None,
+    ) -> None:
         self.options = options
         self.policy = policy
         #: the content hash of the policy file that runs (desched.app.reload.content_hash)
@@ -184,11 +223,14 @@ class Descheduler:
         self.hup = asyncio.Event()
         #: what a reload needs to apply (set by run())
         self._api: Any = None
-        self._events: EventRecorder | None = None
         self._elector: LeaderElector | None = None
         self._watched = LiveInputs()
         self.persistence: SafetyPersistence | None = None
-        self.registry = default_registry()
+        self.registry = registry if registry is not None else default_registry()
+        #: --descheduling-interval-cron-expression's schedule, the serving TLS context, the tracer
+        self.schedule = schedule if schedule is not None else process.cron_schedule(options.cron)
+        self.tls = tls
+        self.tracing = tracing
         self.stop = asyncio.Event()
         self.trigger = asyncio.Event()
         #: when the last relevant change came, and whether it came within --event-debounce of the
@@ -196,6 +238,8 @@ class Descheduler:
         self.last_change = -float("inf")
         self.in_burst = False
         self.metrics = None if options.disable_metrics else Metrics()
+        #: the one way the run hears of an eviction (metrics and Events; the recorder joins at start)
+        self.outcomes = EvictionOutcomes(self.metrics, dry_run=options.dry_run)
         self.ready = False
         self.cycles = 0
         self.skipped_cycles = 0
@@ -208,8 +252,8 @@ class Descheduler:
         self.plugin_crashes = 0
         #: outcome-unknown evictions reconciliation could not tell yet, retried after each cycle
         self.unresolved: list[tuple[EvictionRecord, float]] = []
-        #: the profiles and their state across cycles, once run() has built them
-        self.framework: Framework | None = None
+        #: the profiles and their state across cycles (built by run() when not given)
+        self.framework: Framework | None = framework
         #: holds back pods whose readiness just changed while the cluster comes back
         self.settling = SettlingGuard(options.settling_window)
         #: asks the profiles' evictionPolicy.webhook (made at the first cycle whose policy has one)
@@ -250,149 +294,165 @@ class Descheduler:
             opts.kubeconfig, opts.context, opts.connect_timeout, self.stop, self.signals
         )
         monitor = ConnectionMonitor(source, bound=opts.connect_timeout)
-        api = api_client(cfg)
-        limiter = rate_limiter(opts.qps, opts.burst)
-        framework = self.framework = Framework(self.policy, self.registry)
-        self._api = api
-        self.persistence = self._persistence(framework, api)
-        # what the plugins declare they read beyond the default kinds (e.g. Warning Events)
-        inputs = self._watched = framework.live_inputs()
-        kinds = DEFAULT_KINDS + (("Event",) if inputs.warning_events else ())
-        kinds += WORKLOAD_KINDS if inputs.workloads else ()
-        cache = LiveCache(
-            api,
-            kinds,
-            limiter=limiter,
-            on_change=self._on_change,
-            monitor=monitor,
-            on_resume=self.settling.resumed,
-        )
-        server = None
-        if not opts.disable_serving:
-            server = HealthServer(
-                opts.bind_address,
-                opts.port,
-                registry=self.metrics.registry if self.metrics else None,
-                ready=lambda: self.ready,
-                tls=opts.tls,
-                reuse_port=opts.reuse_port,
-            )
-            server.start()
-            log.info(
-                "serving /healthz /readyz%s on %s:%d",
-                "" if opts.disable_metrics else " /metrics",
-                opts.bind_address,
-                server.port,
-            )
-        elector: LeaderElector | None = None
-        events: EventRecorder | None = None
-        tasks: list[asyncio.Task[None]] = []
-        usage: UsageMetrics | None = None
-        try:
-            # an exec credential plugin's token is replaced before it expires, for as long as we run
-            tasks.append(asyncio.create_task(keep_credentials_fresh(source, opts.connect_timeout, self.stop)))
-            usage = UsageMetrics.for_policy(self.policy, framework, api, loop, limiter=limiter)
-
-            async def connect() -> None:
-                await discover(api, monitor, need_eviction=True)
-                cache.start()
-                await cache.wait_synced()
-
-            started = time.monotonic()
-            await monitor.start(connect(), self.stop, self.signals)
-            log.info(
-                "cache synced: %s in %.2fs",
-                ", ".join(f"{len(i.objects)} {k}" for k, i in cache.informers.items()),
-                time.monotonic() - started,
-            )
-            if usage is not None:
-                await usage.start(self.stop)
-            self.ready = True
-            if opts.leader_elect and not opts.dry_run:
-                elector = self._elector = LeaderElector(api, opts.leader)
-                tasks.append(asyncio.create_task(elector.run(self.stop)))
-            events = self._events = EventRecorder(
-                api, loop, failures=self.policy.eviction_failure_event_notification
-            )
-            # node downgrades (plugins' node actions): expiry is read from the nodes, at every cycle's
-            # start and when the earliest one is due, never from memory
-            downgrades = NodeDowngrades(
+        if self.framework is None:
+            self.framework = Framework(self.policy, self.registry)
+        framework = self.framework
+        # What the run opens is closed in the reverse order, after its tasks have ended (_running):
+        # the Events flushed, the lease released, the usage pollers, webhooks, watches, the
+        # serving port and the API client closed.
+        async with contextlib.AsyncExitStack() as resources:
+            api = self._api = api_client(cfg)
+            resources.push_async_callback(api.close)
+            limiter = rate_limiter(opts.qps, opts.burst)
+            self.persistence = self._persistence(framework, api)
+            # what the plugins declare they read beyond the default kinds (e.g. Warning Events)
+            inputs = self._watched = framework.live_inputs()
+            kinds = DEFAULT_KINDS + (("Event",) if inputs.warning_events else ())
+            kinds += WORKLOAD_KINDS if inputs.workloads else ()
+            cache = LiveCache(
                 api,
-                loop,
-                dry_run=opts.dry_run,
-                may_write=lambda: not self.stop.is_set() and (elector is None or elector.is_leader()),
+                kinds,
                 limiter=limiter,
+                on_change=self._on_change,
+                monitor=monitor,
+                on_resume=self.settling.resumed,
             )
-            if not opts.one_shot:
-                timer = downgrades.run_timer(self.stop, lambda: _cached_nodes(cache))
-                tasks.append(asyncio.create_task(timer))
-            if opts.schedule is not None:
-                await self._wait_next()  # a cron schedule's first cycle is at its first time
-            skipped = False
-            while not self.stop.is_set():
-                if elector is not None and not elector.is_leader():
-                    if self.persistence is not None:
-                        self.persistence.forget()  # a leader elsewhere may write it meanwhile
-                    await self._wait_any(elector.became_leader.wait(), None)
-                    if self.stop.is_set():
-                        break
-                # a cycle boundary: a changed policy file (or a SIGHUP) takes over here
-                await self._reload(forced=self.hup.is_set())
-                if await self._cache_in_sync(cache):
-                    persistence = self.persistence
-                    if persistence is not None and not persistence.loaded:
-                        await persistence.load()
-                    await self._resolve_before_cycle(cache, api, events)
-                    await self._cycle(
-                        self.framework or framework,
-                        cache,
-                        api,
-                        loop,
-                        limiter,
-                        elector,
-                        events,
-                        downgrades,
-                        usage,
-                    )
-                    # dry-run evicted nothing: it keeps what it charged in memory only
-                    if (
-                        persistence is not None
-                        and not opts.dry_run
-                        and (elector is None or elector.is_leader())
-                    ):
-                        await persistence.save()
-                elif opts.one_shot:
+            server = self._serve()
+            if server is not None:
+                resources.callback(server.stop)
+            resources.push_async_callback(cache.stop)
+            resources.push_async_callback(self._close_webhooks)
+            usage = UsageMetrics.for_policy(self.policy, framework, api, loop, limiter=limiter)
+            if usage is not None:
+                resources.push_async_callback(usage.close)
+            tasks: list[asyncio.Task[None]] = []
+            async with self._running(tasks):
+                # an exec credential plugin's token is replaced before it expires, for as long as we run
+                tasks.append(
+                    asyncio.create_task(keep_credentials_fresh(source, opts.connect_timeout, self.stop))
+                )
+
+                async def connect() -> None:
+                    await discover(api, monitor, need_eviction=True)
+                    cache.start()
+                    await cache.wait_synced()
+
+                started = time.monotonic()
+                await monitor.start(connect(), self.stop, self.signals)
+                log.info(
+                    "cache synced: %s in %.2fs",
+                    ", ".join(f"{len(i.objects)} {k}" for k, i in cache.informers.items()),
+                    time.monotonic() - started,
+                )
+                if usage is not None:
+                    await usage.start(self.stop)
+                self.ready = True
+                elector: LeaderElector | None = None
+                if opts.leader_elect and not opts.dry_run:
+                    elector = self._elector = LeaderElector(api, opts.leader)
+                    resources.push_async_callback(elector.release)
+                    tasks.append(asyncio.create_task(elector.run(self.stop)))
+                events = self.outcomes.events = EventRecorder(
+                    api, loop, failures=self.policy.eviction_failure_event_notification
+                )
+                resources.push_async_callback(events.flush)
+                # node downgrades (plugins' node actions): expiry is read from the nodes, at every
+                # cycle's start and when the earliest one is due, never from memory
+                downgrades = NodeDowngrades(
+                    api,
+                    loop,
+                    dry_run=opts.dry_run,
+                    may_write=lambda: not self.stop.is_set() and (elector is None or elector.is_leader()),
+                    limiter=limiter,
+                )
+                if not opts.one_shot:
+                    timer = downgrades.run_timer(self.stop, lambda: _cached_nodes(cache))
+                    tasks.append(asyncio.create_task(timer))
+                services = CycleServices(api, cache, limiter, elector, downgrades, usage)
+                if not await self._cycles(services):
                     return 1  # a one-shot run that could not run its cycle failed
-                else:
-                    self.trigger.clear()  # skipped: the next try waits for the interval or a change
-                    skipped = True
-                if opts.one_shot or (opts.max_cycles and self.cycles >= opts.max_cycles):
-                    if self.surge_follows:  # the run's surges are told before it ends (each bounded)
-                        await self._wait_any(asyncio.gather(*self.surge_follows), None)
+        if opts.one_shot and self.plugin_crashes:
+            return EXIT_PLUGIN_FAILED
+        return 0
+
+    async def _cycles(self, services: CycleServices) -> bool:
+        """Run cycles until a stop (or the one cycle of a one-shot run); False: the one-shot
+        run's cycle could not run (its cache out of sync)."""
+        opts = self.options
+        elector = services.elector
+        if self.schedule is not None:
+            await self._wait_next()  # a cron schedule's first cycle is at its first time
+        skipped = False
+        while not self.stop.is_set():
+            if elector is not None and not elector.is_leader():
+                if self.persistence is not None:
+                    self.persistence.forget()  # a leader elsewhere may write it meanwhile
+                await self._wait_any(elector.became_leader.wait(), None)
+                if self.stop.is_set():
                     break
-                # a skipped cycle runs as soon as the cache is back, not an interval later
-                await self._wait_next(resync=cache if skipped else None)
-                skipped = False
+            # a cycle boundary: a changed policy file (or a SIGHUP) takes over here
+            await self._reload(forced=self.hup.is_set())
+            if await self._cache_in_sync(services.cache):
+                persistence = self.persistence
+                if persistence is not None and not persistence.loaded:
+                    await persistence.load()
+                await self._resolve_before_cycle(services)
+                assert self.framework is not None  # (run() made it; a reload replaces it)
+                await self._cycle(self.framework, services)
+                # dry-run evicted nothing: it keeps what it charged in memory only
+                if persistence is not None and not opts.dry_run and (elector is None or elector.is_leader()):
+                    await persistence.save()
+            elif opts.one_shot:
+                return False
+            else:
+                self.trigger.clear()  # skipped: the next try waits for the interval or a change
+                skipped = True
+            if opts.one_shot or (opts.max_cycles and self.cycles >= opts.max_cycles):
+                if self.surge_follows:  # the run's surges are told before it ends (each bounded)
+                    await self._wait_any(asyncio.gather(*self.surge_follows), None)
+                break
+            # a skipped cycle runs as soon as the cache is back, not an interval later
+            await self._wait_next(resync=services.cache if skipped else None)
+            skipped = False
+        return True
+
+    @contextlib.asynccontextmanager
+    async def _running(self, tasks: list[asyncio.Task[None]]) -> AsyncIterator[None]:
+        """The run's background tasks (and the surges followed) end before what they use is closed:
+        no new eviction starts, an in-flight one finishes, then every task is cancelled."""
+        try:
+            yield
         finally:
             self.stop.set()
             for t in (*tasks, *self.surge_follows):
                 t.cancel()
             await asyncio.gather(*tasks, *self.surge_follows, return_exceptions=True)
-            if events is not None:
-                await events.flush()
-            if elector is not None:
-                await elector.release()
-            if usage is not None:
-                await usage.close()
-            if self.webhooks is not None:
-                await self.webhooks.close()
-            await cache.stop()
-            if server is not None:
-                server.stop()
-            await api.close()
-        if opts.one_shot and self.plugin_crashes:
-            return EXIT_PLUGIN_FAILED
-        return 0
+
+    def _serve(self) -> HealthServer | None:
+        """Serve /healthz, /readyz and /metrics (None: --secure-port 0)."""
+        opts = self.options
+        if opts.disable_serving:
+            return None
+        server = HealthServer(
+            opts.bind_address,
+            opts.port,
+            registry=self.metrics.registry if self.metrics else None,
+            ready=lambda: self.ready,
+            tls=self.tls,
+            reuse_port=opts.reuse_port,
+        )
+        server.start()
+        log.info(
+            "serving /healthz /readyz%s on %s:%d",
+            "" if opts.disable_metrics else " /metrics",
+            opts.bind_address,
+            server.port,
+        )
+        return server
+
+    async def _close_webhooks(self) -> None:
+        if self.webhooks is not None:
+            await self.webhooks.close()
 
     def _persistence(self, framework: Framework, api: Any) -> SafetyPersistence | None:
         """The keeper of the evictionPolicy's memory across restarts (desched.runtime.statestore),
@@ -493,8 +553,8 @@ class Descheduler:
         if self.persistence is not None:
             self.persistence.forget()
         self.persistence = self._persistence(framework, self._api)
-        if self._events is not None:
-            self._events.failures = policy.eviction_failure_event_notification
+        if self.outcomes.events is not None:
+            self.outcomes.events.failures = policy.eviction_failure_event_notification
         if self.metrics is not None:
             self.metrics.observe_policy_reload("success")
             self.metrics.observe_policy(digest)
@@ -513,12 +573,13 @@ class Descheduler:
         if self.metrics is not None:
             self.metrics.observe_policy_reload("error")
         regarding = self._own_object()
-        if self._events is None or self.options.dry_run:  # (a dry run records no Events)
+        events = self.outcomes.events
+        if events is None or self.options.dry_run:  # (a dry run records no Events)
             return
         if regarding is None:
             log.info("no PolicyReloadFailed Event: POD_NAME/POD_NAMESPACE are not set and no lease is held")
             return
-        self._events.observe_policy_reload_failed(
+        events.observe_policy_reload_failed(
             regarding, f"{self.options.policy_file}: the running policy stays: {error}"
         )
 
@@ -542,7 +603,7 @@ class Descheduler:
         change that came during the cycle (after its snapshot) counts. With ``resync`` (the cycle
         was skipped, its cache out of sync), also until that cache is in sync again: the skipped
         cycle then runs at once (within :data:`RESYNC_POLL_SECONDS`), not an interval later."""
-        schedule = self.options.schedule
+        schedule = self.schedule
         if schedule is not None:
             clock = self.options.clock
             when = schedule.next_after(clock())
@@ -593,19 +654,15 @@ class Descheduler:
             await self._reload(forced=True)
         return self.stop.is_set() or self.trigger.is_set()
 
-    async def _cycle(
-        self,
-        framework: Framework,
-        cache: LiveCache,
-        api: Any,
-        loop: asyncio.AbstractEventLoop,
-        limiter: RateLimiter | None,
-        elector: LeaderElector | None,
-        events: EventRecorder,
-        downgrades: NodeDowngrades | None = None,
-        usage: UsageMetrics | None = None,
-    ) -> None:
+    async def _cycle(self, framework: Framework, services: CycleServices) -> None:
         opts = self.options
+        loop = asyncio.get_running_loop()
+        cache, downgrades, elector, usage = (
+            services.cache,
+            services.downgrades,
+            services.elector,
+            services.usage,
+        )
         node_actions = None
         if downgrades is not None:
             node_actions = downgrades.cycle_actions()
@@ -626,28 +683,23 @@ class Descheduler:
             on_error = self.metrics.observe_webhook_error if self.metrics is not None else None
             self.webhooks = EvictionWebhooks(loop, on_error=on_error)
         backend = ApiEvictionBackend(
-            api,
+            services.api,
             loop,
             dry_run=opts.dry_run,
             may_evict=may_evict,
-            limiter=limiter,
+            limiter=services.limiter,
             lease_time_left=elector.time_left if elector is not None else lambda: None,
             ledger=self.ledger,
             background=self.background,
             hold=self.settling.check if self.settling.enabled else None,
             webhooks=self.webhooks,
         )
-        observers: list[Callable[[EvictionRecord], None]] = []
-        if self.metrics is not None:
-            observers.append(self.metrics.observe_eviction)
-        if not opts.dry_run:
-            observers.append(events.observe)
-        run_cycle = framework.run_cycle if opts.tracing is None else opts.tracing.run_cycle(framework)
+        run_cycle = framework.run_cycle if self.tracing is None else self.tracing.run_cycle(framework)
         result = await asyncio.to_thread(
             run_cycle,
             snapshot,
             backend,
-            observers=observers,
+            observers=(self.outcomes.evicted,),
             on_plugin_run=self.metrics.observe_plugin if self.metrics else None,
             node_actions=node_actions,
         )
@@ -682,13 +734,13 @@ class Descheduler:
         )
         for surge in backend.surges:
             if not surge.dry_run:
-                task = asyncio.create_task(self._follow_surge(api, surge, events))
+                task = asyncio.create_task(self._follow_surge(services.api, surge))
                 self.surge_follows.add(task)
                 task.add_done_callback(self.surge_follows.discard)
         if result.unknown or self.unresolved:
-            await self._reconcile(result.unknown, cache, api, events, final=opts.one_shot)
+            await self._reconcile(result.unknown, services, final=opts.one_shot)
 
-    async def _follow_surge(self, api: Any, surge: surging.Started, events: EventRecorder) -> None:
+    async def _follow_surge(self, api: Any, surge: surging.Started) -> None:
         """Follow one surge's rollout to its end (at most its timeout), then tell how it ended."""
         done = await surging.follow_surge(api, surge)
         fields = {
@@ -705,31 +757,23 @@ class Descheduler:
             log.log(V0, "surge done", extra=fields)
         else:
             log.warning("surge failed", extra=fields)
-        if self.metrics is not None:
-            self.metrics.observe_surge(done.succeeded, surge.plugin, surge.profile, surge.namespace)
-        events.observe_surge(done)
+        self.outcomes.surge_done(done)
 
-    async def _resolve_before_cycle(self, cache: LiveCache, api: Any, events: EventRecorder) -> None:
+    async def _resolve_before_cycle(self, services: CycleServices) -> None:
         """Tell, before the cycle, what became of the evictions whose outcome was still unknown
         (their answers lost while the apiserver was down): a pod found not evicted is forgotten by
         the ledger and evicted by this cycle, not skipped until the next one (after an outage that
         was an interval more for each such pod)."""
         if self.unresolved:
-            await self._reconcile([], cache, api, events, final=False)
+            await self._reconcile([], services, final=False)
 
     async def _reconcile(
-        self,
-        records: list[EvictionRecord],
-        cache: LiveCache,
-        api: Any,
-        events: EventRecorder,
-        *,
-        final: bool,
+        self, records: list[EvictionRecord], services: CycleServices, *, final: bool
     ) -> None:
         """Tell what became of outcome-unknown evictions: log, metric, event. Those it cannot tell
         yet (the apiserver unreachable) are tried again after the next cycles, until the ledger
         forgets them; reported as unknown then, or at once when ``final`` (no next cycle)."""
-        pods = cache.informers.get("Pod")
+        pods = services.cache.informers.get("Pod")
 
         def cached_pod(namespace: str, name: str) -> Pod | None:
             obj = pods.objects.get(f"{namespace}/{name}") if pods is not None else None
@@ -742,7 +786,10 @@ class Descheduler:
         # only this cycle's evictions need the window in which the cache catches up
         window = RECONCILE_WINDOW_SECONDS if records else 0.0
         self.unresolved = []
-        for done in await reconcile(todo, cached_pod, api, window=window, stop=self.stop, ledger=self.ledger):
+        reconciled = await reconcile(
+            todo, cached_pod, services.api, window=window, stop=self.stop, ledger=self.ledger
+        )
+        for done in reconciled:
             r = done.record
             first_seen = since[id(r)]
             retry = not final and not self.stop.is_set() and now - first_seen < self.ledger.ttl
@@ -763,25 +810,44 @@ class Descheduler:
                 done.outcome,
                 done.evidence,
             )
-            if self.metrics is not None:
-                self.metrics.observe_reconciled(r, done.outcome)
-            events.observe_reconciled(done)
+            self.outcomes.reconciled(done)
 
 
 def run(options: RunOptions) -> int:
-    policy, digest = read_policy(options.policy_file, default_registry())
-    if options.leader_elect and options.one_shot and not options.dry_run:
-        raise UserError(
-            "--leader-elect",
-            "needs --descheduling-interval > 0 or --descheduling-interval-cron-expression "
-            "(a one-shot run has nothing to lead)",
+    """``desched run``, the composition root: the process services, the plugin registry, the
+    policy and its framework are built here, once each, and handed to the live loop, which owns
+    what it opens (:meth:`Descheduler.run`); the tracer is flushed when the run ends."""
+    with contextlib.ExitStack() as stack:
+        tracing = process.tracing(options.tracing)
+        if tracing is not None:
+            stack.callback(tracing.shutdown)
+        tls = process.serving_tls(options.tls)
+        schedule = process.cron_schedule(options.cron)
+        registry = default_registry()
+        policy, digest = read_policy(options.policy_file, registry)
+        if options.leader_elect and options.one_shot and not options.dry_run:
+            raise UserError(
+                "--leader-elect",
+                "needs --descheduling-interval > 0 or --descheduling-interval-cron-expression "
+                "(a one-shot run has nothing to lead)",
+            )
+        try:
+            framework = Framework(policy, registry)
+        except FrameworkError as e:
+            raise UserError("policy", str(e)) from None
+        log.info("policy %s loaded (hash %s)", options.policy_file, digest)
+        descheduler = Descheduler(
+            options,
+            policy,
+            digest,
+            registry=registry,
+            framework=framework,
+            schedule=schedule,
+            tls=tls,
+            tracing=tracing,
         )
-    try:
-        Framework(policy, default_registry())
-    except FrameworkError as e:
-        raise UserError("policy", str(e)) from None
-    log.info("policy %s loaded (hash %s)", options.policy_file, digest)
-    return kube_loop.run(Descheduler(options, policy, digest).run())
+        return kube_loop.run(descheduler.run())
+    raise AssertionError("unreachable")  # (mypy: ExitStack may swallow an exception)
 
 
 def _cached_nodes(cache: LiveCache) -> list[Node]:

@@ -60,3 +60,22 @@ async def save_snapshot(
         tmp.unlink(missing_ok=True)
         raise UserError("--output", f"cannot write {path}: {e.strerror or e}") from None
     return len(items)
+
+
+def take_snapshot(
+    path: str,
+    kubeconfig: str | None,
+    context: str | None,
+    *,
+    events: bool = False,
+    workloads: bool = False,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+) -> int:
+    """``desched snapshot``: :func:`save_snapshot` on desched's event loop; the objects written."""
+    from desched.kube import loop as kube_loop
+
+    return kube_loop.run(
+        save_snapshot(
+            path, kubeconfig, context, events=events, workloads=workloads, connect_timeout=connect_timeout
+        )
+    )

@@ -10,7 +10,6 @@ import dataclasses
 import json
 import logging
 import re
-import ssl
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -569,11 +568,9 @@ def _cmd_completion(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from desched.api.policy import load_policy_file
-    from desched.plugins import default_registry
+    from desched.app.validate import normalised_policy
 
-    policy = load_policy_file(args.policy, default_registry())
-    doc = policy.normalised()
+    doc = normalised_policy(args.policy)
     if args.output == "json":
         print(json.dumps(doc, indent=2))
     else:
@@ -693,56 +690,31 @@ def _state_configmap(value: str) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from desched.app.process import CronSpec, ServingTLS, TracingOptions
     from desched.app.run import RunOptions, default_identity, run
     from desched.runtime.leader import LeaderConfig
-    from desched.runtime.tls import parse_curves, server_context, serving_certificate
 
     gates = args.feature_gates
     in_background = bool(gates.get("EvictionsInBackground", gates.get("AllAlpha", False)))
     tracing = None
     if args.otel_collector_endpoint:
-        from desched.runtime.tracing import TracingOptions, setup
-
-        tracing = setup(
-            TracingOptions(
-                endpoint=args.otel_collector_endpoint,
-                ca_cert=args.otel_transport_ca_cert,
-                service_name=args.otel_service_name,
-                service_namespace=args.otel_trace_namespace,
-                sample_rate=args.otel_sample_rate,
-                fallback_no_op_on_error=args.otel_fallback_no_op_on_error,
-            )
+        tracing = TracingOptions(
+            endpoint=args.otel_collector_endpoint,
+            ca_cert=args.otel_transport_ca_cert,
+            service_name=args.otel_service_name,
+            service_namespace=args.otel_trace_namespace,
+            sample_rate=args.otel_sample_rate,
+            fallback_no_op_on_error=args.otel_fallback_no_op_on_error,
         )
-    tls = None
-    curves = parse_curves(args.tls_curve_preferences)
-    if curves and not hasattr(ssl.SSLContext, "set_groups"):
-        log.warning(
-            "--tls-curve-preferences is checked but not applied: this Python's ssl module cannot "
-            "choose the key-exchange groups (SSLContext.set_groups); the TLS library's defaults are used"
-        )
-    if args.secure_port and not args.http:
-        cert, key = serving_certificate(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
-        tls = server_context(
-            cert,
-            key,
-            min_version=args.tls_min_version,
-            cipher_suites=args.tls_cipher_suites,
-            sni_cert_keys=args.tls_sni_cert_key,
-            curves=curves,
-        )
-    schedule = None
+    cron = None
     if args.descheduling_interval_cron_expression is not None:
-        from desched.runtime.schedule import parse_schedule
-
         if args.descheduling_interval is not None:
             raise UserError(
                 "--descheduling-interval-cron-expression",
                 "cannot be given with --descheduling-interval (got "
                 f"{args.descheduling_interval_cron_expression!r} and an interval); keep one",
             )
-        schedule = parse_schedule(
-            args.descheduling_interval_cron_expression, args.descheduling_interval_cron_time_zone
-        )
+        cron = CronSpec(args.descheduling_interval_cron_expression, args.descheduling_interval_cron_time_zone)
     elif args.descheduling_interval_cron_time_zone is not None:
         raise UserError(
             "--descheduling-interval-cron-time-zone",
@@ -752,7 +724,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     options = RunOptions(
         policy_file=args.policy_config_file,
         interval=args.descheduling_interval or 0.0,
-        schedule=schedule,
+        cron=cron,
         dry_run=args.dry_run,
         kubeconfig=args.kubeconfig,
         context=args.context,
@@ -769,7 +741,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ),
         bind_address=args.bind_address,
         port=args.secure_port,
-        tls=tls,
+        tls=ServingTLS(
+            cert_file=args.tls_cert_file,
+            key_file=args.tls_private_key_file,
+            cert_dir=args.cert_dir,
+            min_version=args.tls_min_version,
+            cipher_suites=tuple(args.tls_cipher_suites),
+            sni_cert_keys=tuple(args.tls_sni_cert_key),
+            curve_preferences=tuple(args.tls_curve_preferences),
+            secure=bool(args.secure_port) and not args.http,
+        ),
         reuse_port=args.permit_port_sharing,
         disable_metrics=args.disable_metrics,
         disable_serving=args.secure_port == 0,
@@ -786,24 +767,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return run(options)
     except ValueError as e:  # leader-election timing rules
         raise UserError("--leader-elect", str(e)) from None
-    finally:
-        if tracing is not None:
-            tracing.shutdown()
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from desched.app.snapshot import save_snapshot
-    from desched.kube import loop as kube_loop
+    from desched.app.snapshot import take_snapshot
 
-    count = kube_loop.run(
-        save_snapshot(
-            args.output,
-            args.kubeconfig,
-            args.context,
-            events=args.events,
-            workloads=args.workloads,
-            connect_timeout=args.client_connection_timeout,
-        )
+    count = take_snapshot(
+        args.output,
+        args.kubeconfig,
+        args.context,
+        events=args.events,
+        workloads=args.workloads,
+        connect_timeout=args.client_connection_timeout,
     )
     print(f"wrote {count} objects to {args.output}", file=sys.stderr)
     return 0

@@ -18,6 +18,7 @@ from tests import builders
 
 from desched.api.policy import ExtensionPoint, load_policy
 from desched.app import run as live
+from desched.app.process import CronSpec
 from desched.app.reload import content_hash, describe_changes, read_policy
 from desched.framework import safetystate
 from desched.framework.framework import Framework
@@ -258,7 +259,8 @@ def test_a_sighup_reloads_while_waiting_for_a_cron_schedules_next_time(tmp_path:
     vol = ConfigMapVolume(tmp_path, policy_doc((TAINTS, None)))
     policy, digest = read_policy(vol.path, default_registry())
     cron = parse_schedule("0 2 * * *", "UTC", environ={}, localtime=Path("/nonexistent/localtime"))
-    d = live.Descheduler(live.RunOptions(policy_file=str(vol.path), schedule=cron), policy, digest)
+    options = live.RunOptions(policy_file=str(vol.path), cron=CronSpec("0 2 * * *", "UTC"))
+    d = live.Descheduler(options, policy, digest, schedule=cron)
     d.framework = Framework(policy, d.registry)
 
     async def scenario() -> None:

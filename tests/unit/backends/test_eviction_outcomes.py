@@ -498,22 +498,23 @@ def test_the_live_loop_retries_what_it_cannot_tell_yet(monkeypatch: pytest.Monke
     objects: dict[str, Pod] = {"default/a": p}
     cache: Any = SimpleNamespace(informers={"Pod": SimpleNamespace(objects=objects)})
     seen: list[str] = []
-    events: Any = SimpleNamespace(observe_reconciled=lambda done: seen.append(done.outcome))
+    d.outcomes.events = SimpleNamespace(observe_reconciled=lambda done: seen.append(done.outcome))
+    services = live.CycleServices(api=None, cache=cache)
     assert d.metrics is not None
     sample = d.metrics.registry.get_sample_value
     labels = {"outcome": "evicted", "strategy": "Plugin", "profile": "prof", "namespace": "default"}
 
     async def test() -> None:
-        await d._reconcile([record(p)], cache, None, events, final=False)
+        await d._reconcile([record(p)], services, final=False)
         assert [r.name for r, _ in d.unresolved] == ["a"] and seen == []
         assert sample("descheduler_eviction_outcome_unknown_total", labels) is None
         objects["default/a"] = pod("a", "n1", terminating=True)  # the watch caught up
-        await d._reconcile([], cache, None, events, final=False)
+        await d._reconcile([], services, final=False)
         assert d.unresolved == [] and seen == ["evicted"]
         assert sample("descheduler_eviction_outcome_unknown_total", labels) == 1
         # a one-shot run has no next cycle: what it cannot tell is reported unknown at once
         objects["default/b"] = pod("b", "n1")
-        await d._reconcile([record(pod("b", "n1"))], cache, None, events, final=True)
+        await d._reconcile([record(pod("b", "n1"))], services, final=True)
         assert d.unresolved == [] and seen == ["evicted", "unknown"]
 
     run(test)
@@ -537,7 +538,7 @@ def test_after_an_outage_what_could_not_be_told_is_resolved_before_the_next_cycl
     d.unresolved = [(record(p), time.monotonic())]
     cache: Any = SimpleNamespace(informers={"Pod": SimpleNamespace(objects={"default/a": p})})
     seen: list[str] = []
-    events: Any = SimpleNamespace(observe_reconciled=lambda done: seen.append(done.outcome))
+    d.outcomes.events = SimpleNamespace(observe_reconciled=lambda done: seen.append(done.outcome))
 
     async def pods(request: web.Request) -> web.Response:
         return web.json_response({"metadata": {"name": "a", "uid": p.metadata.uid}})
@@ -551,7 +552,7 @@ def test_after_an_outage_what_could_not_be_told_is_resolved_before_the_next_cycl
         cfg.host = str(server.make_url("")).rstrip("/")
         api = client.ApiClient(configuration=cfg)
         try:
-            await d._resolve_before_cycle(cache, api, events)
+            await d._resolve_before_cycle(live.CycleServices(api=api, cache=cache))
         finally:
             await api.close()
             await server.close()
