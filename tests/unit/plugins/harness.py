@@ -216,11 +216,16 @@ def run(
 
 
 def run_policy(
-    doc: dict[str, Any], nodes: Sequence[Node] = (), pods: Sequence[Pod] = (), *, now: datetime = NOW
+    doc: dict[str, Any],
+    nodes: Sequence[Node] = (),
+    pods: Sequence[Pod] = (),
+    *,
+    snapshot: ClusterSnapshot | None = None,
+    now: datetime = NOW,
 ) -> CycleResult:
     """One cycle of a whole DeschedulerPolicy document (several profiles, a README's example)."""
     fw = Framework(load_policy(doc, REGISTRY), REGISTRY, clock=lambda: now)
-    return cycle(fw, nodes, pods)
+    return cycle(fw, nodes, pods, snapshot=snapshot)
 
 
 def cycle(

@@ -13,15 +13,22 @@ from typing import Any
 
 import msgspec
 from tests import builders
+from tests.unit.plugins.harness import (
+    NOW,
+    REGISTRY,
+    Sorter,
+    cycle,
+    evicted,
+    load,
+    policy_doc,
+    run,
+    run_policy,
+)
 
 from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.framework.framework import Framework
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
-
-REGISTRY = default_registry(entry_points=False)
 
 
 def node(name: str, *, taint: bool = False, zone: str = "a") -> Node:
@@ -57,27 +64,6 @@ def pod(
     )
 
 
-def evicted(
-    plugin: str, args: dict[str, Any], snapshot: ClusterSnapshot, evictor: dict[str, Any] | None = None
-) -> list[str]:
-    doc = {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [
-                    {"name": "DefaultEvictor", "args": evictor or {}},
-                    {"name": plugin, "args": args},
-                ],
-                "plugins": {"deschedule": {"enabled": [plugin]}},
-            }
-        ],
-    }
-    result = Framework(load_policy(doc, REGISTRY), REGISTRY).run_cycle(snapshot, SimulatedBackend(snapshot))
-    return [r.name for r in result.evictions]
-
-
 def test_node_taints_leaves_finished_pods_alone() -> None:
     snapshot = ClusterSnapshot(
         nodes=[node("n1", taint=True), node("n2")],
@@ -87,7 +73,7 @@ def test_node_taints_leaves_finished_pods_alone() -> None:
             pod("web-1", "n1"),
         ],
     )
-    assert evicted("RemovePodsViolatingNodeTaints", {}, snapshot) == ["web-1"]
+    assert evicted(run("RemovePodsViolatingNodeTaints", {}, snapshot=snapshot, evictor={})) == ["web-1"]
 
 
 def test_node_affinity_leaves_finished_pods_alone() -> None:
@@ -108,7 +94,7 @@ def test_node_affinity_leaves_finished_pods_alone() -> None:
         ],
     )
     args = {"nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"]}
-    assert evicted("RemovePodsViolatingNodeAffinity", args, snapshot) == ["running"]
+    assert evicted(run("RemovePodsViolatingNodeAffinity", args, snapshot=snapshot, evictor={})) == ["running"]
 
 
 def test_a_failed_sibling_does_not_make_anti_affinity_evict_the_running_pod() -> None:
@@ -128,13 +114,15 @@ def test_a_failed_sibling_does_not_make_anti_affinity_evict_the_running_pod() ->
             pod("web-2", "n2", labels=web, affinity=anti),
         ],
     )
-    assert evicted("RemovePodsViolatingInterPodAntiAffinity", {}, snapshot) == []
+    assert evicted(run("RemovePodsViolatingInterPodAntiAffinity", {}, snapshot=snapshot, evictor={})) == []
     # a running neighbour still counts
     snapshot = ClusterSnapshot(
         nodes=[node("n1"), node("n2")],
         pods=[pod("web-1", "n1", labels=web, affinity=anti), pod("web-3", "n1", labels=web, affinity=anti)],
     )
-    assert evicted("RemovePodsViolatingInterPodAntiAffinity", {}, snapshot) == ["web-1"]
+    assert evicted(run("RemovePodsViolatingInterPodAntiAffinity", {}, snapshot=snapshot, evictor={})) == [
+        "web-1"
+    ]
 
 
 def test_min_replicas_is_counted_once_per_cycle_so_both_replicas_leave_a_tainted_node() -> None:
@@ -142,7 +130,9 @@ def test_min_replicas_is_counted_once_per_cycle_so_both_replicas_leave_a_tainted
         nodes=[node("n1", taint=True), node("n2")],
         pods=[pod("web-1", "n1"), pod("web-2", "n1")],
     )
-    assert evicted("RemovePodsViolatingNodeTaints", {}, snapshot, {"minReplicas": 2}) == ["web-1", "web-2"]
+    assert evicted(
+        run("RemovePodsViolatingNodeTaints", {}, snapshot=snapshot, evictor={"minReplicas": 2})
+    ) == ["web-1", "web-2"]
 
 
 def test_min_replicas_still_protects_an_owner_with_too_few_pods() -> None:
@@ -150,8 +140,12 @@ def test_min_replicas_still_protects_an_owner_with_too_few_pods() -> None:
         nodes=[node("n1", taint=True), node("n2")],
         pods=[pod("web-1", "n1"), pod("web-2", "n1"), pod("api-1", "n1", owner=("ReplicaSet", "api"))],
     )
-    assert evicted("RemovePodsViolatingNodeTaints", {}, snapshot, {"minReplicas": 3}) == []
-    assert evicted("RemovePodsViolatingNodeTaints", {}, snapshot, {"minReplicas": 2}) == ["web-1", "web-2"]
+    assert (
+        evicted(run("RemovePodsViolatingNodeTaints", {}, snapshot=snapshot, evictor={"minReplicas": 3})) == []
+    )
+    assert evicted(
+        run("RemovePodsViolatingNodeTaints", {}, snapshot=snapshot, evictor={"minReplicas": 2})
+    ) == ["web-1", "web-2"]
 
 
 def test_min_replicas_counts_the_cycle_start_across_profiles() -> None:
@@ -177,25 +171,11 @@ def test_min_replicas_counts_the_cycle_start_across_profiles() -> None:
         pods=[pod("web-1", "n1", labels={"first": "yes"}), pod("web-2", "n1")],
     )
     doc = {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [first, second]}
-    result = Framework(load_policy(doc, REGISTRY), REGISTRY).run_cycle(snapshot, SimulatedBackend(snapshot))
+    result = run_policy(doc, snapshot=snapshot)
     assert [(r.profile, r.name) for r in result.evictions] == [("first", "web-1"), ("second", "web-2")]
 
 
 # ----------------------------------------------------------------------------- PreSort
-
-
-def _presort_policy(plugin: str, args: dict[str, Any], presort: list[dict[str, Any]]) -> dict[str, Any]:
-    configs: list[dict[str, Any]] = [{"name": "DefaultEvictor", "args": {}}, {"name": plugin, "args": args}]
-    configs += presort
-    plugins: dict[str, Any] = {"deschedule": {"enabled": [plugin]}}
-    if presort:
-        plugins["presort"] = {"enabled": [c["name"] for c in presort]}
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "maxNoOfPodsToEvictPerNode": 1,
-        "profiles": [{"name": "p", "pluginConfig": configs, "plugins": plugins}],
-    }
 
 
 def _aged(name: str, created: str) -> Pod:
@@ -212,16 +192,17 @@ def test_presort_changes_which_pod_a_node_limit_leaves() -> None:
     pods = [_aged("a-old", "2026-01-01T00:00:00Z"), _aged("b-new", "2026-03-01T00:00:00Z")]
     pods.append(_aged("c-mid", "2026-02-01T00:00:00Z"))
 
-    def first_evicted(presort: list[dict[str, Any]]) -> list[str]:
+    def first_evicted(presort: list[Sorter]) -> list[str]:
         snapshot = ClusterSnapshot(nodes=[node("n1", taint=True), node("n2")], pods=pods)
-        policy = load_policy(_presort_policy("RemovePodsViolatingNodeTaints", {}, presort), REGISTRY)
-        result = Framework(policy, REGISTRY).run_cycle(snapshot, SimulatedBackend(snapshot))
-        return [r.name for r in result.evictions]
+        doc = policy_doc(
+            "RemovePodsViolatingNodeTaints", {}, evictor={}, presort=presort, maxNoOfPodsToEvictPerNode=1
+        )
+        return evicted(run_policy(doc, snapshot=snapshot))
 
     assert first_evicted([]) == ["a-old"]  # listing order: by name
-    newest = [{"name": "PodAgeSort", "args": {"order": "NewestFirst"}}]
+    newest: list[Sorter] = [("PodAgeSort", {"order": "NewestFirst"})]
     assert first_evicted(newest) == ["b-new"]
-    assert first_evicted([{"name": "PodAgeSort", "args": {}}]) == ["a-old"]
+    assert first_evicted([("PodAgeSort", {})]) == ["a-old"]
 
 
 def test_presort_orders_the_pods_node_affinity_considers() -> None:
@@ -246,22 +227,33 @@ def test_presort_orders_the_pods_node_affinity_considers() -> None:
             )
         )
     args = {"nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"]}
-    newest = [{"name": "PodAgeSort", "args": {"order": "NewestFirst"}}]
+    newest: list[Sorter] = [("PodAgeSort", {"order": "NewestFirst"})]
     snapshot = ClusterSnapshot(nodes=[node("n1", zone="a"), node("n2", zone="b")], pods=pods)
-    policy = load_policy(_presort_policy("RemovePodsViolatingNodeAffinity", args, newest), REGISTRY)
-    result = Framework(policy, REGISTRY).run_cycle(snapshot, SimulatedBackend(snapshot))
-    assert [r.name for r in result.evictions] == ["b-new"]
+    policy = load(
+        "RemovePodsViolatingNodeAffinity", args, evictor={}, presort=newest, maxNoOfPodsToEvictPerNode=1
+    )
+    assert evicted(cycle(Framework(policy, REGISTRY, clock=lambda: NOW), snapshot=snapshot)) == ["b-new"]
     assert policy.warnings == ()
 
 
 def test_policy_warns_when_a_strategy_has_no_presort_step() -> None:
-    doc = _presort_policy(
-        "RemovePodsHavingTooManyRestarts", {"podRestartThreshold": 3}, [{"name": "PodAgeSort", "args": {}}]
+    doc = policy_doc(
+        "RemovePodsHavingTooManyRestarts",
+        {"podRestartThreshold": 3},
+        evictor={},
+        presort=[("PodAgeSort", {})],
+        maxNoOfPodsToEvictPerNode=1,
     )
     policy = load_policy(doc, REGISTRY)
     assert policy.warnings == (
         "profiles[0].plugins.presort: RemovePodsHavingTooManyRestarts has no pre-sort step, so "
         "PodAgeSort does not change the order it considers pods in",
     )
-    doc = _presort_policy("RemovePodsViolatingNodeTaints", {}, [{"name": "PodAgeSort", "args": {}}])
+    doc = policy_doc(
+        "RemovePodsViolatingNodeTaints",
+        {},
+        evictor={},
+        presort=[("PodAgeSort", {})],
+        maxNoOfPodsToEvictPerNode=1,
+    )
     assert load_policy(doc, REGISTRY).warnings == ()
