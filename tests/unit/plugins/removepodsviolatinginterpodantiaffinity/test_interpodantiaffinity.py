@@ -3,23 +3,17 @@ semantics the upstream fixtures leave out (topology domains, term namespaces, wh
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import Bound, evicted
 
-from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import PolicyError
 from desched.framework.findings import Finding, Verdict
-from desched.framework.framework import CycleResult, Framework
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import Namespace, Node, Pod
-from desched.plugins import default_registry
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 PLUGIN = "RemovePodsViolatingInterPodAntiAffinity"
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -37,35 +31,9 @@ class KeepProtected:
         return p.labels.get("protected") != "true"
 
 
-REG = default_registry(entry_points=False)
-REG.register(KeepProtected)
-
-
-def policy_doc(args: dict[str, Any] | None, **top: Any) -> dict[str, Any]:
-    # DefaultEvictor is left out: only this plugin's decisions are under test.
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [{"name": PLUGIN, "args": args}],
-                "allowDisablingDefaultEvictor": True,
-                "plugins": {
-                    "deschedule": {"enabled": [PLUGIN]},
-                    "filter": {"enabled": ["KeepProtected"], "disabled": ["DefaultEvictor"]},
-                    "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-                },
-            }
-        ],
-        **top,
-    }
-
-
-def load_error(args: dict[str, Any]) -> str:
-    with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(args), REG)
-    return str(e.value)
+#: The plugin with KeepProtected as the only Filter (DefaultEvictor off: only the plugin's
+#: decisions are under test).
+AFF = Bound(PLUGIN, {"extra": [KeepProtected]})
 
 
 def node(name: str, zone: str | None = None) -> Node:
@@ -108,22 +76,6 @@ def namespace(name: str, labels: dict[str, str]) -> Namespace:
     return builders.namespace(name, labels=labels)
 
 
-def run(
-    nodes: list[Node],
-    pods: list[Pod],
-    args: dict[str, Any] | None = None,
-    namespaces: list[Namespace] = (),
-    **top: Any,
-) -> CycleResult:  # type: ignore[assignment]
-    policy = load_policy(policy_doc(args or {}, **top), REG)
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods, namespaces=namespaces)
-    return Framework(policy, REG, clock=lambda: NOW).run_cycle(snapshot, SimulatedBackend(snapshot))
-
-
-def evicted(result: CycleResult) -> list[str]:
-    return [r.name for r in result.evictions]
-
-
 AVOID_DB = [term({"app": "db"})]
 
 
@@ -131,7 +83,7 @@ AVOID_DB = [term({"app": "db"})]
 
 
 def test_namespaces_include_and_exclude_are_exclusive() -> None:
-    msg = load_error({"namespaces": {"include": ["a"], "exclude": ["b"]}})
+    msg = AFF.load_error({"namespaces": {"include": ["a"], "exclude": ["b"]}})
     assert msg == (
         "profiles[0].pluginConfig[0].args.namespaces.exclude: cannot be set with include "
         "(got include=['a'], exclude=['b'])"
@@ -139,12 +91,12 @@ def test_namespaces_include_and_exclude_are_exclusive() -> None:
 
 
 def test_invalid_label_selector() -> None:
-    msg = load_error({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}})
+    msg = AFF.load_error({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}})
     assert msg.startswith("profiles[0].pluginConfig[0].args.labelSelector")
 
 
 def test_unknown_field_is_rejected() -> None:
-    assert load_error({"nodeFit": True}) == "profiles[0].pluginConfig[0].args.nodeFit: unknown field"
+    assert AFF.load_error({"nodeFit": True}) == "profiles[0].pluginConfig[0].args.nodeFit: unknown field"
 
 
 # ----------------------------------------------------------------------------- topology domains
@@ -152,7 +104,7 @@ def test_unknown_field_is_rejected() -> None:
 
 def test_same_zone_on_another_node_violates() -> None:
     nodes = [node("n1", "a"), node("n2", "a"), node("n3", "b")]
-    result = run(nodes, [pod("web", "n1", anti=AVOID_DB), pod("db", "n2", labels={"app": "db"})])
+    result = AFF.run(nodes, [pod("web", "n1", anti=AVOID_DB), pod("db", "n2", labels={"app": "db"})])
     assert evicted(result) == ["web"]
     assert result.evictions[0].reason == (
         "pod violates its required inter-pod anti-affinity: 1 other matching pod(s) in its topology domain "
@@ -162,7 +114,7 @@ def test_same_zone_on_another_node_violates() -> None:
 
 def test_other_zone_does_not_violate() -> None:
     nodes = [node("n1", "a"), node("n2", "b")]
-    assert evicted(run(nodes, [pod("web", "n1", anti=AVOID_DB), pod("db", "n2", labels={"app": "db"})])) == []
+    assert AFF.evicted(nodes, [pod("web", "n1", anti=AVOID_DB), pod("db", "n2", labels={"app": "db"})]) == []
 
 
 def test_node_without_the_topology_label_is_its_own_domain() -> None:
@@ -172,9 +124,9 @@ def test_node_without_the_topology_label_is_its_own_domain() -> None:
         pod("db", "n2", labels={"app": "db"}),
         pod("web2", "n3", anti=AVOID_DB),
     ]
-    assert evicted(run(nodes, pods)) == []
+    assert AFF.evicted(nodes, pods) == []
     pods.append(pod("db2", "n1", labels={"app": "db"}))
-    assert evicted(run(nodes, pods)) == ["web"]
+    assert AFF.evicted(nodes, pods) == ["web"]
 
 
 def test_nodes_not_given_to_the_plugin_do_not_count() -> None:
@@ -182,7 +134,7 @@ def test_nodes_not_given_to_the_plugin_do_not_count() -> None:
     n1.metadata.labels["pool"] = "x"  # type: ignore[index]
     n3.metadata.labels["pool"] = "x"  # type: ignore[index]
     pods = [pod("web", "n1", anti=AVOID_DB), pod("db", "n2", labels={"app": "db"})]
-    assert evicted(run([n1, n2, n3], pods, nodeSelector="pool=x")) == []
+    assert AFF.evicted([n1, n2, n3], pods, nodeSelector="pool=x") == []
 
 
 # ----------------------------------------------------------------------------- who counts
@@ -194,7 +146,7 @@ def test_one_replica_per_node_keeps_the_highest_priority_replica() -> None:
         pod(f"web-{i}", "n1", labels={"app": "web"}, anti=anti, priority=p)
         for i, p in enumerate([5, 1, 9, 3])
     ]
-    assert evicted(run([node("n1"), node("n2")], pods)) == ["web-1", "web-3", "web-0"]
+    assert AFF.evicted([node("n1"), node("n2")], pods) == ["web-1", "web-3", "web-0"]
 
 
 def test_mutual_anti_affinity_evicts_only_the_lower_priority_pod() -> None:
@@ -202,7 +154,7 @@ def test_mutual_anti_affinity_evicts_only_the_lower_priority_pod() -> None:
         pod("a", "n1", labels={"app": "a"}, anti=[term({"app": "b"})], priority=10),
         pod("b", "n1", labels={"app": "b"}, anti=[term({"app": "a"})], priority=1),
     ]
-    assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == ["b"]
+    assert AFF.evicted([node("n1", "z"), node("n2", "z")], pods) == ["b"]
 
 
 def test_pod_that_cannot_be_evicted_still_counts_as_violator() -> None:
@@ -213,7 +165,7 @@ def test_pod_that_cannot_be_evicted_still_counts_as_violator() -> None:
         pod("db", "n2", labels={"app": "db", "protected": "true"}),
         pod("db2", "n2", labels={"app": "db"}, anti=[term({"app": "web"})]),
     ]
-    assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == ["web"]
+    assert AFF.evicted([node("n1", "z"), node("n2", "z")], pods) == ["web"]
 
 
 def test_refused_candidate_keeps_counting_for_the_pods_after_it() -> None:
@@ -221,7 +173,7 @@ def test_refused_candidate_keeps_counting_for_the_pods_after_it() -> None:
         pod("a", "n1", labels={"app": "a", "protected": "true"}, anti=[term({"app": "b"})], priority=1),
         pod("b", "n1", labels={"app": "b"}, anti=[term({"app": "a"})], priority=5),
     ]
-    assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == ["b"]
+    assert AFF.evicted([node("n1", "z"), node("n2", "z")], pods) == ["b"]
 
 
 def test_namespaces_and_label_selector_args_limit_violators_too() -> None:
@@ -230,15 +182,13 @@ def test_namespaces_and_label_selector_args_limit_violators_too() -> None:
         pod("db", "n1", labels={"app": "db"}, ns="data"),
     ]
     nodes = [node("n1", "z"), node("n2", "z")]
-    assert evicted(run(nodes, pods)) == ["web"]
-    assert evicted(run(nodes, pods, {"namespaces": {"include": ["team"]}})) == []
+    assert AFF.evicted(nodes, pods) == ["web"]
+    assert AFF.evicted(nodes, pods, {"namespaces": {"include": ["team"]}}) == []
     assert (
-        evicted(
-            run(
-                nodes,
-                pods,
-                {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}},
-            )
+        AFF.evicted(
+            nodes,
+            pods,
+            {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}},
         )
         == []
     )
@@ -246,7 +196,7 @@ def test_namespaces_and_label_selector_args_limit_violators_too() -> None:
 
 def test_term_without_label_selector_matches_nothing() -> None:
     pods = [pod("web", "n1", anti=[term(None)]), pod("db", "n1", labels={"app": "db"})]
-    assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == []
+    assert AFF.evicted([node("n1", "z"), node("n2", "z")], pods) == []
 
 
 def test_same_name_in_another_namespace_is_another_pod() -> None:
@@ -255,7 +205,7 @@ def test_same_name_in_another_namespace_is_another_pod() -> None:
         pod("web", "n1", labels={"app": "web"}, anti=anti, ns="a"),
         pod("web", "n1", labels={"app": "web"}, ns="b"),
     ]
-    assert evicted(run([node("n1"), node("n2")], pods)) == ["web"]
+    assert AFF.evicted([node("n1"), node("n2")], pods) == ["web"]
 
 
 # ----------------------------------------------------------------------------- term namespaces
@@ -263,7 +213,7 @@ def test_same_name_in_another_namespace_is_another_pod() -> None:
 
 def test_term_defaults_to_the_pods_own_namespace() -> None:
     pods = [pod("web", "n1", anti=AVOID_DB, ns="team"), pod("db", "n1", labels={"app": "db"}, ns="data")]
-    assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == []
+    assert AFF.evicted([node("n1", "z"), node("n2", "z")], pods) == []
 
 
 def test_empty_namespace_selector_selects_every_namespace() -> None:
@@ -272,21 +222,30 @@ def test_empty_namespace_selector_selects_every_namespace() -> None:
         pod("web", "n1", anti=[term({"app": "db"}, namespaceSelector={})], ns="team"),
         pod("db", "n1", labels={"app": "db"}, ns="data"),
     ]
-    assert evicted(run([node("n1", "z"), node("n2", "z")], pods)) == ["web"]
+    assert AFF.evicted([node("n1", "z"), node("n2", "z")], pods) == ["web"]
 
 
 def test_namespace_selector_reads_namespace_labels() -> None:
     anti = [term({"app": "db"}, namespaceSelector={"matchLabels": {"tier": "data"}})]
     pods = [pod("web", "n1", anti=anti, ns="team"), pod("db", "n1", labels={"app": "db"}, ns="data")]
     nodes = [node("n1", "z"), node("n2", "z")]
-    assert evicted(run(nodes, pods, namespaces=[namespace("data", {"tier": "data"})])) == ["web"]
-    assert evicted(run(nodes, pods, namespaces=[namespace("data", {"tier": "other"})])) == []
+    assert AFF.evicted(
+        snapshot=ClusterSnapshot(nodes=nodes, pods=pods, namespaces=[namespace("data", {"tier": "data"})])
+    ) == ["web"]
+    assert (
+        AFF.evicted(
+            snapshot=ClusterSnapshot(
+                nodes=nodes, pods=pods, namespaces=[namespace("data", {"tier": "other"})]
+            )
+        )
+        == []
+    )
     # A namespace the snapshot does not hold still has its name label.
     by_name = [
         term({"app": "db"}, namespaceSelector={"matchLabels": {"kubernetes.io/metadata.name": "data"}})
     ]
     pods[0] = pod("web", "n1", anti=by_name, ns="team")
-    assert evicted(run(nodes, pods)) == ["web"]
+    assert AFF.evicted(nodes, pods) == ["web"]
 
 
 # ----------------------------------------------------------------------------- selectors and limits
@@ -308,15 +267,15 @@ def test_in_exists_and_not_in_selectors() -> None:
         ),
     ]:
         web = pod("web", "n1", anti=[{"topologyKey": ZONE, "labelSelector": selector}])
-        assert evicted(run(nodes, [web, db])) == expected, selector
+        assert AFF.evicted(nodes, [web, db]) == expected, selector
 
 
 def test_node_limit_moves_on_and_total_limit_stops() -> None:
     anti = [term({"app": "web"}, topology=HOST)]
     pods = [pod(f"{n}-{i}", n, labels={"app": "web"}, anti=anti) for n in ("n1", "n2") for i in range(3)]
     nodes = [node("n1"), node("n2")]
-    assert evicted(run(nodes, pods, maxNoOfPodsToEvictPerNode=1)) == ["n1-0", "n2-0"]
-    assert evicted(run(nodes, pods, maxNoOfPodsToEvictTotal=3)) == ["n1-0", "n1-1", "n2-0"]
+    assert AFF.evicted(nodes, pods, maxNoOfPodsToEvictPerNode=1) == ["n1-0", "n2-0"]
+    assert AFF.evicted(nodes, pods, maxNoOfPodsToEvictTotal=3) == ["n1-0", "n1-1", "n2-0"]
 
 
 def test_evicted_pods_by_earlier_plugins_are_gone() -> None:
@@ -324,8 +283,7 @@ def test_evicted_pods_by_earlier_plugins_are_gone() -> None:
     pods = [pod("web", "n1", anti=AVOID_DB), pod("db", "n2", labels={"app": "db"})]
     snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
     snapshot.remove_pod(pods[1])
-    policy = load_policy(policy_doc({}), REG)
-    result = Framework(policy, REG, clock=lambda: NOW).run_cycle(snapshot, SimulatedBackend(snapshot))
+    result = AFF.run(snapshot=snapshot)
     assert evicted(result) == []
 
 
@@ -361,11 +319,8 @@ def left_reasons(
     nodes: list[Node], pods: list[Pod], args: dict[str, Any] | None = None
 ) -> dict[str, list[str]]:
     """One cycle with findings on: the reasons given for each pod left, by pod name."""
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    fw = Framework(load_policy(policy_doc(args or {}), REG), REG, clock=lambda: NOW)
     found: list[Finding] = []
-    fw.findings.attach(found.append)
-    fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    AFF.run(nodes, pods, args, found=found)
     out: dict[str, list[str]] = {}
     for f in found:
         if f.verdict is Verdict.LEFT:
