@@ -32,7 +32,7 @@ from desched.framework.findings import Finding
 from desched.framework.framework import CycleResult, Framework
 from desched.framework.nodeactions import NodeActionBackend
 from desched.framework.registry import Registry
-from desched.k8s.objects import Node, Pod
+from desched.k8s.objects import Namespace, Node, Pod
 from desched.plugins import default_registry
 
 __all__ = [
@@ -193,6 +193,7 @@ def run(
     pods: Sequence[Pod] = (),
     *,
     snapshot: ClusterSnapshot | None = None,
+    namespaces: Sequence[Namespace] = (),
     found: list[Finding] | None = None,
     backend: Callable[[ClusterSnapshot], EvictionBackend] = SimulatedBackend,
     now: datetime = NOW,
@@ -200,7 +201,8 @@ def run(
     errors_ok: bool = False,
     **kw: Any,
 ) -> CycleResult:
-    """One cycle of the one-plugin framework on ``snapshot`` (or one of ``nodes`` and ``pods``).
+    """One cycle of the one-plugin framework on ``snapshot`` (or one of ``nodes``, ``pods`` and
+    ``namespaces``).
 
     ``found`` collects the plugin's findings (the candidates it left, and why); ``backend`` makes
     the eviction backend from the snapshot (default: every eviction goes through).
@@ -210,8 +212,8 @@ def run(
     """
     fw = framework(plugin, args, now=now, **kw)
     return cycle(
-        fw, nodes, pods, snapshot=snapshot, found=found, backend=backend, plugin_nodes=plugin_nodes,
-        errors_ok=errors_ok,
+        fw, nodes, pods, snapshot=snapshot, namespaces=namespaces, found=found, backend=backend,
+        plugin_nodes=plugin_nodes, errors_ok=errors_ok,
     )  # fmt: skip
 
 
@@ -234,6 +236,7 @@ def cycle(
     pods: Sequence[Pod] = (),
     *,
     snapshot: ClusterSnapshot | None = None,
+    namespaces: Sequence[Namespace] = (),
     found: list[Finding] | None = None,
     backend: Callable[[ClusterSnapshot], EvictionBackend] = SimulatedBackend,
     plugin_nodes: Sequence[Node] | None = None,
@@ -243,7 +246,7 @@ def cycle(
     """One cycle of ``fw`` (see :func:`run` for the keywords; ``node_actions`` carries out the
     plugin's node actions, default: none is carried out)."""
     if snapshot is None:
-        snapshot = ClusterSnapshot(nodes=list(nodes), pods=list(pods))
+        snapshot = ClusterSnapshot(nodes=list(nodes), pods=list(pods), namespaces=list(namespaces))
     if found is not None:
         fw.findings.attach(found.append)
     if plugin_nodes is None:

@@ -229,17 +229,8 @@ def test_namespace_selector_reads_namespace_labels() -> None:
     anti = [term({"app": "db"}, namespaceSelector={"matchLabels": {"tier": "data"}})]
     pods = [pod("web", "n1", anti=anti, ns="team"), pod("db", "n1", labels={"app": "db"}, ns="data")]
     nodes = [node("n1", "z"), node("n2", "z")]
-    assert AFF.evicted(
-        snapshot=ClusterSnapshot(nodes=nodes, pods=pods, namespaces=[namespace("data", {"tier": "data"})])
-    ) == ["web"]
-    assert (
-        AFF.evicted(
-            snapshot=ClusterSnapshot(
-                nodes=nodes, pods=pods, namespaces=[namespace("data", {"tier": "other"})]
-            )
-        )
-        == []
-    )
+    assert AFF.evicted(nodes, pods, namespaces=[namespace("data", {"tier": "data"})]) == ["web"]
+    assert AFF.evicted(nodes, pods, namespaces=[namespace("data", {"tier": "other"})]) == []
     # A namespace the snapshot does not hold still has its name label.
     by_name = [
         term({"app": "db"}, namespaceSelector={"matchLabels": {"kubernetes.io/metadata.name": "data"}})
