@@ -8,25 +8,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 import yaml
 from tests import builders
+from tests.unit.plugins.harness import Bound, evicted
 
-from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
-from desched.cluster.snapshot import ClusterSnapshot
-from desched.errors import PolicyError
 from desched.framework.findings import Finding, Verdict
-from desched.framework.framework import CycleResult, Framework
 from desched.k8s import affinity as k8s_affinity
-from desched.k8s.objects import Namespace, Node, Pod
-from desched.plugins import default_registry
+from desched.k8s.objects import Node, Pod
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 PLUGIN = "RemovePodsViolatingPodAffinity"
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -45,35 +38,9 @@ class KeepProtected:
         return p.labels.get("protected") != "true"
 
 
-REG = default_registry(entry_points=False)
-REG.register(KeepProtected)
-
-
-def policy_doc(args: dict[str, Any] | None, **top: Any) -> dict[str, Any]:
-    # DefaultEvictor is left out: only this plugin's decisions are under test.
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [
-            {
-                "name": "p",
-                "pluginConfig": [{"name": PLUGIN, "args": args}],
-                "allowDisablingDefaultEvictor": True,
-                "plugins": {
-                    "deschedule": {"enabled": [PLUGIN]},
-                    "filter": {"enabled": ["KeepProtected"], "disabled": ["DefaultEvictor"]},
-                    "preEvictionFilter": {"disabled": ["DefaultEvictor"]},
-                },
-            }
-        ],
-        **top,
-    }
-
-
-def load_error(args: dict[str, Any]) -> str:
-    with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(args), REG)
-    return str(e.value)
+#: The plugin with KeepProtected as the only Filter (DefaultEvictor off: only the plugin's
+#: decisions are under test).
+AFF = Bound(PLUGIN, {"extra": [KeepProtected]})
 
 
 def node(name: str, zone: str | None = None, **kw: Any) -> Node:
@@ -116,22 +83,6 @@ def pod(
     )
 
 
-def run(
-    nodes: list[Node],
-    pods: list[Pod],
-    args: dict[str, Any] | None = None,
-    namespaces: list[Namespace] | None = None,
-    **top: Any,
-) -> CycleResult:
-    policy = load_policy(policy_doc(args or {}, **top), REG)
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods, namespaces=namespaces or [])
-    return Framework(policy, REG, clock=lambda: NOW).run_cycle(snapshot, SimulatedBackend(snapshot))
-
-
-def evicted(result: CycleResult) -> list[str]:
-    return [r.name for r in result.evictions]
-
-
 NEAR_DB = [term({"app": "db"})]
 DB = {"app": "db"}
 
@@ -140,7 +91,7 @@ DB = {"app": "db"}
 
 
 def test_namespaces_include_and_exclude_are_exclusive() -> None:
-    msg = load_error({"namespaces": {"include": ["a"], "exclude": ["b"]}})
+    msg = AFF.load_error({"namespaces": {"include": ["a"], "exclude": ["b"]}})
     assert msg == (
         "profiles[0].pluginConfig[0].args.namespaces.exclude: cannot be set with include "
         "(got include=['a'], exclude=['b'])"
@@ -148,12 +99,12 @@ def test_namespaces_include_and_exclude_are_exclusive() -> None:
 
 
 def test_invalid_label_selector_arg() -> None:
-    msg = load_error({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}})
+    msg = AFF.load_error({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}})
     assert msg.startswith("profiles[0].pluginConfig[0].args.labelSelector")
 
 
 def test_unknown_field_is_rejected() -> None:
-    assert load_error({"nodeFit": True}) == "profiles[0].pluginConfig[0].args.nodeFit: unknown field"
+    assert AFF.load_error({"nodeFit": True}) == "profiles[0].pluginConfig[0].args.nodeFit: unknown field"
 
 
 # ----------------------------------------------------------------------------- the k8s rule
@@ -194,12 +145,12 @@ def test_required_pod_affinity_terms() -> None:
 
 def test_peer_in_the_same_zone_on_another_node_satisfies() -> None:
     nodes = [node("n1", "a"), node("n2", "a"), node("n3", "b")]
-    assert evicted(run(nodes, [pod("web", "n1", affine=NEAR_DB), pod("db", "n2", labels=DB)])) == []
+    assert AFF.evicted(nodes, [pod("web", "n1", affine=NEAR_DB), pod("db", "n2", labels=DB)]) == []
 
 
 def test_peer_gone_from_the_zone_evicts_when_another_zone_has_one() -> None:
     nodes = [node("n1", "a"), node("n2", "b")]
-    result = run(nodes, [pod("web", "n1", affine=NEAR_DB), pod("db", "n2", labels=DB)])
+    result = AFF.run(nodes, [pod("web", "n1", affine=NEAR_DB), pod("db", "n2", labels=DB)])
     assert evicted(result) == ["web"]
     assert result.evictions[0].reason == (
         "pod violates its required pod affinity: no matching pod in its domain "
@@ -212,30 +163,30 @@ def test_hostname_affinity_after_the_peer_was_deleted() -> None:
     nodes = [node("n1", "a"), node("n2", "a")]
     both = [pod("web", "n1", affine=near_cache), pod("cache-1", "n1", labels={"app": "cache"})]
     other = pod("cache-2", "n2", labels={"app": "cache"})
-    assert evicted(run(nodes, [*both, other])) == []
-    assert evicted(run(nodes, [both[0], other])) == ["web"]
+    assert AFF.evicted(nodes, [*both, other]) == []
+    assert AFF.evicted(nodes, [both[0], other]) == ["web"]
 
 
 def test_no_peer_anywhere_leaves_the_pod() -> None:
     # its replacement could go nowhere: evicting it would only make it Pending
     nodes = [node("n1", "a"), node("n2", "b")]
-    assert evicted(run(nodes, [pod("web", "n1", affine=NEAR_DB)])) == []
+    assert AFF.evicted(nodes, [pod("web", "n1", affine=NEAR_DB)]) == []
 
 
 def test_node_without_the_topology_label_violates() -> None:
     nodes = [node("n1"), node("n2", "a")]
     pods = [pod("web", "n1", affine=NEAR_DB), pod("db", "n1", labels=DB), pod("db2", "n2", labels=DB)]
-    assert evicted(run(nodes, pods)) == ["web"]
+    assert AFF.evicted(nodes, pods) == ["web"]
 
 
 def test_the_other_node_must_carry_every_key_and_have_peers_in_each_domain() -> None:
     terms = [term({"app": "db"}), term({"app": "db"}, HOST)]
     nodes = [node("n1", "a"), node("n2", "b"), node("n3", "b")]
     pods = [pod("web", "n1", affine=terms), pod("db", "n2", labels=DB)]
-    assert evicted(run(nodes, pods)) == ["web"]  # n2: zone b and host n2 both hold db
+    assert AFF.evicted(nodes, pods) == ["web"]  # n2: zone b and host n2 both hold db
     pods = [pod("web", "n1", affine=terms), pod("db", "n2", labels=DB), pod("db2", "n1", labels=DB)]
     # on n1 (zone a, host n1) db2 satisfies both terms
-    assert evicted(run(nodes, pods)) == []
+    assert AFF.evicted(nodes, pods) == []
 
 
 # ----------------------------------------------------------------------------- who is a peer
@@ -251,7 +202,7 @@ def test_a_peer_must_match_all_terms() -> None:
         pod("db-gold", "n2", labels={"app": "db", "tier": "gold"}),
     ]
     # neither db nor gold alone is a peer: only db-gold, in zone b
-    assert evicted(run(nodes, pods)) == ["web"]
+    assert AFF.evicted(nodes, pods) == ["web"]
 
 
 def test_finished_pods_are_no_peers() -> None:
@@ -261,13 +212,13 @@ def test_finished_pods_are_no_peers() -> None:
         pod("db-old", "n1", labels=DB, phase="Succeeded"),
         pod("db", "n2", labels=DB),
     ]
-    assert evicted(run(nodes, pods)) == ["web"]
+    assert AFF.evicted(nodes, pods) == ["web"]
 
 
 def test_self_affine_group_alone_stays() -> None:
     group = [term({"app": "web"})]
     nodes = [node("n1", "a"), node("n2", "b")]
-    assert evicted(run(nodes, [pod("web-0", "n1", labels={"app": "web"}, affine=group)])) == []
+    assert AFF.evicted(nodes, [pod("web-0", "n1", labels={"app": "web"}, affine=group)]) == []
 
 
 def test_two_self_affine_pods_apart_one_goes_to_the_other() -> None:
@@ -278,14 +229,14 @@ def test_two_self_affine_pods_apart_one_goes_to_the_other() -> None:
         pod("web-1", "n2", labels={"app": "web"}, affine=group, priority=1),
     ]
     # n1 first: web-0 goes (web-1 is a peer in zone b); web-1 is then the first of its group
-    assert evicted(run(nodes, pods)) == ["web-0"]
+    assert AFF.evicted(nodes, pods) == ["web-0"]
 
 
 def test_peers_count_on_nodes_not_given_to_the_plugin() -> None:
     # kube-scheduler sees every node's pods; the plugin's nodes only bound whom it evicts
     n1, n2, n3 = node("n1", "a", labels={"pool": "x"}), node("n2", "a"), node("n3", "b", labels={"pool": "x"})
     pods = [pod("web", "n1", affine=NEAR_DB), pod("db", "n2", labels=DB), pod("db2", "n3", labels=DB)]
-    assert evicted(run([n1, n2, n3], pods, nodeSelector="pool=x")) == []
+    assert AFF.evicted([n1, n2, n3], pods, nodeSelector="pool=x") == []
 
 
 def test_args_narrow_the_candidates_not_the_peers() -> None:
@@ -296,12 +247,12 @@ def test_args_narrow_the_candidates_not_the_peers() -> None:
         pod("db", "n1", labels=DB, ns="data"),
         pod("db2", "n2", labels=DB, ns="data"),
     ]
-    assert evicted(run(nodes, pods, {"namespaces": {"include": ["shop"]}})) == []
-    assert evicted(run(nodes, pods, {"labelSelector": {"matchLabels": {"app": "web"}}})) == []
+    assert AFF.evicted(nodes, pods, {"namespaces": {"include": ["shop"]}}) == []
+    assert AFF.evicted(nodes, pods, {"labelSelector": {"matchLabels": {"app": "web"}}}) == []
     moved = [pods[0], pods[2]]
-    assert evicted(run(nodes, moved, {"namespaces": {"include": ["shop"]}})) == ["web"]
-    assert evicted(run(nodes, moved, {"namespaces": {"exclude": ["shop"]}})) == []
-    assert evicted(run(nodes, moved, {"labelSelector": {"matchLabels": {"app": "web"}}})) == []
+    assert AFF.evicted(nodes, moved, {"namespaces": {"include": ["shop"]}}) == ["web"]
+    assert AFF.evicted(nodes, moved, {"namespaces": {"exclude": ["shop"]}}) == []
+    assert AFF.evicted(nodes, moved, {"labelSelector": {"matchLabels": {"app": "web"}}}) == []
 
 
 def test_term_defaults_to_the_pods_own_namespace() -> None:
@@ -311,7 +262,7 @@ def test_term_defaults_to_the_pods_own_namespace() -> None:
         pod("db", "n1", labels=DB),
         pod("db2", "n2", labels=DB, ns="shop"),
     ]
-    assert evicted(run(nodes, pods)) == ["web"]
+    assert AFF.evicted(nodes, pods) == ["web"]
 
 
 def test_namespace_selector_reads_namespace_labels() -> None:
@@ -326,23 +277,23 @@ def test_namespace_selector_reads_namespace_labels() -> None:
         builders.namespace("db-a", labels={"team": "data"}),
         builders.namespace("db-b", labels={"team": "data"}),
     ]
-    assert evicted(run(nodes, pods, namespaces=data_a)) == []
+    assert AFF.evicted(nodes, pods, namespaces=data_a) == []
     data_b = [
         builders.namespace("db-a", labels={"team": "web"}),
         builders.namespace("db-b", labels={"team": "data"}),
     ]
-    assert evicted(run(nodes, pods, namespaces=data_b)) == ["web"]
+    assert AFF.evicted(nodes, pods, namespaces=data_b) == ["web"]
 
 
 def test_term_without_label_selector_matches_nothing() -> None:
     nodes = [node("n1", "a"), node("n2", "b")]
-    assert evicted(run(nodes, [pod("web", "n1", affine=[term(None)]), pod("db", "n2", labels=DB)])) == []
+    assert AFF.evicted(nodes, [pod("web", "n1", affine=[term(None)]), pod("db", "n2", labels=DB)]) == []
 
 
 def test_invalid_term_selector_leaves_the_pod() -> None:
     bad = [{"topologyKey": ZONE, "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}]
     nodes = [node("n1", "a"), node("n2", "b")]
-    assert evicted(run(nodes, [pod("web", "n1", affine=bad), pod("db", "n2", labels=DB)])) == []
+    assert AFF.evicted(nodes, [pod("web", "n1", affine=bad), pod("db", "n2", labels=DB)]) == []
 
 
 # ----------------------------------------------------------------------------- node fit and the evictor
@@ -351,26 +302,26 @@ def test_invalid_term_selector_leaves_the_pod() -> None:
 def test_other_node_must_fit_the_pod() -> None:
     nodes = [node("n1", "a"), node("n2", "b", taints=[builders.taint("dedicated", "db")])]
     pods = [pod("web", "n1", affine=NEAR_DB), pod("db", "n2", labels=DB)]
-    assert evicted(run(nodes, pods)) == []
+    assert AFF.evicted(nodes, pods) == []
     nodes = [node("n1", "a"), node("n2", "b", cpu="1")]
     pods = [pod("web", "n1", affine=NEAR_DB, cpu="2"), pod("db", "n2", labels=DB)]
-    assert evicted(run(nodes, pods)) == []
+    assert AFF.evicted(nodes, pods) == []
     nodes = [node("n1", "a"), node("n2", "b", unschedulable=True), node("n3", "b")]
-    assert evicted(run(nodes, pods)) == ["web"]  # n3 shares zone b with db and fits
+    assert AFF.evicted(nodes, pods) == ["web"]  # n3 shares zone b with db and fits
 
 
 def test_the_evictor_filters_decide() -> None:
     nodes = [node("n1", "a"), node("n2", "b")]
     pods = [pod("web", "n1", labels={"protected": "true"}, affine=NEAR_DB), pod("db", "n2", labels=DB)]
-    assert evicted(run(nodes, pods)) == []
+    assert AFF.evicted(nodes, pods) == []
 
 
 def test_node_limit_moves_on_and_total_limit_stops() -> None:
     nodes = [node("n1", "a"), node("n2", "a"), node("n3", "b")]
     pods = [pod(f"web-{n}-{i}", n, affine=NEAR_DB) for n in ("n1", "n2") for i in range(2)]
     pods.append(pod("db", "n3", labels=DB))
-    assert evicted(run(nodes, pods, maxNoOfPodsToEvictPerNode=1)) == ["web-n1-0", "web-n2-0"]
-    assert evicted(run(nodes, pods, maxNoOfPodsToEvictTotal=3)) == ["web-n1-0", "web-n1-1", "web-n2-0"]
+    assert AFF.evicted(nodes, pods, maxNoOfPodsToEvictPerNode=1) == ["web-n1-0", "web-n2-0"]
+    assert AFF.evicted(nodes, pods, maxNoOfPodsToEvictTotal=3) == ["web-n1-0", "web-n1-1", "web-n2-0"]
 
 
 def test_low_priority_first_and_evicted_peers_stop_counting() -> None:
@@ -382,7 +333,7 @@ def test_low_priority_first_and_evicted_peers_stop_counting() -> None:
         pod("cache", "n2", labels={"app": "cache"}),
         pod("db-y", "n2", labels=DB),
     ]
-    assert evicted(run(nodes, pods)) == ["db-x", "web"]
+    assert AFF.evicted(nodes, pods) == ["db-x", "web"]
 
 
 # ----------------------------------------------------------------------------- findings
@@ -391,11 +342,8 @@ def test_low_priority_first_and_evicted_peers_stop_counting() -> None:
 def left_reasons(
     nodes: list[Node], pods: list[Pod], args: dict[str, Any] | None = None
 ) -> dict[str, list[str]]:
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    fw = Framework(load_policy(policy_doc(args or {}), REG), REG, clock=lambda: NOW)
     found: list[Finding] = []
-    fw.findings.attach(found.append)
-    fw.run_cycle(snapshot, SimulatedBackend(snapshot))
+    AFF.run(nodes, pods, args, found=found)
     out: dict[str, list[str]] = {}
     for f in found:
         if f.verdict is Verdict.LEFT:
