@@ -6,36 +6,23 @@ required pod-affinity terms; nodes are large and untainted, so only pod affinity
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests import builders
+from tests.unit.plugins.harness import NOW, evicted, framework, run
 
-from desched.api.policy import load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.framework import Framework
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
 from desched.scheduling.placement import PlacementSimulator
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 PLUGIN = "RemovePodsViolatingPodAffinity"
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
-POLICY = load_policy(
-    {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [{"name": "p", "plugins": {"deschedule": {"enabled": [PLUGIN]}}}],
-    },
-    REG,
-)
-
+#: The plugin with its default args, DefaultEvictor on with its own.
+POLICY: dict[str, Any] = {"configured": False, "evictor": True}
 labels_st = st.fixed_dictionaries(
     {}, optional={"app": st.sampled_from(["db", "cache"]), "tier": st.sampled_from(["x", "y"])}
 )
@@ -105,12 +92,11 @@ def test_evicted_exactly_when_the_scheduler_would_move_it(
     scenario: tuple[list[Node], list[Pod], Pod],
 ) -> None:
     nodes, peers, candidate = scenario
-    snapshot = ClusterSnapshot(nodes=nodes, pods=[*peers, candidate])
-    result = Framework(POLICY, REG, clock=lambda: NOW).run_cycle(snapshot, SimulatedBackend(snapshot))
+    result = run(PLUGIN, None, nodes, [*peers, candidate], **POLICY)
     expected = not schedulable(nodes, peers, candidate, own_node=True) and schedulable(
         nodes, peers, candidate, own_node=False
     )
-    assert [r.name for r in result.evictions] == (["web"] if expected else [])
+    assert evicted(result) == (["web"] if expected else [])
 
 
 def test_a_pair_in_two_zones_where_the_replacement_lands() -> None:
@@ -141,7 +127,7 @@ def test_a_pair_in_two_zones_where_the_replacement_lands() -> None:
         return ClusterSnapshot(nodes=nodes, pods=pods)
 
     def run_cycle(snap: ClusterSnapshot, backend: EvictionRecorder, k: int) -> Any:
-        return Framework(POLICY, REG, clock=lambda: NOW).run_cycle(snap, backend)
+        return framework(PLUGIN, None, **POLICY).run_cycle(snap, backend)
 
     held = simulate(cluster(), run_cycle, now=NOW, cycles=2)
     first = [p for p in held.placements if p.cycle == 1]
