@@ -11,7 +11,6 @@ report. The command line only parses flags into a :class:`SimulateRequest` and c
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
@@ -22,7 +21,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from desched.api.schedulerconfig import load_default_constraints
-from desched.backends.eviction_webhook import EvictionWebhooks, WebhookGate, webhooks_on_a_thread
 from desched.backends.simulated_eviction import SimulatedEvictionApi
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
@@ -40,6 +38,7 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from desched.api.policy import Policy
+    from desched.backends.eviction_webhook import EvictionWebhooks
     from desched.report.explain import Explainer
 
 __all__ = [
@@ -217,6 +216,8 @@ def single_cycle(
         SimulatedEvictionApi(snapshot) if then is None else SimulatedEvictionApi(snapshot, then=then)
     )
     if webhooks is not None:
+        from desched.backends.eviction_webhook import WebhookGate  # (aiohttp: only with --webhook)
+
         backend = WebhookGate(webhooks, backend)
     return framework.run_cycle(
         snapshot,
@@ -337,8 +338,13 @@ def run_simulate(request: SimulateRequest, out: TextIO | None = None) -> int:
         size = 0
     progress = _Progress(size >= _BIG_SNAPSHOT_BYTES)
     progress.start("loading the snapshot")
-    # --webhook: the profiles' eviction webhooks are asked (dryRun true); else simulate stays offline
-    with webhooks_on_a_thread() if request.webhook else contextlib.nullcontext() as hooks:
+    # --webhook: the profiles' eviction webhooks are asked (dryRun true); else simulate stays
+    # offline (and does not import the HTTP client)
+    if not request.webhook:
+        return _simulate(request, out, policy, registry, options, progress, None)
+    from desched.backends.eviction_webhook import webhooks_on_a_thread
+
+    with webhooks_on_a_thread() as hooks:
         return _simulate(request, out, policy, registry, options, progress, hooks)
 
 

@@ -151,3 +151,23 @@ def test_example_makes_every_balance_plugin_act() -> None:
         desched("simulate", str(EXAMPLE), "--policy", str(binpacking), "--now", NOW, "-o", "json").stdout
     )
     assert {e["plugin"] for e in doc["evictions"]} == {"HighNodeUtilization"}
+
+
+def test_simulate_imports_no_http_client_unless_asked() -> None:
+    """``desched simulate`` is offline unless ``--webhook`` (issue 28: imports deferred until
+    needed): aiohttp, and the eviction webhook client that needs it, are not imported."""
+    args = ["simulate", str(EXAMPLE), "--policy", str(POLICY), "--now", NOW, "-o", "json"]
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "desched.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {
+        line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert "desched.scheduling.placement" in imported  # (the listing is complete)
+    assert "aiohttp" not in imported
+    assert "desched.backends.eviction_webhook" not in imported
