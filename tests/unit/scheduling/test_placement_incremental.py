@@ -428,6 +428,7 @@ def test_a_terminating_pod_that_goes_leaves_the_required_affinity_index() -> Non
 def exhaustive_best(sim: PlacementSimulator, pod: Pod) -> tuple[str, int] | None:
     """The winner and its total over every feasible node's exact score (no bound, no cache)."""
     from desched.scheduling.placement.scores import best_node
+
     pre = sim.prefilter(pod)
     feasible, _ = sim._find_feasible(pre)
     if len(feasible) < 2:
