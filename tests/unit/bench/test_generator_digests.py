@@ -1,0 +1,148 @@
+"""The cluster generator's output, pinned byte for byte for every (shape, seed) the repo uses.
+
+The benchmark figures (docs/performance.md), the differential allowances
+(tests/differential/allowances.json names generated pods), the golden decisions
+(tests/unit/scheduling/test_placement_identical.py, tests/unit/plugins/test_affinity_golden.py)
+and the e2e comparison of simulate with run (tests/e2e/test_simulate_predicts_run.py) all stand on
+these bytes: a refactoring of the generator must leave every digest here as it is. A change that
+is meant to move the output must bump ``GENERATOR_VERSION`` and record the new digests
+(``DESCHED_RECORD_DIGESTS=1`` prints them).
+
+The digests were recorded on the single-module generator (benchmarks/generator.py and
+tests/e2e/clustergen.py, commit fce1f79) before they became one package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.generator import ClusterSpec, GenerationStats, write_snapshot  # noqa: E402
+from tests.e2e import clustergen  # noqa: E402
+
+RECORD = os.environ.get("DESCHED_RECORD_DIGESTS") == "1"
+
+#: (nodes, pods per node, seed) -> SHA-256 of the compact snapshot. Where each is used:
+SNAPSHOTS: dict[tuple[int, int, int], str] = {
+    # tests/unit/bench/test_generator.py, tests/unit/framework/test_cycle_semantics.py
+    (20, 30, 7): "beb4b71f39c4ba400da6e9e3dbaf90cdf4563b8e534878919ae74b268503352a",
+    (20, 30, 8): "6e5a25fc668ff05880d2a1ae7c773cb8389b58384510953754f40dce3218c850",
+    (40, 30, 1): "e319fdca73874e78e3680c4951b7415f8bb1b9b598e4bc2a688bfdfa0858ccfa",
+    # tests/unit/bench/test_benchmark_modules_run.py (``python -m benchmarks.generator --nodes 20``)
+    (20, 30, 1): "8233d69014459dbecd3195b92c8941e91966be56190202702fd1e4961c548c90",
+    # tests/differential/matrix.py SHAPES x SEEDS
+    (20, 10, 1): "5436af8fb78858ee004a9fd3128b9754251b974c937a46634599bcb9cd82f584",
+    (20, 40, 1): "57999557f25cc5b45ac20af6e6084d3952148aee96b9af431f320434b894e3aa",
+    (40, 15, 1): "255dfda074ca4be6a185945251cc5b94ee506690f6f8cb648045f80c7ee5bcd8",
+    (80, 8, 1): "eb56350fc94fd4ef735753d9a6fcf99b6239181fd4b9e7831e4c93fdf599577f",
+    # tests/unit/scheduling/test_placement_identical.py
+    (150, 10, 1): "622932e44bf5ed41b6b82e09cab7a7fc1afb6a3f399bb68ccea44b93f1938f14",
+    (300, 8, 2): "45fc3e4dcd8410c6651b3e5269001a410511901f9e459a6abfed865854eec982",
+    (120, 20, 3): "7eca6863521e4a094784b86d1b7712581e485b9728295044769145d1733dbde2",
+    (150, 10, 4): "b1c2f7299ee4dcc1b60299a46d651c01819a37eaf77d74dda9dee65a1ff250d2",
+    # tests/unit/scheduling/test_placement_structure.py, tests/unit/cluster/test_compact.py,
+    # tests/unit/plugins/test_affinity_golden.py
+    (120, 8, 5): "46196daef14c9a9097e88a6b62a8fa11ce310794907fac34d2a9fc046bb25976",
+    (20, 15, 3): "cf5a53432f1ed0844c82deb1eb214d24ad971f07937cd6f420f32a1c81154e6f",
+    (60, 30, 3): "261c2024d3fe5aafbffb932cd10c368e4cdb353c9c6e325d4574879e3d8606d8",
+    # benchmarks (``python -m benchmarks --nodes 100``), tests/unit/report/test_output_scale.py,
+    # tests/unit/plugins/test_eviction_reasons.py
+    (100, 30, 1): "8832058dedf2b3f4d534c09b96f5a464bf90ac0e98dc7e5f0a2bd99426d9ad66",
+    (300, 30, 1): "140e2cb2baca56647b65cd06aaa05366482cdb18a7d399a8e4c185649aeff253",
+}
+#: the benchmarks' and the extender benchmark's 1,000 nodes and the 5,000-node report test take
+#: 6 and 30 s each to generate: checked with DESCHED_GENERATOR_DIGESTS_LARGE=1
+LARGE: dict[tuple[int, int, int], str] = {
+    (1000, 30, 1): "8e12d8a4648f4246a052fc0b4588cf8828ce2ace671b335d7ad6d044fd3b528f",
+    (5000, 30, 1): "da9e12034cc309f737f775ed955bad8d3db07ec3d034adf604407b58e65c665c",
+}
+#: ``--pretty`` output (kubectl's indentation) of one spec
+PRETTY: dict[tuple[int, int, int], str] = {
+    (20, 30, 7): "96f925d4081b0f38fb8759f27f26d0dbc8153c2de00c7ea6d5059e913256b4ef"
+}
+
+#: tests/e2e/test_simulate_predicts_run.py: seeds 11, 12, 13 by default (DESCHED_E2E_SEEDS), and
+#: a few more, of the small live clusters (24 kwok nodes, ~150 pods)
+LIVE_SEEDS: dict[int, str] = {
+    1: "fc47d1b7dda4b78b79e26f206ad6c74659d844ba2c8a1f1c42f6f06bba0fe7ae",
+    2: "9705d86873c2d0f5b40bd25575465faf2993614c653d3dcbe0cadadb19c0823d",
+    7: "ea1565dbfb35ae17cf918ca753924c729f40c3c790354618d83e8db7b5fd0bf7",
+    11: "633caf534327ad13f403bedd1121404dbffc135be96d2285b75fd55acd2dc625",
+    12: "f6f9b6978d9c8f59d1cccaaf0c54b851da14d88123ae1e984eefac3c16eb4fff",
+    13: "bfd7d1031b2d1aba303ca33f9d26b2be72aaf32aaac0286c0a0d36dd0f55bf19",
+    14: "c6a213b4b4161f27f8f32424aca82176e817d53c3472453e9cb3a303371ae4b3",
+    21: "f8a33f844efb42dd118e304974b67d8ad898cf163852796cdfdb02df89d07aac",
+}
+
+
+class _Sha:
+    """A binary file that keeps only the SHA-256 of what is written to it."""
+
+    def __init__(self) -> None:
+        self.h = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.h.update(data)
+        return len(data)
+
+
+def _snapshot_digest(key: tuple[int, int, int], *, pretty: bool = False) -> tuple[str, GenerationStats]:
+    sink = _Sha()
+    stats = write_snapshot(ClusterSpec(*key), sink, pretty=pretty)  # type: ignore[arg-type]
+    return sink.h.hexdigest(), stats
+
+
+def _check(kind: str, key: object, got: str, want: str) -> None:
+    if RECORD:
+        print(f"{kind} {key!r}: {got!r},")
+        return
+    assert got == want, f"{kind} {key}: the generator's output changed"
+
+
+@pytest.mark.parametrize("key", list(SNAPSHOTS), ids=lambda k: "n{}-ppn{}-s{}".format(*k))
+def test_snapshot_bytes_unchanged(key: tuple[int, int, int]) -> None:
+    digest, stats = _snapshot_digest(key)
+    _check("snapshot", key, digest, SNAPSHOTS[key])
+    assert stats.counts["Node"] == key[0]
+
+
+@pytest.mark.parametrize("key", list(LARGE), ids=lambda k: "n{}-ppn{}-s{}".format(*k))
+def test_large_snapshot_bytes_unchanged(key: tuple[int, int, int]) -> None:
+    if os.environ.get("DESCHED_GENERATOR_DIGESTS_LARGE") != "1" and not RECORD:
+        pytest.skip("6-30 s of generation: set DESCHED_GENERATOR_DIGESTS_LARGE=1")
+    digest, _ = _snapshot_digest(key)
+    _check("large", key, digest, LARGE[key])
+
+
+@pytest.mark.parametrize("key", list(PRETTY))
+def test_pretty_bytes_unchanged(key: tuple[int, int, int]) -> None:
+    digest, _ = _snapshot_digest(key, pretty=True)
+    _check("pretty", key, digest, PRETTY[key])
+
+
+def _live_manifests(seed: int) -> list[Any]:
+    """Everything the e2e test creates from a live cluster, in the order it creates it."""
+    c = clustergen.generate(seed)
+    out: list[Any] = [clustergen.PRIORITY_CLASS, clustergen.POLICY, c.namespace]
+    out += [[n.name, n.zone, n.cordoned, clustergen.node_manifest_args(n)] for n in c.nodes]
+    out += [clustergen.deployment_manifest(c, d) for d in c.deployments]
+    out += [clustergen.pdb_manifest(c, d) for d in c.deployments]
+    out += [c.tainted, c.unlabelled, c.pods, clustergen.ZONES, clustergen.TAINT_KEY, clustergen.SSD]
+    return out
+
+
+@pytest.mark.parametrize("seed", list(LIVE_SEEDS))
+def test_live_cluster_manifests_unchanged(seed: int) -> None:
+    # insertion order kept (no sort_keys): the manifests' bytes, not only their meaning
+    text = json.dumps(_live_manifests(seed), separators=(",", ":"))
+    _check("live", seed, hashlib.sha256(text.encode()).hexdigest(), LIVE_SEEDS[seed])
