@@ -13,9 +13,8 @@ import pytest
 from tests import builders
 
 from desched.api.policy import Policy, ProfileConfig, load_policy
-from desched.backends.simulated_eviction import SimulatedBackend
+from desched.backends.simulated_eviction import RecordingBackend, SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.framework.evictor import EvictionRequest
 from desched.framework.framework import Framework
 from desched.framework.types import ExtensionPoint
 from desched.k8s._compile_cache import ContentKeys
@@ -29,11 +28,6 @@ from desched.scheduling import nodefit
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 RS = [{"kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": True}]
-
-
-class _Backend:
-    def evict(self, pod: Pod, request: EvictionRequest) -> str | None:
-        return None
 
 
 def make_pod(name: str, node: str = "n1", **extra: Any) -> Pod:
@@ -99,12 +93,12 @@ def test_verdicts_are_per_cycle_for_what_the_snapshot_says_about_a_pod() -> None
     )
     ev = default_evictor(fw)
     high = builders.priority_class("high", 1000)
-    fw.begin_cycle(ClusterSnapshot(pods=[pod], priority_classes=[high]), _Backend())
+    fw.begin_cycle(ClusterSnapshot(pods=[pod], priority_classes=[high]), RecordingBackend())
     assert not ev.filter(pod)
     assert not ev.filter(pod)  # (remembered)
     pdb = builders.pdb("b", selector={"app": "a"})
     higher = builders.priority_class("high", 2000)
-    fw.begin_cycle(ClusterSnapshot(pods=[pod], pdbs=[pdb], priority_classes=[higher]), _Backend())
+    fw.begin_cycle(ClusterSnapshot(pods=[pod], pdbs=[pdb], priority_classes=[higher]), RecordingBackend())
     assert ev.filter(pod)
 
 
@@ -113,7 +107,7 @@ def test_min_pod_age_is_asked_of_the_clock_every_time() -> None:
     fw = evictor_framework({"minPodAge": "30m"}, clock)
     ev = default_evictor(fw)
     pod = make_pod("p", startTime="2026-01-01T11:45:00Z")
-    fw.begin_cycle(ClusterSnapshot(pods=[pod]), _Backend())
+    fw.begin_cycle(ClusterSnapshot(pods=[pod]), RecordingBackend())
     assert not ev.filter(pod)
     clock[0] = NOW + timedelta(minutes=20)
     assert ev.filter(pod)
@@ -124,14 +118,14 @@ def test_min_replicas_counts_are_taken_once_per_cycle() -> None:
     snap = ClusterSnapshot(pods=pods)
     fw = evictor_framework({"minReplicas": 3})
     ev = default_evictor(fw)
-    fw.begin_cycle(snap, _Backend())
+    fw.begin_cycle(snap, RecordingBackend())
     assert ev.filter(pods[0])
     snap.remove_pod(pods[2])  # evicted in this cycle: the cycle's count holds (upstream's)
     assert ev.filter(pods[0]) and ev.filter(pods[1])
-    fw.begin_cycle(snap, _Backend())  # the next cycle counts two
+    fw.begin_cycle(snap, RecordingBackend())  # the next cycle counts two
     assert not ev.filter(pods[0])
     snap.add_pod(make_pod("p3"))
-    fw.begin_cycle(snap, _Backend())
+    fw.begin_cycle(snap, RecordingBackend())
     assert ev.filter(pods[0])
 
 
@@ -142,21 +136,21 @@ def test_min_replicas_with_another_uid_under_the_same_owner_name() -> None:
     snap = ClusterSnapshot(pods=[*mine, *strangers])
     fw = evictor_framework({"minReplicas": 2})
     ev = default_evictor(fw)
-    fw.begin_cycle(snap, _Backend())
+    fw.begin_cycle(snap, RecordingBackend())
     assert ev.filter(mine[0]) and ev.filter(strangers[0])
     snap.remove_pod(strangers[1])  # the owner name lost a pod of the other uid only
-    fw.begin_cycle(snap, _Backend())
+    fw.begin_cycle(snap, RecordingBackend())
     assert ev.filter(mine[0])
     assert not ev.filter(strangers[0])
     snap.remove_pod(mine[1])
-    fw.begin_cycle(snap, _Backend())
+    fw.begin_cycle(snap, RecordingBackend())
     assert not ev.filter(mine[0])
 
 
 def test_an_unchanged_verdict_is_not_mistaken_for_another_pod_with_the_same_id() -> None:
     fw = evictor_framework({"labelSelector": {"matchLabels": {"app": "a"}}})
     ev = default_evictor(fw)
-    fw.begin_cycle(ClusterSnapshot(), _Backend())
+    fw.begin_cycle(ClusterSnapshot(), RecordingBackend())
     for _ in range(50):  # short-lived pods: their ids are reused, the memo must tell them apart
         assert ev.filter(make_pod("a", labels={"app": "a"}))
         assert not ev.filter(make_pod("b", labels={"app": "b"}))
