@@ -19,7 +19,7 @@ import pytest
 
 from tests.e2e.support import DeschedProcess, wait_for
 from tests.e2e.test_live_run import NODES, Cluster, cluster, make_pod, new_namespace, wait_running
-from tests.unit.runtime.test_policy_reload import ConfigMapVolume
+from tests.unit.app.test_policy_reload import ConfigMapVolume
 
 __all__ = ["cluster"]  # (the module-scoped fixture, shared with test_live_run)
 
