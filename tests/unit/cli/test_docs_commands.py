@@ -102,6 +102,33 @@ ELSEWHERE: tuple[Elsewhere, ...] = (
         "runs (part of) the test suites themselves; the paths are checked to exist",
     ),
     Elsewhere(
+        r"\.venv/bin/python -m pytest tests/unit/plugins/test_in_tree\.py "
+        r"tests/unit/plugins/test_plugin_readmes\.py tests/unit/test_architecture\.py -q",
+        (
+            "tests/unit/plugins/test_in_tree.py::test_every_plugin_folder_is_in_the_in_tree_list_and_exports_its_plugin_and_args",
+            "tests/unit/plugins/test_in_tree.py::test_the_independence_contract_lists_every_plugin_folder",
+            "tests/unit/plugins/test_plugin_readmes.py::test_every_in_tree_plugin_has_a_folder",
+            "tests/unit/test_architecture.py::test_a_plugin_folder_holds_its_story",
+        ),
+        "design.md's plugin checklist: runs these test files, which every suite run runs; the paths "
+        "are checked to exist",
+    ),
+    Elsewhere(
+        r"\.venv/bin/python -m pytest tests/unit/plugins/removefailedpods tests/conformance -q",
+        (
+            "tests/unit/plugins/removefailedpods/test_removefailedpods.py::test_only_failed_pods_even_when_a_reason_matches",
+            "tests/conformance/test_upstream_fixtures.py::test_strategy_fixture",
+            "tests/conformance/test_upstream_fixtures.py::test_default_evictor_fixture",
+        ),
+        "design.md's plugin checklist: a plugin's tests and the conformance tier, which every suite "
+        "run runs; the paths are checked to exist",
+    ),
+    Elsewhere(
+        r"\.venv/bin/lint-imports --no-cache",
+        ("tests/unit/test_architecture.py::test_the_import_contracts_hold",),
+        "the test runs the venv's lint-imports --no-cache and requires every contract kept",
+    ),
+    Elsewhere(
         r"HYPOTHESIS_PROFILE=long \.venv/bin/python -m pytest tests/unit/fuzz -q",
         ("tests/unit/fuzz/test_fuzz_schema.py::test_the_long_profile_command_runs",),
         "the long fuzz campaign (about 15 min of CPU); the test runs this command with "
