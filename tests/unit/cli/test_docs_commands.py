@@ -449,6 +449,21 @@ def test_scripts_test_sh_runs_what_the_docs_say() -> None:
     assert re.search(r"^\s*\"e2e:", pyproject, re.M), "the e2e marker is not registered in pyproject.toml"
 
 
+#: A figure of the suite's size or time: "2,874 tests", "30 min 52 s", "1,894 s".
+SUITE_FIGURE = re.compile(r"\b\d{1,2},\d{3} tests\b|\b\d+ min \d+ s\b|\b\d{1,2},\d{3} s\b")
+
+
+def test_readme_and_testing_md_give_the_same_suite_figures() -> None:
+    """README.md's test paragraph and docs/testing.md's "The suites" state the same sizes and times."""
+    readme = (ROOT / "README.md").read_text()
+    paragraph = readme.split("bash scripts/test.sh\n```", 1)[1].split("\n## ", 1)[0]
+    suites = (ROOT / "docs" / "testing.md").read_text().split("## The suites", 1)[1].split("\n## ", 1)[0]
+    figures = set(SUITE_FIGURE.findall(" ".join(paragraph.split())))
+    assert len(figures) >= 4, figures
+    missing = figures - set(SUITE_FIGURE.findall(" ".join(suites.split())))
+    assert not missing, f"docs/testing.md does not state README.md's {sorted(missing)}"
+
+
 SYNOPSIS = re.compile(r"^desched ([a-z]+) ")
 
 
