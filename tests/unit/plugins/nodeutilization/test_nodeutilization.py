@@ -3,21 +3,18 @@ usage sources, and behaviour the upstream fixtures leave out."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from tests import builders
+from tests.unit.plugins.harness import evicted, framework, load, load_error, run
 
-from desched.api.policy import load_policy
 from desched.api.types import SKIP_POLICY_CHECKS
 from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
-from desched.framework.framework import CycleResult, Framework
 from desched.framework.metrics import MetricsProviders
 from desched.k8s.objects import Node, Pod
-from desched.plugins import default_registry
 from desched.plugins.nodeutilization.args import HighNodeUtilizationArgs, LowNodeUtilizationArgs
 from desched.plugins.nodeutilization.plugin import (
     DestinationTaints,
@@ -40,35 +37,8 @@ from desched.plugins.nodeutilization.usage import (
     usage_percentages,
 )
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REG = default_registry(entry_points=False)
 LNU = "LowNodeUtilization"
 HNU = "HighNodeUtilization"
-
-
-def policy_doc(
-    plugin: str, args: dict[str, Any] | None, *, evictor: bool = False, **top: Any
-) -> dict[str, Any]:
-    plugins: dict[str, Any] = {"balance": {"enabled": [plugin]}}
-    if not evictor:  # only this plugin's decisions are under test
-        plugins["filter"] = {"disabled": ["DefaultEvictor"]}
-        plugins["preEvictionFilter"] = {"disabled": ["DefaultEvictor"]}
-    config = [{"name": plugin, "args": args}] if args is not None else []
-    profile = {"name": "p", "pluginConfig": config, "plugins": plugins}
-    if not evictor:
-        profile["allowDisablingDefaultEvictor"] = True
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [profile],
-        **top,
-    }
-
-
-def load_error(plugin: str, args: dict[str, Any] | None) -> str:
-    with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(plugin, args), REG)
-    return str(e.value)
 
 
 def node(
@@ -116,19 +86,6 @@ def pod(
         tolerations=tolerations or [],
         phase=phase,
     )
-
-
-def framework(plugin: str, args: dict[str, Any], **top: Any) -> Framework:
-    return Framework(load_policy(policy_doc(plugin, args, **top), REG), REG, clock=lambda: NOW)
-
-
-def run(plugin: str, args: dict[str, Any], nodes: list[Node], pods: list[Pod], **top: Any) -> CycleResult:
-    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
-    return framework(plugin, args, **top).run_cycle(snapshot, SimulatedBackend(snapshot))
-
-
-def evicted(result: CycleResult) -> list[str]:
-    return [r.name for r in result.evictions]
 
 
 LNU_ARGS: dict[str, Any] = {
@@ -237,7 +194,7 @@ def test_lnu_args_accepted_and_normalised() -> None:
         "evictionLimits": {"node": 3},
         "metricsUtilization": {"metricsServer": True},
     }
-    policy = load_policy(policy_doc(LNU, args, metricsProviders=[{"source": "KubernetesMetrics"}]), REG)
+    policy = load(LNU, args, metricsProviders=[{"source": "KubernetesMetrics"}])
     loaded = policy.profiles[0].args[LNU]
     assert isinstance(loaded, LowNodeUtilizationArgs)
     assert loaded.thresholds == {"cpu": 60.0, "nvidia.com/gpu": 10.0}
@@ -255,13 +212,10 @@ def test_prometheus_args_accepted() -> None:
         "metricsUtilization": {"source": "Prometheus", "prometheus": {"query": "instance:node_cpu:rate:sum"}},
     }
     loaded = (
-        load_policy(
-            policy_doc(
-                LNU,
-                args,
-                metricsProviders=[{"source": "Prometheus", "prometheus": {"url": "http://prometheus:9090"}}],
-            ),
-            REG,
+        load(
+            LNU,
+            args,
+            metricsProviders=[{"source": "Prometheus", "prometheus": {"url": "http://prometheus:9090"}}],
         )
         .profiles[0]
         .args[LNU]
@@ -300,14 +254,14 @@ def test_lnu_metrics_source_needs_a_metrics_provider(
             "metricsUtilization": metrics,
         }
     with pytest.raises(PolicyError) as e:
-        load_policy(policy_doc(LNU, args, **top), REG)
+        load(LNU, args, **top)
     assert e.value.path == "profiles[0].pluginConfig[0].args.metricsUtilization"
     assert f"metricsProviders configures no {missing} provider" in str(e.value)
 
 
 def test_deprecated_metrics_collector_enables_kubernetes_metrics() -> None:
     args = {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics"}}
-    policy = load_policy(policy_doc(LNU, args, metricsCollector={"enabled": True}), REG)
+    policy = load(LNU, args, metricsCollector={"enabled": True})
     loaded = policy.profiles[0].args[LNU]
     assert isinstance(loaded, LowNodeUtilizationArgs)
     assert loaded.metrics_utilization is not None
@@ -318,7 +272,7 @@ def test_deprecated_metrics_collector_enables_kubernetes_metrics() -> None:
 
 
 def test_lnu_enabled_without_config_is_an_error() -> None:
-    assert "has no pluginConfig" in load_error(LNU, None)
+    assert "has no pluginConfig" in load_error(LNU, None, configured=False)
 
 
 def test_upstream_test_construction_skips_policy_checks() -> None:
@@ -356,7 +310,7 @@ def test_hnu_args_rejected(args: dict[str, Any], message: str) -> None:
 
 def test_hnu_args_accepted() -> None:
     args = {"thresholds": {"cpu": 20, "example.com/foo": 40}, "evictionModes": ["OnlyThresholdingResources"]}
-    loaded = load_policy(policy_doc(HNU, args), REG).profiles[0].args[HNU]
+    loaded = load(HNU, args).profiles[0].args[HNU]
     assert isinstance(loaded, HighNodeUtilizationArgs)
     assert loaded.eviction_modes == ["OnlyThresholdingResources"]
 
@@ -630,7 +584,7 @@ def test_lnu_skips_pods_that_tolerate_no_destination() -> None:
 def test_lnu_default_evictor_filters_candidates() -> None:
     bare = builders.pod("bare", uid="bare", node="n1", cpu="400m")
     snapshot = ClusterSnapshot(nodes=three_nodes(), pods=[bare, *busy_n1(6)])
-    fw = Framework(load_policy(policy_doc(LNU, LNU_ARGS, evictor=True), REG), REG, clock=lambda: NOW)
+    fw = framework(LNU, LNU_ARGS, evictor=True)
     result = fw.run_cycle(snapshot, SimulatedBackend(snapshot))
     assert "bare" not in evicted(result)
     assert len(evicted(result)) == 2
@@ -638,7 +592,14 @@ def test_lnu_default_evictor_filters_candidates() -> None:
 
 def test_lnu_metrics_without_a_provider_reports_an_error() -> None:
     args = {**LNU_ARGS, "metricsUtilization": {"source": "KubernetesMetrics"}}
-    result = run(LNU, args, three_nodes(), busy_n1(), metricsProviders=[{"source": "KubernetesMetrics"}])
+    result = run(
+        LNU,
+        args,
+        three_nodes(),
+        busy_n1(),
+        metricsProviders=[{"source": "KubernetesMetrics"}],
+        errors_ok=True,
+    )
     assert evicted(result) == []
     (run_,) = result.plugin_runs
     assert run_.error is not None and "metrics client not initialized" in run_.error and not run_.crashed
