@@ -1,5 +1,5 @@
 """The differential matrix: generated clusters x policies, each case judged against upstream's
-envelope (envelope.py). Clusters come from benchmarks/generator.py (node pools of several shapes
+envelope (envelope.py). Clusters come from benchmarks/generator/ (node pools of several shapes
 over three zones, spot and GPU pools, tainted, cordoned and relabelled nodes, PDBs, PVCs, priority
 classes); the policies are the YAML files beside this module.
 

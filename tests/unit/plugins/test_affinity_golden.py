@@ -167,7 +167,7 @@ def test_affinity_plugins_decide_identically_on_generated_cluster(
     want = recorded[name]
     got = outcome(name)
     assert got["cluster_sha256"] == want["cluster_sha256"], (
-        "the generated cluster changed (benchmarks/generator.py): the fixture no longer describes it"
+        "the generated cluster changed (benchmarks/generator/): the fixture no longer describes it"
     )
     assert got["evictions"] == want["evictions"]
     assert got["evicted_by_plugin"] == want["evicted_by_plugin"]

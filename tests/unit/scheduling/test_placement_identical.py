@@ -2,7 +2,7 @@
 across changes to the placement model (issue 28 item 3).
 
 Each case runs the whole ``desched simulate -o json`` on a cluster from the benchmark generator
-(``benchmarks/generator.py``: a (size, seed) always gives the same bytes) and compares the
+(``benchmarks/generator/``: a (size, seed) always gives the same bytes) and compares the
 SHA-256 of its output with the digest recorded on the commit before issue 28's rewrite of the
 placement model (6f3b632). The output holds every eviction, refusal, placement (node and score),
 Pending message, the pictures before and after, so a digest that moves means a decision moved.
