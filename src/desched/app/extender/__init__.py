@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,66 +107,69 @@ def run_extender(options: ExtenderOptions) -> int:
 async def _serve(options: ExtenderOptions) -> int:
     scorer = GenericScorer(options.args)
     metrics = ExtenderMetrics()
-    cache: Any = None
-    api: Any = None
-    monitor: Any = None
-    refresher: asyncio.Task[None] | None = None
     stop, signals = stop_on_signals()
-    if options.snapshot:
-        from desched.cluster.file_source import load_snapshot_file
+    # what the extender opens is closed in the reverse order: the serving port, the credentials'
+    # refresher, the watches, the API client
+    async with contextlib.AsyncExitStack() as resources:
+        connect: Callable[[], Awaitable[None]] | None = None
+        monitor: Any = None
+        if options.snapshot:
+            from desched.cluster.file_source import load_snapshot_file
 
-        snap = load_snapshot_file(options.snapshot)
-        state = NodeUsageIndex.from_objects(snap.nodes, snap.pods)
+            snap = load_snapshot_file(options.snapshot)
+            state = NodeUsageIndex.from_objects(snap.nodes, snap.pods)
 
-        def ready() -> bool:
-            return True
-    else:
-        from desched.cluster.live_source import LiveCache
-        from desched.kube.client import api_client
-        from desched.kube.connect import ConnectionMonitor, keep_credentials_fresh, load_config_bounded
+            def ready() -> bool:
+                return True
+        else:
+            from desched.cluster.live_source import LiveCache
+            from desched.kube.client import api_client
+            from desched.kube.connect import (
+                ConnectionMonitor,
+                discover,
+                keep_credentials_fresh,
+                load_config_bounded,
+            )
 
-        cfg, source = await load_config_bounded(
-            options.kubeconfig, options.context, options.connect_timeout, stop, signals
-        )
-        monitor = ConnectionMonitor(source, bound=options.connect_timeout)
-        # an exec credential plugin's token is replaced before it expires, for as long as we serve
-        refresher = asyncio.create_task(keep_credentials_fresh(source, options.connect_timeout, stop))
-        api = api_client(cfg)
-        state = NodeUsageIndex()
-        cache = LiveCache(api, ("Node", "Pod"), on_change=state.on_change, monitor=monitor)
+            cfg, source = await load_config_bounded(
+                options.kubeconfig, options.context, options.connect_timeout, stop, signals
+            )
+            monitor = ConnectionMonitor(source, bound=options.connect_timeout)
+            # an exec credential plugin's token is replaced before it expires, for as long as we serve
+            refresher = asyncio.create_task(keep_credentials_fresh(source, options.connect_timeout, stop))
+            api = api_client(cfg)
+            resources.push_async_callback(api.close)
+            state = NodeUsageIndex()
+            cache = LiveCache(api, ("Node", "Pod"), on_change=state.on_change, monitor=monitor)
+            resources.push_async_callback(cache.stop)
+            resources.push_async_callback(_cancelled, refresher)
 
-        def ready() -> bool:
-            return all(inf.synced.is_set() for inf in cache.informers.values())
-
-    metrics.watch_state(state)
-    extender = Extender(scorer, state, budget=options.budget)
-    ctx = server_context(*options.tls) if options.tls else None
-    server = ExtenderServer(
-        extender, host=options.host, port=options.port, ssl_context=ctx, metrics=metrics, ready=ready
-    )
-    try:
-        await server.start()
-        scheme = "https" if ctx else "http"
-        print(f"desched extender serving {scheme}://{options.host}:{server.port} ({scorer})", file=sys.stderr)
-        if cache is not None:
-            from desched.kube.connect import discover
+            def ready() -> bool:
+                return all(inf.synced.is_set() for inf in cache.informers.values())
 
             async def connect() -> None:
                 await discover(api, monitor, need_eviction=False)
                 cache.start()
                 await cache.wait_synced()
 
+        metrics.watch_state(state)
+        extender = Extender(scorer, state, budget=options.budget)
+        ctx = server_context(*options.tls) if options.tls else None
+        server = ExtenderServer(
+            extender, host=options.host, port=options.port, ssl_context=ctx, metrics=metrics, ready=ready
+        )
+        resources.push_async_callback(server.stop)
+        await server.start()
+        scheme = "https" if ctx else "http"
+        print(f"desched extender serving {scheme}://{options.host}:{server.port} ({scorer})", file=sys.stderr)
+        if connect is not None:
             await monitor.start(connect(), stop, signals)
             print(f"cache synced: {len(state.nodes)} nodes, {state.pod_count} pods on them", file=sys.stderr)
         await stop.wait()
-    finally:
-        await server.stop()
-        if refresher is not None:
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
-        if cache is not None:
-            await cache.stop()
-        if api is not None:
-            await api.close()
     return 0
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
