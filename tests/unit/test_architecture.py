@@ -270,3 +270,10 @@ def test_the_registry_is_built_by_app_entry_points_only() -> None:
         "app/simulate.py:run_simulate",
         "app/validate.py:normalised_policy",
     ], calls
+
+
+def test_the_unit_tests_mirror_the_packages() -> None:
+    """tests/unit/ holds one folder of tests per package of desched (docs/testing.md)."""
+    packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
+    missing = [name for name in packages if not sorted((ROOT / "tests" / "unit" / name).glob("test_*.py"))]
+    assert packages and not missing, f"no tests/unit/<package>/test_*.py for {missing}"
