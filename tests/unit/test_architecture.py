@@ -266,7 +266,7 @@ def test_the_registry_is_built_by_app_entry_points_only() -> None:
                     calls.append(f"{path.relative_to(SRC)}:{fn.name}")
     assert sorted(calls) == [
         "app/run.py:__init__",
-        "app/run.py:run",
+        "app/run.py:_run",
         "app/simulate.py:run_simulate",
         "app/validate.py:normalised_policy",
     ], calls

@@ -817,37 +817,41 @@ def run(options: RunOptions) -> int:
     """``desched run``, the composition root: the process services, the plugin registry, the
     policy and its framework are built here, once each, and handed to the live loop, which owns
     what it opens (:meth:`Descheduler.run`); the tracer is flushed when the run ends."""
-    with contextlib.ExitStack() as stack:
-        tracing = process.tracing(options.tracing)
+    tracing = process.tracing(options.tracing)
+    try:
+        return _run(options, tracing)
+    finally:
         if tracing is not None:
-            stack.callback(tracing.shutdown)
-        tls = process.serving_tls(options.tls)
-        schedule = process.cron_schedule(options.cron)
-        registry = default_registry()
-        policy, digest = read_policy(options.policy_file, registry)
-        if options.leader_elect and options.one_shot and not options.dry_run:
-            raise UserError(
-                "--leader-elect",
-                "needs --descheduling-interval > 0 or --descheduling-interval-cron-expression "
-                "(a one-shot run has nothing to lead)",
-            )
-        try:
-            framework = Framework(policy, registry)
-        except FrameworkError as e:
-            raise UserError("policy", str(e)) from None
-        log.info("policy %s loaded (hash %s)", options.policy_file, digest)
-        descheduler = Descheduler(
-            options,
-            policy,
-            digest,
-            registry=registry,
-            framework=framework,
-            schedule=schedule,
-            tls=tls,
-            tracing=tracing,
+            tracing.shutdown()
+
+
+def _run(options: RunOptions, tracing: Tracing | None) -> int:
+    tls = process.serving_tls(options.tls)
+    schedule = process.cron_schedule(options.cron)
+    registry = default_registry()
+    policy, digest = read_policy(options.policy_file, registry)
+    if options.leader_elect and options.one_shot and not options.dry_run:
+        raise UserError(
+            "--leader-elect",
+            "needs --descheduling-interval > 0 or --descheduling-interval-cron-expression "
+            "(a one-shot run has nothing to lead)",
         )
-        return kube_loop.run(descheduler.run())
-    raise AssertionError("unreachable")  # (mypy: ExitStack may swallow an exception)
+    try:
+        framework = Framework(policy, registry)
+    except FrameworkError as e:
+        raise UserError("policy", str(e)) from None
+    log.info("policy %s loaded (hash %s)", options.policy_file, digest)
+    descheduler = Descheduler(
+        options,
+        policy,
+        digest,
+        registry=registry,
+        framework=framework,
+        schedule=schedule,
+        tls=tls,
+        tracing=tracing,
+    )
+    return kube_loop.run(descheduler.run())
 
 
 def _cached_nodes(cache: LiveCache) -> list[Node]:
