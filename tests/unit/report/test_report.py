@@ -300,7 +300,9 @@ def test_report_to_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
 def test_report_lists_refusals_and_skips(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "--report", str(tmp_path / "r.html"))
     assert code == 0, err
-    assert "No eviction would be refused." in (tmp_path / "r.html").read_text()
+    page = (tmp_path / "r.html").read_text()
+    # LowNodeUtilization tries a web replica whose PDB RemoveDuplicates has used up
+    assert "<h2>Refused: 1</h2>" in page and "<td>shop/web-7d9f8b6c5-0</td>" in page
     safe = str(ROOT / "examples" / "policy-safe.yaml")
     assert (
         cli.main(["simulate", EXAMPLE, "--policy", safe, "--now", NOW, "--report", str(tmp_path / "s.html")])
@@ -308,6 +310,7 @@ def test_report_lists_refusals_and_skips(capsys: pytest.CaptureFixture[str], tmp
     )
     capsys.readouterr()
     page = (tmp_path / "s.html").read_text()
+    assert "No eviction would be refused." in page
     assert "<h2>Skipped by evictionPolicy: 11</h2>" in page
     assert "max_evictions_per_workload" in page and "monitoring/reports-84c6d9f7b-1" in page
     sim = small_simulation(3)

@@ -32,25 +32,29 @@ ALL = str(REPO / "benchmarks" / "policy-all.yaml")
 NODEFIT = str(REPO / "benchmarks" / "policy-all-nodefit.yaml")
 SCORER = str(REPO / "deploy" / "extender" / "scorer.yaml")
 
-#: (case, cluster, extra arguments, SHA-256 of stdout recorded at 6f3b632)
+#: (case, cluster, extra arguments, SHA-256 of stdout recorded at 6f3b632; all but
+#: after-cycle-gone-120 re-recorded when LowNodeUtilization began to spread ties between equal pods
+#: over their workloads (issue 24 classes 1 and 2): in each the first eviction that moved is a
+#: LowNodeUtilization one, no other plugin's eviction of cycle 1 moved, and in cycles-300 cycles 2
+#: and 3 follow from cycle 1's)
 CASES: list[tuple[str, ClusterSpec, list[str], str]] = [
     (
         "default-150",
         ClusterSpec(nodes=150, pods_per_node=10, seed=1),
         ["--policy", ALL],
-        "988bd65c0bc022c70f1a9704e26f8ac1b59d21bc794360c428dfc0099f176eb1",
+        "fc2e5d18fc0eace868b5cccab2653e8e1424517d6a5fe5baef4c450499239d8c",
     ),
     (
         "nodefit-150",
         ClusterSpec(nodes=150, pods_per_node=10, seed=1),
         ["--policy", NODEFIT],
-        "9d537edb6008ad856ece6ca5a01a763b5279008743f15523af8e7ea8785f39e4",
+        "2aa02f8e550e43f624492313bb216fed6db44d51ca25ec6dd665282da6f4637f",
     ),
     (
         "cycles-300",
         ClusterSpec(nodes=300, pods_per_node=8, seed=2),
         ["--policy", ALL, "--cycles", "3"],
-        "96d7919a3a1810f3c63a6157df57f583cc63939fcb382629da0e3b6aece5c2e0",
+        "e6b194b168f979107dce266828dfc4771f35ba55ed0c19059a971b10e33ed167",
     ),
     (
         "after-cycle-gone-120",
@@ -62,7 +66,7 @@ CASES: list[tuple[str, ClusterSpec, list[str], str]] = [
         "generic-150",
         ClusterSpec(nodes=150, pods_per_node=10, seed=4),
         ["--policy", ALL, "--score", "generic", "--scorer-config", SCORER],
-        "8915d93399311f869176274e8c7c2974ab7544d59b71b03ac933c550221c7532",
+        "f75c31c7465d6b93d4404b9fd24886cb675cca915caf4ed8e293e4b70c5e4507",
     ),
 ]
 

@@ -26,7 +26,9 @@ Both plugins share one model (upstream ``pkg/framework/plugins/nodeutilization``
    first for LowNodeUtilization, smallest first for HighNodeUtilization; ties by node name). On
    each, the pods the profile's Filter lets go (with ``evictionModes: [OnlyThresholdingResources]``
    only those that request a threshold resource) are ordered by priority (lowest first), then
-   BestEffort before Burstable before Guaranteed (the profile's Sort plugins first, if any). A pod
+   BestEffort before Burstable before Guaranteed (the profile's Sort plugins first, if any);
+   LowNodeUtilization spreads the remaining ties over the pods' workloads
+   (:func:`~desched.plugins._shared.spread_low_to_high_key`). A pod
    is skipped when it tolerates the taints of no destination node, or when its namespace is in
    ``evictableNamespaces.exclude``. After each eviction its usage is taken off its node and off the
    budget. A node is left once the stop rule says so; every plugin stops once any resource of the
@@ -44,8 +46,11 @@ off by default) replaces "nothing" in the last two cases with emptying whole nod
 (:mod:`.compaction`). A cordoned node is never a LowNodeUtilization destination, and never
 a HighNodeUtilization destination.
 
-Deliberate differences from upstream v0.36: ties between nodes of equal usage and between pods of
-equal priority and QoS are broken by name instead of by Go's map order; a pod "tolerates a
+Deliberate differences from upstream v0.36: ties between nodes of equal usage and (HighNodeUtilization)
+between pods of equal priority and QoS are broken by name instead of by Go's map order, and
+LowNodeUtilization's ties between pods are spread over their workloads, as a random order mixes
+them (in name order, large replicas of one workload all went first and a node reached its
+target after fewer evictions than upstream makes in any run); a pod "tolerates a
 destination" when every taint of that node is tolerated (upstream also requires the pod to have at
 least as many tolerations as the node has taints, which wrongly rejects a single wildcard
 toleration); LowNodeUtilization accepts ``evictionModes`` too, as newer upstream releases do.
@@ -82,7 +87,7 @@ from desched.k8s import taints as k8s_taints
 from desched.k8s.namespaces import NamespaceRule, namespace_rule
 from desched.k8s.objects import Node, Pod, Taint
 from desched.k8s.resources import PODS, Resources
-from desched.plugins._shared import priority_low_to_high_key
+from desched.plugins._shared import priority_low_to_high_key, spread_low_to_high_key
 from desched.plugins.nodeutilization.args import (
     MAX_PERCENTAGE,
     MIN_PERCENTAGE,
@@ -365,9 +370,13 @@ class _NodeUtilization:
             # Sorted first and filtered as the loop reaches them: the same candidates in the same
             # order (the sort key tells every pod apart), without filtering the many pods left
             # behind once the node is done. (Filters only turn a pod down as evictions go on.)
-            ordered = self.handle.sort_pods(pods, key=priority_low_to_high_key)
+            ordered = self._order(pods)
             if not self._evict_from_node(ev, source, info, ordered, budget, taints, keep_going, reason(info)):
                 return
+
+    def _order(self, pods: Sequence[Pod]) -> list[Pod]:
+        """A source node's pods in eviction order (the profile's Sort plugins first)."""
+        return self.handle.sort_pods(pods, key=priority_low_to_high_key)
 
     def _evict_from_node(
         self,
@@ -467,6 +476,13 @@ class LowNodeUtilization(_NodeUtilization):
         if metrics is not None and self._metrics_source == PROMETHEUS:
             return LiveInputs(prometheus_queries=tuple(metrics.queries_by_resource.values()))
         return LiveInputs()
+
+    def _order(self, pods: Sequence[Pod]) -> list[Pod]:
+        """Priority and QoS as upstream, their ties spread over the workloads
+        (:func:`~desched.plugins._shared.spread_low_to_high_key`): upstream's random order
+        takes a mix of the node's workloads, and how many evictions bring a node under its
+        target depends on that mix."""
+        return self.handle.sort_pods(pods, key=spread_low_to_high_key(pods))
 
     def usage_source(self) -> UsageSource | Status:
         """Where this cycle's usage comes from."""

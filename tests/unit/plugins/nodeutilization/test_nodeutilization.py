@@ -15,6 +15,7 @@ from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
 from desched.framework.metrics import MetricsProviders
 from desched.k8s.objects import Node, Pod
+from desched.plugins._shared import spread_low_to_high_key
 from desched.plugins.nodeutilization.args import HighNodeUtilizationArgs, LowNodeUtilizationArgs
 from desched.plugins.nodeutilization.plugin import (
     DestinationTaints,
@@ -494,6 +495,35 @@ def test_lnu_evicts_lowest_priority_and_best_effort_first() -> None:
     pods += [pod("be", "n1", cpu=None, priority=1), *[pod(f"f{i}", "n1", priority=500) for i in range(3)]]
     result = run(LNU, LNU_ARGS, three_nodes(), pods)
     assert evicted(result) == ["none", "be"]
+
+
+def test_lnu_spreads_equal_pods_over_their_workloads() -> None:
+    # issue 24 classes 1 and 2: among pods of equal priority and QoS upstream takes them in Go map
+    # order, a mix of the node's workloads. In name order the four large "big" replicas would all
+    # go before any "small" one and the node would be under its target after two evictions
+    # (3200m - 2 x 600m = 2000m = 50%); spread, the evictions alternate as a random order does on
+    # average, and take three (2600m, 2400m, 1800m).
+    def replica(name: str, owner: str, cpu: str) -> Pod:
+        return builders.pod(name, node="n1", uid=name, owner=("ReplicaSet", owner), cpu=cpu, phase="Running")
+
+    pods = [replica(f"big-{i}", "big", "600m") for i in range(4)]
+    pods += [replica(f"small-{i}", "small", "200m") for i in range(4)]
+    args = {"thresholds": {"cpu": 30}, "targetThresholds": {"cpu": 50}}
+    assert evicted(run(LNU, args, three_nodes(), pods)) == ["big-0", "small-0", "big-1"]
+
+
+def test_spread_key_spaces_each_owners_pods_in_proportion() -> None:
+    def replica(name: str, owner: str | None, priority: int = 0) -> Pod:
+        return builders.pod(
+            name, node="n1", uid=name, owner=("ReplicaSet", owner) if owner else None, priority=priority
+        )
+
+    pods = [replica(f"a{i}", "a") for i in range(4)] + [replica(f"b{i}", "b") for i in range(2)]
+    pods += [replica("lone", None), replica("z-first", "z", priority=-1)]
+    key = spread_low_to_high_key(pods)
+    # a: 1/8 3/8 5/8 7/8; b: 1/4 3/4; a pod without an owner: 1/2; a lower priority before all
+    order = [p.metadata.name for p in sorted(pods, key=key)]
+    assert order == ["z-first", "a0", "b0", "a1", "lone", "a2", "b1", "a3"]
 
 
 def test_lnu_usage_equal_to_target_is_not_over() -> None:
