@@ -148,6 +148,9 @@ class _Placer:
             snapshot.remove_pod(gone)
         again = self.carried + later
         self.carried = []
+        # this model is let go before the next one is made (both at once would add a model's
+        # memory to the peak; nothing else refers to it, so reference counting frees it here)
+        del sim
         if again:
             sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
             for q in queue_order(again):
