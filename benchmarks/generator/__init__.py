@@ -40,11 +40,17 @@ cluster.py calls them:
 - ``nodes``: node pools and shapes, drift, pod slots, Node objects;
 - ``workloads``: workloads and their owners (teams, platform, GPU, kube-system, DaemonSets, Jobs,
   previews, bare pods);
-- ``templates``: pod templates and their scheduling constraints;
-- ``pods``: placement, pod states and Pod objects;
-- ``objects``: Namespaces, PriorityClasses, PDBs, PVCs;
+- ``templates``: pod templates; ``constraints``: pods' scheduling constraints (node affinity,
+  topology spread), shared with the live clusters' manifests;
+- ``pods``: placement, pod states and Pod objects; ``status``: a pod's status by its state;
+- ``objects``: Namespaces, PriorityClasses, PDBs, PVCs (the PDB and PriorityClass builders are
+  shared with the manifests);
 - ``events``: Events and anomalies;
 - ``cluster``: the parts in order; ``snapshot``: serialisation to a snapshot file, the cache, the CLI.
+
+The same package makes the e2e tier's live clusters (``live``: 24 kwok nodes, Deployments that
+kube-scheduler places, then drift; tests/e2e/test_simulate_predicts_run.py) and serialises them to
+manifests for a real control plane (``manifests``) rather than to a snapshot.
 """
 
 from benchmarks.generator.cluster import generate

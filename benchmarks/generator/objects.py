@@ -99,22 +99,19 @@ class ClusterObjects(Part):
 
     def priority_class_objects(self) -> Iterator[Obj]:
         for name, value, default, preemption, description in _PRIORITY_CLASSES:
-            obj: Obj = {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "description": description,
-                "kind": "PriorityClass",
-                "metadata": {
+            obj = priority_class_object(
+                {
                     "creationTimestamp": ts(700 * DAY),
                     "generation": 1,
                     "name": name,
                     "resourceVersion": str(self.rng.randrange(100, 10**5)),
                     "uid": self.uid(),
                 },
-                "preemptionPolicy": preemption,
-                "value": value,
-            }
-            if default:
-                obj["globalDefault"] = True
+                value,
+                description=description,
+                preemption=preemption,
+                default=default,
+            )
             self.stats.add("PriorityClass")
             yield obj
 
@@ -136,24 +133,23 @@ class ClusterObjects(Part):
             spec["minAvailable"] = rng.choice((1, "50%"))
             desired = 1 if spec["minAvailable"] == 1 else (w.replicas + 1) // 2
         self.stats.add("PodDisruptionBudget")
-        return {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {
-                "annotations": {
-                    "meta.helm.sh/release-name": w.name,
-                    "meta.helm.sh/release-namespace": w.namespace,
-                },
-                "creationTimestamp": ts(w.age_days * DAY),
-                "generation": 1,
-                "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/name": w.app},
-                "name": w.name,
-                "namespace": w.namespace,
-                "resourceVersion": str(rng.randrange(10**8, 10**9)),
-                "uid": self.uid(),
+        metadata = {
+            "annotations": {
+                "meta.helm.sh/release-name": w.name,
+                "meta.helm.sh/release-namespace": w.namespace,
             },
-            "spec": spec,
-            "status": {
+            "creationTimestamp": ts(w.age_days * DAY),
+            "generation": 1,
+            "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/name": w.app},
+            "name": w.name,
+            "namespace": w.namespace,
+            "resourceVersion": str(rng.randrange(10**8, 10**9)),
+            "uid": self.uid(),
+        }
+        return pdb_object(
+            metadata,
+            spec,
+            {
                 "conditions": [
                     {
                         "lastTransitionTime": ts(rng.uniform(1, 30) * DAY),
@@ -170,7 +166,7 @@ class ClusterObjects(Part):
                 "expectedPods": w.replicas,
                 "observedGeneration": 1,
             },
-        }
+        )
 
     def pvc(self, w: Workload, claim: str, node: Node | None) -> Obj:
         self.stats.add("PersistentVolumeClaim")
@@ -205,3 +201,33 @@ class ClusterObjects(Part):
             },
             "status": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": size}, "phase": "Bound"},
         }
+
+
+def priority_class_object(
+    metadata: Obj,
+    value: int,
+    *,
+    description: str | None = None,
+    preemption: str | None = None,
+    default: bool = False,
+) -> Obj:
+    """A PriorityClass (keys in the order the API server lists them)."""
+    obj: Obj = {"apiVersion": "scheduling.k8s.io/v1"}
+    if description is not None:
+        obj["description"] = description
+    obj["kind"] = "PriorityClass"
+    obj["metadata"] = metadata
+    if preemption is not None:
+        obj["preemptionPolicy"] = preemption
+    obj["value"] = value
+    if default:
+        obj["globalDefault"] = True
+    return obj
+
+
+def pdb_object(metadata: Obj, spec: Obj, status: Obj | None = None) -> Obj:
+    """A PodDisruptionBudget: a manifest to create, or with its status, as the API server lists it."""
+    obj: Obj = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata, "spec": spec}
+    if status is not None:
+        obj["status"] = status
+    return obj

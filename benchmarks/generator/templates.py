@@ -11,6 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from benchmarks.generator.common import DAY, MI, Obj, Part, fields_v1, sha, ts
+from benchmarks.generator.constraints import (
+    HOSTNAME_KEY,
+    ZONE_KEY,
+    match_in,
+    preferred_node_term,
+    required_node_affinity,
+    spread,
+)
 from benchmarks.generator.objects import _PRIORITY_VALUE
 from benchmarks.generator.workloads import Workload
 
@@ -242,23 +250,9 @@ class Templates(Part):
                 }
             }
             if w.tsc_zone:
-                constraints.append(
-                    {
-                        "labelSelector": selector,
-                        "maxSkew": 1,
-                        "topologyKey": "topology.kubernetes.io/zone",
-                        "whenUnsatisfiable": "DoNotSchedule",
-                    }
-                )
+                constraints.append(spread(selector, ZONE_KEY, "DoNotSchedule"))
             if w.tsc_host:
-                constraints.append(
-                    {
-                        "labelSelector": selector,
-                        "maxSkew": 1,
-                        "topologyKey": "kubernetes.io/hostname",
-                        "whenUnsatisfiable": "ScheduleAnyway",
-                    }
-                )
+                constraints.append(spread(selector, HOSTNAME_KEY, "ScheduleAnyway"))
             spec["topologySpreadConstraints"] = constraints
         spec["volumes"] = volumes
         tpl.spec = spec
@@ -427,45 +421,16 @@ class Templates(Part):
         node_aff: Obj = {}
         if w.required_pool or w.required_gpu:
             expr = (
-                {"key": "node-pool", "operator": "In", "values": [w.required_pool]}
+                match_in("node-pool", w.required_pool)
                 if w.required_pool
-                else {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}
+                else match_in("nvidia.com/gpu.present", "true")
             )
-            node_aff["requiredDuringSchedulingIgnoredDuringExecution"] = {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            expr,
-                            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-                        ]
-                    }
-                ]
-            }
+            node_aff.update(required_node_affinity(expr, match_in("kubernetes.io/os", "linux")))
         preferred = []
         if w.preferred_zone:
-            preferred.append(
-                {
-                    "preference": {
-                        "matchExpressions": [
-                            {
-                                "key": "topology.kubernetes.io/zone",
-                                "operator": "In",
-                                "values": [w.preferred_zone],
-                            }
-                        ]
-                    },
-                    "weight": 50,
-                }
-            )
+            preferred.append(preferred_node_term(50, match_in(ZONE_KEY, w.preferred_zone)))
         if w.preferred_spot:
-            preferred.append(
-                {
-                    "preference": {
-                        "matchExpressions": [{"key": "lifecycle", "operator": "In", "values": ["spot"]}]
-                    },
-                    "weight": 100,
-                }
-            )
+            preferred.append(preferred_node_term(100, match_in("lifecycle", "spot")))
         if preferred:
             node_aff["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
         if node_aff:

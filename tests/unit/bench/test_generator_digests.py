@@ -8,8 +8,8 @@ these bytes: a refactoring of the generator must leave every digest here as it i
 is meant to move the output must bump ``GENERATOR_VERSION`` and record the new digests
 (``DESCHED_RECORD_DIGESTS=1`` prints them).
 
-The digests were recorded on the single-module generator (benchmarks/generator.py and
-tests/e2e/clustergen.py, commit fce1f79) before they became one package.
+The digests were recorded on the two generators before they became one package
+(benchmarks/generator.py and tests/e2e/clustergen.py, commit fce1f79).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ REPO = Path(__file__).resolve().parents[3]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.generator import ClusterSpec, GenerationStats, write_snapshot  # noqa: E402
-from tests.e2e import clustergen  # noqa: E402
+from benchmarks.generator import ClusterSpec, GenerationStats, live, manifests, write_snapshot  # noqa: E402
 
 RECORD = os.environ.get("DESCHED_RECORD_DIGESTS") == "1"
 
@@ -132,12 +131,12 @@ def test_pretty_bytes_unchanged(key: tuple[int, int, int]) -> None:
 
 def _live_manifests(seed: int) -> list[Any]:
     """Everything the e2e test creates from a live cluster, in the order it creates it."""
-    c = clustergen.generate(seed)
-    out: list[Any] = [clustergen.PRIORITY_CLASS, clustergen.POLICY, c.namespace]
-    out += [[n.name, n.zone, n.cordoned, clustergen.node_manifest_args(n)] for n in c.nodes]
-    out += [clustergen.deployment_manifest(c, d) for d in c.deployments]
-    out += [clustergen.pdb_manifest(c, d) for d in c.deployments]
-    out += [c.tainted, c.unlabelled, c.pods, clustergen.ZONES, clustergen.TAINT_KEY, clustergen.SSD]
+    c = live.generate(seed)
+    out: list[Any] = [manifests.PRIORITY_CLASS, live.POLICY, c.namespace]
+    out += [[n.name, n.zone, n.cordoned, manifests.node_manifest_args(n)] for n in c.nodes]
+    out += [manifests.deployment_manifest(c, d) for d in c.deployments]
+    out += [manifests.pdb_manifest(c, d) for d in c.deployments]
+    out += [c.tainted, c.unlabelled, c.pods, live.ZONES, live.TAINT_KEY, live.SSD]
     return out
 
 

@@ -1,7 +1,8 @@
-"""Seeded generator of small clusters on which several descheduler plugins act and interact.
+"""The live clusters: small seeded clusters on which several descheduler plugins act and interact,
+built on a real control plane (kwok nodes) rather than written as a snapshot; manifests.py turns
+them into the objects to create.
 
-A generated cluster is built on a real control plane in two phases (see
-tests/e2e/test_simulate_predicts_run.py):
+A generated cluster is built in two phases (tests/e2e/test_simulate_predicts_run.py):
 
 1. *crowd*: the nodes are created (three zones, two sizes, some labelled ``disk=ssd``), about
    half of them are cordoned, and the Deployments are created: kube-scheduler crowds their pods
@@ -20,25 +21,34 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
+
+from benchmarks.generator.nodes import Shape
 
 ZONES = ("zone-a", "zone-b", "zone-c")
-#: cpu, memory (Gi) of the two node sizes
-SIZES = ((4, 16), (8, 32))
+#: the two node sizes
+SHAPES = (Shape("kwok-4x16", 4, 16), Shape("kwok-8x32", 8, 32))
 #: Deployments' pod requests: cpu (m), memory (Mi)
 REQUESTS = ((100, 128), (200, 256), (250, 512), (300, 384), (500, 768), (400, 1024))
 TAINT_KEY = "e2e.desched.io/dedicated"
 SSD = ("disk", "ssd")
+PRIORITY_CLASS_NAME = "e2e-high"
 
 
 @dataclass(frozen=True)
 class GenNode:
     name: str
     zone: str
-    cpu: int
-    memory_gi: int
+    shape: Shape
     ssd: bool
     cordoned: bool
+
+    @property
+    def cpu(self) -> int:
+        return self.shape.cpu
+
+    @property
+    def memory_gi(self) -> int:
+        return self.shape.memory_gi
 
 
 @dataclass(frozen=True)
@@ -78,13 +88,12 @@ def generate(seed: int, *, nodes: int = 24, pods: int = 150) -> GenCluster:
     per_zone = nodes // len(ZONES)
     for z, zone in enumerate(ZONES):
         for i in range(per_zone):
-            cpu, mem = rng.choice(SIZES)
+            shape = rng.choice(SHAPES)
             c.nodes.append(
                 GenNode(
                     name=f"g{seed}-{'abc'[z]}{i:02d}",
                     zone=zone,
-                    cpu=cpu,
-                    memory_gi=mem,
+                    shape=shape,
                     ssd=i < per_zone // 2,
                     cordoned=False,
                 )
@@ -97,7 +106,7 @@ def generate(seed: int, *, nodes: int = 24, pods: int = 150) -> GenCluster:
         other = [n for n in in_zone if not n.ssd]
         keep = rng.sample(ssd, max(1, len(ssd) // 2)) + rng.sample(other, max(1, len(other) // 2))
         open_names.update(n.name for n in keep)
-    c.nodes = [GenNode(n.name, n.zone, n.cpu, n.memory_gi, n.ssd, n.name not in open_names) for n in c.nodes]
+    c.nodes = [GenNode(n.name, n.zone, n.shape, n.ssd, n.name not in open_names) for n in c.nodes]
     kinds = ["plain", "plain", "zone-spread", "host-spread", "ssd", "plain", "zone-spread", "ssd"]
     total = 0
     k = 0
@@ -109,7 +118,7 @@ def generate(seed: int, *, nodes: int = 24, pods: int = 150) -> GenCluster:
             replicas = min(replicas, 8)
             cpu_m, mem_mi = min(cpu_m, 250), min(mem_mi, 512)
         pdb = rng.choice(["", "", "maxUnavailable", "minAvailable"]) if replicas >= 4 else ""
-        priority = "e2e-high" if k % 5 == 4 else ""
+        priority = PRIORITY_CLASS_NAME if k % 5 == 4 else ""
         c.deployments.append(GenDeployment(f"app{k:02d}", replicas, cpu_m, mem_mi, kind, priority, pdb))
         total += replicas
         k += 1
@@ -118,84 +127,6 @@ def generate(seed: int, *, nodes: int = 24, pods: int = 150) -> GenCluster:
     c.unlabelled = [rng.choice([n for n in opened if n.ssd]).name]
     return c
 
-
-# ----------------------------------------------------------------------------- manifests
-
-
-def node_manifest_args(n: GenNode) -> dict[str, Any]:
-    """Keyword arguments of ``ControlPlane.create_fake_node`` for the node."""
-    labels = {"topology.kubernetes.io/zone": n.zone, "e2e.desched.io/gen": "1"}
-    if n.ssd:
-        labels[SSD[0]] = SSD[1]
-    return {"cpu": str(n.cpu), "memory": f"{n.memory_gi}Gi", "pods": "32", "labels": labels}
-
-
-def deployment_manifest(c: GenCluster, d: GenDeployment) -> dict[str, Any]:
-    labels = {"app": d.name}
-    spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "app",
-                "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": {"cpu": f"{d.cpu_m}m", "memory": f"{d.memory_mi}Mi"}},
-            }
-        ],
-        "terminationGracePeriodSeconds": 30,
-    }
-    if d.priority_class:
-        spec["priorityClassName"] = d.priority_class
-    if d.kind in ("zone-spread", "host-spread"):
-        key = "topology.kubernetes.io/zone" if d.kind == "zone-spread" else "kubernetes.io/hostname"
-        spec["topologySpreadConstraints"] = [
-            {
-                "maxSkew": 1,
-                "topologyKey": key,
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": labels},
-            }
-        ]
-    if d.kind == "ssd":
-        spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": SSD[0], "operator": "In", "values": [SSD[1]]}]}
-                    ]
-                }
-            }
-        }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": d.name, "namespace": c.namespace, "labels": labels},
-        "spec": {
-            "replicas": d.replicas,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": spec},
-        },
-    }
-
-
-def pdb_manifest(c: GenCluster, d: GenDeployment) -> dict[str, Any] | None:
-    if not d.pdb:
-        return None
-    budget: dict[str, Any] = (
-        {"maxUnavailable": 1} if d.pdb == "maxUnavailable" else {"minAvailable": d.replicas - 1}
-    )
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": d.name, "namespace": c.namespace},
-        "spec": {"selector": {"matchLabels": {"app": d.name}}, **budget},
-    }
-
-
-PRIORITY_CLASS = {
-    "apiVersion": "scheduling.k8s.io/v1",
-    "kind": "PriorityClass",
-    "metadata": {"name": "e2e-high"},
-    "value": 1000,
-}
 
 #: The policy the comparison runs: five plugins that act on generated clusters and interact.
 POLICY = """\
