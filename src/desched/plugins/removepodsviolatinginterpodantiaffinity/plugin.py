@@ -245,7 +245,13 @@ class _Cycle:
         for name in self.node_map:
             having: list[Pod] = []
             for pod in snapshot.pods_on_node(name):
-                if _anti_terms(pod) and occupies_node(pod):
+                affinity = pod.spec.affinity  # (inline: every pod of the given nodes passes here)
+                if (
+                    affinity is not None
+                    and affinity.pod_anti_affinity is not None
+                    and affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+                    and occupies_node(pod)
+                ):
                     if selected is None or selected(pod):
                         having.append(pod)
                     elif left is not None:
@@ -266,12 +272,14 @@ class _Cycle:
             selector = tc.selector
             if term.label_selector is not None and selector.match is not k8s_labels.match_nothing:
                 considered = self.considered
+                node_map = self.node_map
+                match = selector.match
+                add = tc.domains.add
                 for ns in sorted(selector.namespaces):
                     for other in considered.candidates(ns, term.label_selector):
-                        if id(other) not in considered.evicted and selector.match(
-                            other.metadata.labels or {}
-                        ):
-                            tc.add(self.node_map[other.spec.node_name], 1)
+                        if id(other) not in considered.evicted and match(other.metadata.labels or {}):
+                            node = node_map[other.spec.node_name]
+                            add(node.metadata.labels or {}, node.metadata.name)
             for ns in selector.namespaces:
                 self.counts_by_namespace.setdefault(ns, []).append(tc)
         return tc

@@ -64,21 +64,25 @@ class _Peers:
     """The pods matching all the terms of one (namespace, terms) group of candidates, counted per
     topology domain as kube-scheduler counts them (once per term)."""
 
-    __slots__ = ("counted", "domains", "selectors")
+    __slots__ = ("counted", "domains", "keys", "selectors")
 
     def __init__(self, keys: Sequence[str], selectors: list[k8s_affinity.TermSelector] | None) -> None:
         self.domains = k8s_affinity.DomainCounts(keys)
+        self.keys = self.domains.keys
         #: one per term; None when a term's label selector is invalid (no node could take the pod)
         self.selectors = selectors
         #: the counted pods and the labels of their nodes, so that an eviction can be taken back
         self.counted: dict[PodKey, Mapping[str, str]] = {}
 
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return self.domains.keys
-
     def matches_all(self, pod: Pod) -> bool:
-        return self.selectors is not None and all(s.selects(pod) for s in self.selectors)
+        if self.selectors is None:
+            return False
+        namespace = pod.metadata.namespace
+        labels = pod.metadata.labels or {}
+        for s in self.selectors:  # noqa: SIM110 -- TermSelector.selects inline: the hottest loop
+            if namespace not in s.namespaces or not s.match(labels):
+                return False
+        return True
 
     def add(self, pod: Pod, node_labels: Mapping[str, str]) -> None:
         self.counted[_key(pod)] = node_labels
