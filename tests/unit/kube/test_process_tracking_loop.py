@@ -95,7 +95,10 @@ def test_a_hanging_exec_credential_plugin_is_ended_when_the_start_gives_up(
     pidfile = tmp_path / "plugin.pid"
     plugin = tmp_path / "plugin.py"
     plugin.write_text(
-        f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
+        # written whole, then renamed: the file exists only with the pid in it (a kill between
+        # open and write left it empty, and int('') failed the test under load)
+        f"import os, time\nwith open({str(pidfile) + '.tmp'!r}, 'w') as f:\n    f.write(str(os.getpid()))\n"
+        f"os.replace({str(pidfile) + '.tmp'!r}, {str(pidfile)!r})\ntime.sleep(60)\n"
     )
     kc = exec_kubeconfig(tmp_path / "kc", "https://127.0.0.1:1", [sys.executable, str(plugin)])
 
