@@ -197,6 +197,11 @@ class CycleServices:
     usage: UsageMetrics | None = None
 
 
+def plugin_framework(policy: Policy, registry: Registry, metrics: Metrics | None) -> Framework:
+    """The profiles of ``policy``, whose plugins register their own metrics in ``metrics``."""
+    return Framework(policy, registry, metrics_registry=metrics.plugins if metrics is not None else None)
+
+
 class Descheduler:
     """The live loop. :func:`run` builds its registry, framework and process services once and
     hands them over; a test may build one with the policy only (the rest is made here)."""
@@ -212,6 +217,7 @@ class Descheduler:
         schedule: CronSchedule | None = None,
         tls: ssl.SSLContext | None = None,
         tracing: Tracing | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.options = options
         self.policy = policy
@@ -237,7 +243,8 @@ class Descheduler:
         #: one before it (a burst, whose next cycle waits the window) or after a quiet period
         self.last_change = -float("inf")
         self.in_burst = False
-        self.metrics = None if options.disable_metrics else Metrics()
+        #: /metrics: desched's own, and the plugins' (``handle.metrics_registry``)
+        self.metrics = None if options.disable_metrics else (metrics or Metrics())
         #: the one way the run hears of an eviction (metrics and Events; the recorder joins at start)
         self.outcomes = EvictionOutcomes(self.metrics, dry_run=options.dry_run)
         self.ready = False
@@ -281,6 +288,10 @@ class Descheduler:
         was_available = isinstance(old, Pod) and is_available(old)
         return not was_available and safety.awaits(new)
 
+    def _framework(self, policy: Policy) -> Framework:
+        """The profiles of ``policy``; their plugins' metrics go to /metrics."""
+        return plugin_framework(policy, self.registry, self.metrics)
+
     async def run(self) -> int:
         opts = self.options
         loop = asyncio.get_running_loop()
@@ -295,7 +306,7 @@ class Descheduler:
         )
         monitor = ConnectionMonitor(source, bound=opts.connect_timeout)
         if self.framework is None:
-            self.framework = Framework(self.policy, self.registry)
+            self.framework = self._framework(self.policy)
         framework = self.framework
         # What the run opens is closed in the reverse order, after its tasks have ended (_running):
         # the Events flushed, the lease released, the usage pollers, webhooks, watches, the
@@ -535,7 +546,7 @@ class Descheduler:
             return  # this content failed already: told once
         try:
             policy = load_policy_bytes(data, opts.policy_file, self.registry)
-            framework = Framework(policy, self.registry)
+            framework = self._framework(policy)
         except UserError as e:
             self._reload_failed(digest, str(e))
             return
@@ -707,7 +718,6 @@ class Descheduler:
         self.plugin_crashes += len(result.crashes)
         if self.metrics is not None:
             self.metrics.observe_cycle(result.seconds)
-            self.metrics.observe_reports(result.reports)
             if downgrades is not None:
                 self.metrics.observe_downgraded_nodes(downgrades.downgraded_count())
         verb = "would evict" if opts.dry_run else "evicted"  # one line per eviction, in batches
@@ -836,8 +846,9 @@ def _run(options: RunOptions, tracing: Tracing | None) -> int:
             "needs --descheduling-interval > 0 or --descheduling-interval-cron-expression "
             "(a one-shot run has nothing to lead)",
         )
+    metrics = None if options.disable_metrics else Metrics()
     try:
-        framework = Framework(policy, registry)
+        framework = plugin_framework(policy, registry, metrics)
     except FrameworkError as e:
         raise UserError("policy", str(e)) from None
     log.info("policy %s loaded (hash %s)", options.policy_file, digest)
@@ -850,6 +861,7 @@ def _run(options: RunOptions, tracing: Tracing | None) -> int:
         schedule=schedule,
         tls=tls,
         tracing=tracing,
+        metrics=metrics,
     )
     return kube_loop.run(descheduler.run())
 

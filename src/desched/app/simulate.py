@@ -26,9 +26,9 @@ from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError, SnapshotError, UserError
 from desched.framework.evictor import EvictionBackend
-from desched.framework.findings import PluginReport
 from desched.framework.framework import CycleResult, Framework, FrameworkError, PluginRun
 from desched.framework.registry import Registry
+from desched.framework.reports import PluginReport
 from desched.k8s.topologyspread import SYSTEM_DEFAULTS
 from desched.plugins import default_registry
 from desched.scheduling.placement import SCORE_DEFAULT, SCORE_GENERIC, PlacementOptions
@@ -242,7 +242,7 @@ def simulate_cycles(
 ) -> tuple[Simulation, list[PluginRun], list[PluginReport]]:
     """Up to ``cycles`` cycles, each one's evicted pods placed again before the next
     (:func:`desched.simulation.simulate`); the simulation, the plugin runs that raised, and each
-    plugin's last report over the cycles (what the report shows of anomalies)."""
+    plugin's last report over the cycles (what the output shows of them)."""
     crashes: list[PluginRun] = []
     reports: dict[tuple[str, str], PluginReport] = {}
 
@@ -360,7 +360,6 @@ def _simulate(
     from desched.cluster.file_source import load_snapshot_file
     from desched.report.output import (
         View,
-        anomaly_findings,
         write_json,
         write_simulation_json,
         write_simulation_table,
@@ -388,12 +387,16 @@ def _simulate(
             progress("descheduling", 0, 1)
             result = single_cycle(framework, snapshot, now, on_plugin_run=on_plugin_run, webhooks=hooks)
             progress.stop()
-            anomalies = anomaly_findings(result.reports, view)
             if request.output == "json":
-                write_json(result, out, now=_format_now(now), anomalies=anomalies, amend=amend, view=view)
+                write_json(result, out, now=_format_now(now), reports=result.reports, amend=amend, view=view)
             else:
                 write_table(
-                    result, out, now=_format_now(now), pods_total=pods_total, anomalies=anomalies, view=view
+                    result,
+                    out,
+                    now=_format_now(now),
+                    pods_total=pods_total,
+                    reports=result.reports,
+                    view=view,
                 )
                 if explainer is not None:
                     explainer.write_text(out)
@@ -417,12 +420,11 @@ def _simulate(
         )
     finally:
         progress.stop()
-    anomalies = anomaly_findings(reports, view)
     if request.output == "json":
-        write_simulation_json(sim, out, now=_format_now(now), anomalies=anomalies, amend=amend, view=view)
+        write_simulation_json(sim, out, now=_format_now(now), reports=reports, amend=amend, view=view)
     else:
         write_simulation_table(
-            sim, out, now=_format_now(now), pods_total=pods_total, anomalies=anomalies, view=view
+            sim, out, now=_format_now(now), pods_total=pods_total, reports=reports, view=view
         )
         if explainer is not None:
             explainer.write_text(out)

@@ -9,7 +9,7 @@ these names are the SDK; the modules behind them may move.
 
 from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
 from desched.cluster.view import ClusterView
-from desched.framework.findings import AnomalyReport, PluginFindings, Verdict
+from desched.framework.findings import PluginFindings, Verdict
 from desched.framework.metrics import (
     MetricsProviders,
     NodeMetricsProvider,
@@ -18,6 +18,14 @@ from desched.framework.metrics import (
     UsageError,
 )
 from desched.framework.nodeactions import NodeActions
+from desched.framework.pluginmetrics import (
+    CounterMetric,
+    GaugeMetric,
+    MetricsRegistry,
+    MetricsRegistryError,
+    NoMetricsRegistry,
+)
+from desched.framework.reports import CycleReport, NamespaceFilter, ReportTable
 from desched.framework.types import (
     BalancePlugin,
     CycleEndHook,
@@ -49,11 +57,12 @@ from desched.framework.types import (
 from desched.k8s.objects import Node, Pod
 
 __all__ = [
-    "AnomalyReport",
     "ArgsModel",
     "BalancePlugin",
     "ClusterView",
+    "CounterMetric",
     "CycleEndHook",
+    "CycleReport",
     "CycleStartHook",
     "DeclaresLiveInputs",
     "DeschedulePlugin",
@@ -65,14 +74,19 @@ __all__ = [
     "ExplainsPreEvictionFilter",
     "ExtensionPoint",
     "FilterPlugin",
+    "GaugeMetric",
     "Handle",
     "HasPreSortStep",
     "JudgesMoves",
     "LabelSelectorArg",
     "LiveInputs",
     "MetricsProviders",
+    "MetricsRegistry",
+    "MetricsRegistryError",
+    "NamespaceFilter",
     "Namespaces",
     "NoGain",
+    "NoMetricsRegistry",
     "Node",
     "NodeActions",
     "NodeMetricsProvider",
@@ -85,6 +99,7 @@ __all__ = [
     "PredictedMove",
     "PrometheusClient",
     "PrometheusSample",
+    "ReportTable",
     "SortKeyPlugin",
     "SortPlugin",
     "Status",

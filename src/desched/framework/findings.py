@@ -1,5 +1,5 @@
-"""Decision findings: what each plugin of each profile decided about a pod, and why; and the
-typed reports a plugin hands to the cycle result (:class:`AnomalyReport`).
+"""Decision findings: what each plugin of each profile decided about a pod, and why (the typed
+reports a plugin attaches to the cycle result are :mod:`desched.framework.reports`).
 
 One channel per cycle, reached through a plugin's handle (``handle.findings``). Plugins report
 the candidates they considered and left (``left(pod, reason)``), the framework reports what the
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from desched.k8s.objects import Pod
@@ -53,32 +53,6 @@ class Finding:
 
 
 FindingSink = Callable[[Finding], None]
-
-
-@dataclass(frozen=True, slots=True)
-class AnomalyReport:
-    """What a plugin judging pods anomalous saw in one cycle (``handle.report_anomalies``). The
-    cycle result carries it: a live run's anomaly metrics and simulate's report read it there."""
-
-    #: Pods currently judged anomalous (still present, not reset or expired).
-    anomalous: int
-    #: Pods with abnormal observations that are not (yet) judged anomalous.
-    suspected: int
-    #: Pods newly judged anomalous in this cycle, by their main reason.
-    judged_by_reason: Mapping[str, int]
-    #: ``namespace/name`` of the pods judged anomalous in this cycle (newly or still).
-    anomalous_pods: Sequence[str]
-    #: ``namespace/name`` of the suspected pods, with their consecutive abnormal observations.
-    suspected_pods: Mapping[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class PluginReport:
-    """A report of one plugin of one profile, in the cycle result."""
-
-    profile: str
-    plugin: str
-    anomalies: AnomalyReport
 
 
 class Findings:

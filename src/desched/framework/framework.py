@@ -34,7 +34,7 @@ from desched.framework.evictor import (
     ProfileEvictor,
     RemembersEvictions,
 )
-from desched.framework.findings import AnomalyReport, Findings, PluginFindings, PluginReport, log_sink
+from desched.framework.findings import Findings, PluginFindings, log_sink
 from desched.framework.findings import log as findings_log
 from desched.framework.metrics import MetricsProviders
 from desched.framework.nodeactions import (
@@ -43,7 +43,9 @@ from desched.framework.nodeactions import (
     NoNodeActions,
     PluginNodeActions,
 )
+from desched.framework.pluginmetrics import MetricsRegistry, NoMetricsRegistry
 from desched.framework.registry import Registry
+from desched.framework.reports import CycleReport, PluginReport
 from desched.framework.safety import Safety
 from desched.framework.types import (
     EXTENSION_PROTOCOLS,
@@ -86,17 +88,19 @@ class FrameworkError(Exception):
 class CycleContext:
     """What changes every cycle: the snapshot, the evictor, the node actions and the clock."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, metrics_registry: MetricsRegistry | None = None) -> None:
         self.clock = clock
         self.snapshot = ClusterSnapshot()
         self.evictor = PodEvictor(_NoBackend())
         self.node_actions: NodeActionBackend = NoNodeActions()
         #: decision findings (what each plugin decided about a pod, and why): off until a sink listens
         self.findings = Findings()
-        #: what plugins reported in this cycle (``handle.report_anomalies``), for the cycle result
+        #: what plugins reported in this cycle (``handle.attach_report``), for the cycle result
         self.reports: list[PluginReport] = []
         #: the metrics providers of the run (the runtime, a simulation or a test hands them over)
         self.metrics = MetricsProviders()
+        #: where plugins register the metrics they export (a live run's: exposed on /metrics)
+        self.metrics_registry: MetricsRegistry = metrics_registry or NoMetricsRegistry()
 
 
 class _NoBackend:
@@ -214,11 +218,16 @@ class PluginHandle:
         """The run's metrics providers (``metrics.k8s.io``, Prometheus): each ``None`` if absent."""
         return self._ctx.metrics
 
+    @property
+    def metrics_registry(self) -> MetricsRegistry:
+        """Where the plugin registers the metrics it exports (a live run's ``/metrics``)."""
+        return self._ctx.metrics_registry
+
     def now(self) -> datetime:
         return self._ctx.clock()
 
-    def report_anomalies(self, report: AnomalyReport) -> None:
-        """Hand this cycle's anomaly judgements to the cycle result (metrics and reports read them)."""
+    def attach_report(self, report: CycleReport) -> None:
+        """Attach this cycle's report to the cycle result, with the profile and plugin names."""
         self._ctx.reports.append(PluginReport(self._profile.name, self._plugin_name, report))
 
     def fits_other_node(self, pod: Pod, nodes: Sequence[Node]) -> bool:
@@ -370,7 +379,7 @@ class CycleResult:
     seconds: float = 0.0
     #: What the cycle's node-action backend did (or, simulated, would do) to nodes.
     node_actions: list[NodeActionRecord] = field(default_factory=list)
-    #: What plugins reported in this cycle (e.g. anomaly judgements), in the order they ran.
+    #: What plugins reported in this cycle (``handle.attach_report``), in the order they ran.
     reports: list[PluginReport] = field(default_factory=list)
 
     @property
@@ -402,9 +411,18 @@ class CycleResult:
 class Framework:
     """Profiles built from a policy; ``run_cycle`` runs one descheduling cycle on a snapshot."""
 
-    def __init__(self, policy: Policy, registry: Registry, *, clock: Clock = system_clock) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        registry: Registry,
+        *,
+        clock: Clock = system_clock,
+        metrics_registry: MetricsRegistry | None = None,
+    ) -> None:
+        """``metrics_registry``: where plugins register the metrics they export (none: they are
+        kept nowhere)."""
         self.policy = policy
-        self.ctx = CycleContext(clock)
+        self.ctx = CycleContext(clock, metrics_registry)
         self.profiles = [Profile(cfg, registry, self.ctx) for cfg in policy.profiles]
         self.findings = self.ctx.findings
         #: the profiles' evictionPolicy rules and their memory across cycles (None: no rule is on)

@@ -23,9 +23,11 @@ from desched.k8s.objects import Node, Pod
 
 if TYPE_CHECKING:
     from desched.cluster.view import ClusterView
-    from desched.framework.findings import AnomalyReport, PluginFindings
+    from desched.framework.findings import PluginFindings
     from desched.framework.metrics import MetricsProviders
     from desched.framework.nodeactions import NodeActions
+    from desched.framework.pluginmetrics import MetricsRegistry
+    from desched.framework.reports import CycleReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,10 +408,15 @@ class Handle(Protocol):
         """The run's metrics providers (``metrics.k8s.io``, Prometheus), each ``None`` if absent."""
         ...
 
+    @property
+    def metrics_registry(self) -> MetricsRegistry:
+        """Where the plugin registers the metrics it exports (a live run's ``/metrics``)."""
+        ...
+
     def now(self) -> datetime: ...
 
-    def report_anomalies(self, report: AnomalyReport) -> None:
-        """Hand this cycle's anomaly judgements to the cycle result (metrics and reports read them)."""
+    def attach_report(self, report: CycleReport) -> None:
+        """Attach this cycle's report to the cycle result (``simulate`` shows it)."""
         ...
 
     def fits_other_node(self, pod: Pod, nodes: Sequence[Node]) -> bool:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 
-from desched.framework.findings import PluginReport
 from desched.framework.framework import CycleResult
+from desched.framework.reports import PluginReport
 from desched.framework.types import EvictResult
 from desched.gcpause import gc_paused
 
@@ -102,15 +102,14 @@ def write_json(
     out: TextIO,
     *,
     now: str,
-    anomalies: list[dict[str, Any]] | None = None,
+    reports: Sequence[PluginReport] = (),
     amend: Callable[[dict[str, Any]], None] | None = None,
     view: View | None = None,
 ) -> None:
     view = view or View()
     doc = result_to_json(filter_result(result, view), now=now)
     _note_namespaces(doc, view)
-    if anomalies:
-        doc["anomalies"] = anomalies
+    doc.update(reports_to_json(reports, view))
     if amend is not None:  # e.g. simulate --explain adds what each plugin decided
         amend(doc)
     _write_json_doc(doc, out)
@@ -186,19 +185,18 @@ def _formatted(value: Any) -> str:
         return json.dumps(value, indent=2)
 
 
-def anomaly_findings(reports: Iterable[PluginReport], view: View | None = None) -> list[dict[str, Any]]:
-    """What plugins judged in a cycle (its ``CycleResult.reports``): anomalous and suspected pods
-    (``namespace/name``), of the view's namespaces only."""
+def reports_to_json(
+    reports: Iterable[PluginReport], view: View | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The reports plugins attached to a cycle (its ``CycleResult.reports``), each listed under its
+    kind's key (``anomalies``: ``[{profile, plugin, ...its fields}]``), with what the view shows."""
     shows = (view or View()).shows
-    return [
-        {
-            "profile": r.profile,
-            "plugin": r.plugin,
-            "anomalous": [p for p in r.anomalies.anomalous_pods if shows(p.partition("/")[0])],
-            "suspected": {p: n for p, n in r.anomalies.suspected_pods.items() if shows(p.partition("/")[0])},
-        }
-        for r in reports
-    ]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in reports:
+        out.setdefault(r.report.kind, []).append(
+            {"profile": r.profile, "plugin": r.plugin, **r.report.to_json(shows)}
+        )
+    return out
 
 
 #: Rows of each list the summary table shows; ``-o wide`` shows them all.
@@ -349,14 +347,15 @@ def write_table(
     *,
     now: str,
     pods_total: int,
-    anomalies: list[dict[str, Any]] | None = None,
+    reports: Sequence[PluginReport] = (),
     view: View | None = None,
     heading: str = "Simulated one descheduling cycle",
 ) -> None:
-    """One cycle: the per-plugin counts and the total first, then each plugin's evictions, node
-    actions, refusals and skips (the first rows of each list, all of them with ``-o wide``)."""
+    """One cycle: the per-plugin counts and the total first, then each plugin's evictions, the
+    plugins' reports, node actions, refusals and skips (the first rows of each list, all of them
+    with ``-o wide``)."""
     lines = _Lines(out, view)
-    _write_cycle(lines, filter_result(result, lines.view), now, pods_total, anomalies, heading)
+    _write_cycle(lines, filter_result(result, lines.view), now, pods_total, reports, heading)
 
 
 def _write_cycle(
@@ -364,7 +363,7 @@ def _write_cycle(
     result: CycleResult,
     now: str,
     pods_total: int,
-    anomalies: list[dict[str, Any]] | None,
+    reports: Sequence[PluginReport],
     heading: str,
 ) -> None:
     view = lines.view
@@ -407,30 +406,21 @@ def _write_cycle(
                 right=(0,),
                 what="evictions",
             )
-    for finding in anomalies or ():
-        _write_anomalies(lines, finding)
+    for report in reports:
+        _write_report(lines, report)
     _write_node_actions(lines, result)
     _write_refusals(lines, result)
     _write_skips(lines, result)
 
 
-def _write_anomalies(lines: _Lines, finding: dict[str, Any]) -> None:
-    """What an anomaly plugin judged: the anomalous pods, then the suspected ones with their
-    abnormal observations, most first."""
-    view = lines.view
-    anomalous = [p for p in finding["anomalous"] if view.shows(p.partition("/")[0])]
-    suspected = sorted(
-        ((p, n) for p, n in finding["suspected"].items() if view.shows(p.partition("/")[0])),
-        key=lambda pn: (-pn[1], pn[0]),
-    )
-    title = (
-        f"{finding['profile']} / {finding['plugin']}: {len(anomalous)} anomalous, {len(suspected)} suspected"
-    )
-    if not anomalous and not suspected:
+def _write_report(lines: _Lines, report: PluginReport) -> None:
+    """A plugin's report as it reads as a table: ``<profile> / <plugin>: <summary>``, then its rows."""
+    table = report.report.to_table(lines.view.shows)
+    title = f"{report.profile} / {report.plugin}: {table.summary}"
+    if not table.rows:
         lines.line(title)
         return
-    rows = [(p, "anomalous", "") for p in anomalous] + [(p, "suspected", str(n)) for p, n in suspected]
-    lines.table(title, ("pod", "verdict", "abnormal observations"), rows, right=(2,), what="pods")
+    lines.table(title, table.header, table.rows, right=table.right, what=table.what)
 
 
 def _write_refusals(lines: _Lines, result: CycleResult) -> None:
@@ -673,15 +663,14 @@ def write_simulation_json(
     out: TextIO,
     *,
     now: str,
-    anomalies: list[dict[str, Any]] | None = None,
+    reports: Sequence[PluginReport] = (),
     amend: Callable[[dict[str, Any]], None] | None = None,
     view: View | None = None,
 ) -> None:
     view = view or View()
     doc = simulation_to_json(filter_simulation(sim, view), now=now)
     _note_namespaces(doc, view)
-    if anomalies:
-        doc["anomalies"] = anomalies
+    doc.update(reports_to_json(reports, view))
     if amend is not None:
         amend(doc)
     _write_json_doc(doc, out)
@@ -715,7 +704,7 @@ def write_simulation_table(
     *,
     now: str,
     pods_total: int,
-    anomalies: list[dict[str, Any]] | None = None,
+    reports: Sequence[PluginReport] = (),
     view: View | None = None,
 ) -> None:
     """Each cycle (headed with its number when there are several) as :func:`write_table` and
@@ -730,7 +719,7 @@ def write_simulation_table(
             lines.line(f"──── Cycle {cycle.cycle} of {count} ────", "bold")
             heading = f"Cycle {cycle.cycle} of {count}: simulated"
         last = i == count - 1
-        _write_cycle(lines, cycle.result, now, pods_total, anomalies if last else None, heading)
+        _write_cycle(lines, cycle.result, now, pods_total, reports if last else (), heading)
         if sim.placement:
             _write_placements(lines, cycle)
     if count > 1:

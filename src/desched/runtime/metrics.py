@@ -19,9 +19,10 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -34,8 +35,13 @@ from prometheus_client import (
 
 from desched import __version__
 from desched.framework.evictor import EvictionRecord
-from desched.framework.findings import PluginReport
 from desched.framework.framework import PluginRun
+from desched.framework.pluginmetrics import (
+    CounterMetric,
+    GaugeMetric,
+    MetricsRegistryError,
+    check_metric,
+)
 from desched.framework.types import EvictResult
 
 #: ``descheduler_loop_duration_seconds``: upstream's 15 boundaries, 10 ms to 500 s.
@@ -198,26 +204,9 @@ class Metrics:
             ["hash"],
             registry=self.registry,
         )
-        # anomaly judgements plugins report in the cycle result (the proposal's observability section;
-        # the help texts name the in-tree plugin that reports them, unchanged for scrapers)
-        self.anomaly_pods_anomalous = Gauge(
-            "descheduler_anomaly_pods_anomalous",
-            "Pods judged anomalous by RemoveAnomalyPods and not yet gone, reset or expired",
-            ["profile"],
-            registry=self.registry,
-        )
-        self.anomaly_pods_suspected = Gauge(
-            "descheduler_anomaly_pods_suspected",
-            "Pods with abnormal observations that RemoveAnomalyPods has not (yet) judged anomalous",
-            ["profile"],
-            registry=self.registry,
-        )
-        self.anomalies = Counter(
-            "descheduler_anomaly",
-            "Pods judged anomalous by RemoveAnomalyPods, by their main reason",
-            ["profile", "reason"],
-            registry=self.registry,
-        )
+        #: the metrics plugins register themselves (``handle.metrics_registry``), in this registry
+        self.plugins = PluginMetricsRegistry(self.registry)
+        # the node actions' backend (not a plugin): downgrades of desched's that have not expired
         self.anomaly_nodes_downgraded = Gauge(
             "descheduler_anomaly_nodes_downgraded",
             "Nodes that carry a downgrade (label or taint) of desched's that has not expired",
@@ -274,15 +263,6 @@ class Metrics:
     def observe_cycle(self, seconds: float) -> None:
         self.loop_duration.observe(seconds)
 
-    def observe_reports(self, reports: Iterable[PluginReport]) -> None:
-        """The anomaly judgements plugins reported in a cycle (its ``CycleResult.reports``)."""
-        for report in reports:
-            stats = report.anomalies
-            self.anomaly_pods_anomalous.labels(report.profile).set(stats.anomalous)
-            self.anomaly_pods_suspected.labels(report.profile).set(stats.suspected)
-            for reason, n in stats.judged_by_reason.items():
-                self.anomalies.labels(report.profile, reason).inc(n)
-
     def observe_downgraded_nodes(self, count: int) -> None:
         self.anomaly_nodes_downgraded.set(count)
 
@@ -293,3 +273,61 @@ class Metrics:
 
     def observe_policy_reload(self, result: str) -> None:
         self.policy_reloads.labels(result).inc()
+
+
+_M = TypeVar("_M", Counter, Gauge)
+
+
+class PluginMetricsRegistry:
+    """The :class:`desched.framework.MetricsRegistry` of a live run: plugins' metrics in the
+    process's Prometheus registry, beside desched's own. A name asked for again (another
+    profile's instance, a reloaded policy) gives the metric registered first, if its kind, help
+    and labels are the same; a clash with any other metric of the registry is refused."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._metrics: dict[str, tuple[tuple[str, str, tuple[str, ...]], Counter | Gauge]] = {}
+
+    def _known(self, spec: tuple[str, str, tuple[str, ...]], name: str) -> Counter | Gauge | None:
+        kind, _, labelnames = spec
+        check_metric(kind, name, labelnames)
+        found = self._metrics.get(name)
+        if found is None:
+            return None
+        if found[0] != spec:
+            raise MetricsRegistryError(f"metric {name!r} is already registered differently")
+        return found[1]
+
+    def counter(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> CounterMetric:
+        spec = ("counter", documentation, tuple(labelnames))
+        metric = self._known(spec, name)
+        if metric is None:
+            # prometheus_client takes the name without ``_total`` and exposes it with it
+            metric = Counter(name, documentation, labelnames, registry=self.registry)
+            self._metrics[name] = (spec, metric)
+        assert isinstance(metric, Counter)
+        return _Unlabelled(metric) if not labelnames else metric
+
+    def gauge(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> GaugeMetric:
+        spec = ("gauge", documentation, tuple(labelnames))
+        metric = self._known(spec, name)
+        if metric is None:
+            metric = Gauge(name, documentation, labelnames, registry=self.registry)
+            self._metrics[name] = (spec, metric)
+        assert isinstance(metric, Gauge)
+        return _Unlabelled(metric) if not labelnames else metric
+
+
+class _Unlabelled(Generic[_M]):
+    """A metric without labels: ``labels()`` (no values) is the metric itself, as the SDK says."""
+
+    __slots__ = ("_metric",)
+    _metric: _M
+
+    def __init__(self, metric: _M) -> None:
+        self._metric = metric
+
+    def labels(self, *values: str) -> _M:
+        if values:
+            raise MetricsRegistryError(f"{len(values)} label values for a metric without labels")
+        return self._metric

@@ -16,16 +16,21 @@ from desched.backends.simulated_eviction import SimulatedBackend
 from desched.cluster.snapshot import ClusterSnapshot
 from desched.errors import PolicyError
 from desched.framework import (
-    AnomalyReport,
     CycleEndHook,
+    CycleReport,
     CycleStartHook,
     DeschedulePlugin,
     EvictResult,
     Handle,
     LiveInputs,
     MetricsProviders,
+    MetricsRegistry,
+    MetricsRegistryError,
+    NamespaceFilter,
     Node,
+    NoMetricsRegistry,
     Pod,
+    ReportTable,
     Status,
 )
 from desched.framework.framework import CycleResult, Framework, FrameworkError
@@ -36,6 +41,24 @@ from desched.k8s.resources import Resources
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SEEN: dict[str, Any] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Tally:
+    """A plugin's own report kind (the framework knows it only as a CycleReport)."""
+
+    pods: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        return "tallies"
+
+    def to_json(self, shows: NamespaceFilter) -> dict[str, Any]:
+        return {"pods": [p for p in self.pods if shows(p.partition("/")[0])]}
+
+    def to_table(self, shows: NamespaceFilter) -> ReportTable:
+        pods = [p for p in self.pods if shows(p.partition("/")[0])]
+        return ReportTable(f"{len(pods)} tallied", ("pod",), [(p,) for p in pods], what="pods")
 
 
 class InOrder:
@@ -71,7 +94,8 @@ class InOrder:
         SEEN["stopped"] = order.stopped
         SEEN["gone"], SEEN["seen"] = gone, seen
         SEEN["metrics"] = self.handle.metrics
-        self.handle.report_anomalies(AnomalyReport(1, 2, {"R": 1}, ["default/a"], {"default/b": 2}))
+        SEEN["registry"] = self.handle.metrics_registry
+        self.handle.attach_report(Tally(("default/a", "other/b")))
         return None
 
     def live_inputs(self) -> LiveInputs:
@@ -110,7 +134,11 @@ def fw_registry() -> Registry:
 
 
 def framework(
-    plugins: list[str], *, limits: Mapping[str, int] | None = None, filters: Sequence[str] = ()
+    plugins: list[str],
+    *,
+    limits: Mapping[str, int] | None = None,
+    filters: Sequence[str] = (),
+    metrics_registry: MetricsRegistry | None = None,
 ) -> Framework:
     reg = fw_registry()
     doc: dict[str, Any] = {
@@ -130,7 +158,7 @@ def framework(
         ],
         **(limits or {}),
     }
-    return Framework(load_policy(doc, reg), reg, clock=lambda: NOW)
+    return Framework(load_policy(doc, reg), reg, clock=lambda: NOW, metrics_registry=metrics_registry)
 
 
 def cycle(fw: Framework, pods: list[Pod]) -> CycleResult:
@@ -172,7 +200,8 @@ def test_reports_reach_the_cycle_result_with_profile_and_plugin() -> None:
     result = cycle(fw, [pod("a", "n1")])
     [report] = result.reports
     assert (report.profile, report.plugin) == ("p", "InOrder")
-    assert report.anomalies.judged_by_reason == {"R": 1}
+    assert report.report == Tally(("default/a", "other/b"))
+    assert isinstance(report.report, CycleReport)
     # a new cycle starts with no reports of its own until plugins report again
     assert len(cycle(fw, [pod("a", "n1")]).reports) == 1
 
@@ -262,3 +291,43 @@ def test_namespace_rule(
     assert rule is not None
     assert [ns for ns in allowed if rule(ns)] == allowed
     assert [ns for ns in refused if rule(ns)] == []
+
+
+def test_the_metrics_registry_given_to_the_framework_reaches_the_plugin() -> None:
+    cycle(framework(["InOrder"]), [pod("a", "n1")])
+    assert isinstance(SEEN["registry"], NoMetricsRegistry)  # simulate, tests: kept nowhere
+    given = NoMetricsRegistry()
+    fw = framework(["InOrder"], metrics_registry=given)
+    cycle(fw, [pod("a", "n1")])
+    assert SEEN["registry"] is given
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "labels", "error"),
+    [
+        ("counter", "my_plugin_evaluations", (), "a counter's name ends in _total"),
+        ("gauge", "my-plugin", (), "not a Prometheus metric name"),
+        ("gauge", "my_plugin_pods", ("profile", "profile"), "invalid or repeated label names"),
+        ("gauge", "my_plugin_pods", ("__name",), "invalid or repeated label names"),
+    ],
+)
+def test_the_registry_without_export_checks_the_exporting_ones_rules(
+    kind: str, name: str, labels: tuple[str, ...], error: str
+) -> None:
+    registry = NoMetricsRegistry()
+    register = registry.counter if kind == "counter" else registry.gauge
+    with pytest.raises(MetricsRegistryError, match=error):
+        register(name, "help", labels)
+
+
+def test_the_registry_without_export_gives_a_name_one_meaning() -> None:
+    registry = NoMetricsRegistry()
+    registry.gauge("my_plugin_pods", "Pods", ["profile"]).labels("p").set(3)
+    registry.gauge("my_plugin_pods", "Pods", ["profile"])  # asked again (another profile): fine
+    with pytest.raises(MetricsRegistryError, match="already registered differently"):
+        registry.gauge("my_plugin_pods", "Pods", ["profile", "node"])
+    with pytest.raises(MetricsRegistryError, match="already registered differently"):
+        registry.counter("my_plugin_seen_total", "Seen", ["profile"])
+        registry.gauge("my_plugin_seen_total", "Seen", ["profile"])
+    with pytest.raises(MetricsRegistryError, match="1 label values for 2 labels"):
+        registry.counter("my_plugin_judged_total", "Judged", ["profile", "reason"]).labels("p").inc()

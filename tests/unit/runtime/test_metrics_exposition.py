@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from prometheus_client import generate_latest
 
 from desched.framework.evictor import EvictionRecord
 from desched.framework.framework import PluginRun
+from desched.framework.pluginmetrics import MetricsRegistryError
 from desched.framework.types import EvictResult
 from desched.runtime.metrics import Metrics
 
@@ -131,3 +133,34 @@ def test_build_info_from_the_image_build_args() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     ).stdout
     assert 'GitBranch="release-0.1",GitSha1="0123abcd"' in out
+
+
+def test_plugins_register_their_own_metrics_beside_deschedulers() -> None:
+    """``handle.metrics_registry`` of a live run: a plugin's metrics in /metrics, under its names."""
+    m = Metrics(process=False)
+    judged = m.plugins.counter("my_plugin_judged_total", "Pods my plugin judged", ["profile", "reason"])
+    judged.labels("p", "Stuck").inc(2)
+    # another profile's instance (or a reloaded policy's) asks again: the same metric
+    m.plugins.counter("my_plugin_judged_total", "Pods my plugin judged", ["profile", "reason"]).labels(
+        "p", "Stuck"
+    ).inc()
+    m.plugins.gauge("my_plugin_nodes", "Nodes my plugin watches").labels().set(4)
+    text = exposition(m)
+    assert "# HELP my_plugin_judged_total Pods my plugin judged\n# TYPE my_plugin_judged_total counter" in (
+        text
+    )
+    assert 'my_plugin_judged_total{profile="p",reason="Stuck"} 3.0' in text
+    assert "# TYPE my_plugin_nodes gauge\nmy_plugin_nodes 4.0" in text
+
+
+def test_plugin_metrics_that_clash_are_refused() -> None:
+    m = Metrics(process=False)
+    m.plugins.gauge("my_plugin_nodes", "Nodes", ["profile"])
+    with pytest.raises(MetricsRegistryError, match="already registered differently"):
+        m.plugins.gauge("my_plugin_nodes", "Nodes", ["node"])
+    with pytest.raises(MetricsRegistryError, match="ends in _total"):
+        m.plugins.counter("my_plugin_nodes", "Nodes", ["profile"])
+    with pytest.raises(ValueError, match="Duplicated timeseries"):  # desched's own names are taken
+        m.plugins.counter("descheduler_pods_evicted_total", "Evicted", ["profile"])
+    with pytest.raises(MetricsRegistryError, match="without labels"):
+        m.plugins.gauge("my_plugin_up", "Up").labels("p")

@@ -58,8 +58,9 @@ then the anomalous pods are evicted, node by node, in the profile's Sort order t
 and name. The downgrade is recorded on the node (see :mod:`desched.framework.nodeactions`), and
 removed ``ttl`` after the node last produced an anomalous pod, by whichever desched runs then.
 
-Each cycle's statistics go to the cycle result (``handle.report_anomalies``): a live run's metrics
-and simulate's report read them there (no metrics library here). The plugin declares that it reads
+Each cycle's statistics go to the cycle result as a report (``handle.attach_report``, see
+``report.py``), which simulate shows, and to the plugin's metrics (``handle.metrics_registry``),
+which a live run exports. The plugin declares that it reads
 Warning Events (``live_inputs``), so a live run watches them.
 """
 
@@ -72,13 +73,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import ClassVar
 
-from desched.framework.findings import AnomalyReport
 from desched.framework.nodeactions import METHOD_TAINT, ActionResult, active_entries, is_soft_taint
 from desched.framework.types import Handle, LiveInputs, Status
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Event, Node, Pod
 from desched.plugins._shared import pod_selector
 from desched.plugins.removeanomalypods.args import Pattern, RemoveAnomalyPodsArgs
+from desched.plugins.removeanomalypods.report import AnomalyMetrics, AnomalyReport
 
 #: Node names a "not downgrading" warning lists before it says "and N more".
 _CAPPED_SHOWN = 5
@@ -185,6 +186,7 @@ class RemoveAnomalyPods:
         self._min_startup = timedelta(seconds=args.min_pod_startup_seconds)
         self._states: dict[str, _PodState] = {}
         self.anomaly_stats = AnomalyStats()
+        self._metrics = AnomalyMetrics(handle.metrics_registry, handle.profile_name)
 
     def live_inputs(self) -> LiveInputs:
         """The plugin reads Warning Events about pods, their claims and the volumes bound to them."""
@@ -234,15 +236,15 @@ class RemoveAnomalyPods:
         }
         stats.suspected = len(stats.suspected_pods)
         self.anomaly_stats = stats
-        self.handle.report_anomalies(
-            AnomalyReport(
-                stats.anomalous,
-                stats.suspected,
-                dict(stats.judged_by_reason),
-                list(stats.anomalous_pods),
-                dict(stats.suspected_pods),
-            )
+        report = AnomalyReport(
+            stats.anomalous,
+            stats.suspected,
+            dict(stats.judged_by_reason),
+            list(stats.anomalous_pods),
+            dict(stats.suspected_pods),
         )
+        self.handle.attach_report(report)
+        self._metrics.observe(report)
         if not judged:
             return None
         if self.args.node_downgrade_policy is not None:

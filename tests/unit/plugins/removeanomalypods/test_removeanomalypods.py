@@ -36,9 +36,11 @@ from desched.framework.nodeactions import (
     plan_restore,
     read_entries,
 )
+from desched.framework.pluginmetrics import MetricsRegistry
 from desched.k8s.objects import Event, Node, PersistentVolumeClaim, Pod
 from desched.plugins.removeanomalypods.args import DEFAULT_EVENT_REASONS, RemoveAnomalyPodsArgs
 from desched.plugins.removeanomalypods.plugin import RemoveAnomalyPods
+from desched.plugins.removeanomalypods.report import AnomalyReport
 
 ROOT = Path(__file__).resolve().parents[4]
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -159,9 +161,13 @@ class Harness:
     """One framework (the plugin's state lives across cycles), a clock that moves, and cycles of the
     shared plugin harness."""
 
-    def __init__(self, args: dict[str, Any], **kw: Any) -> None:
+    def __init__(
+        self, args: dict[str, Any], metrics_registry: MetricsRegistry | None = None, **kw: Any
+    ) -> None:
         self.now = NOW
-        self.framework = Framework(load(NAME, args, **kw), REGISTRY, clock=lambda: self.now)
+        self.framework = Framework(
+            load(NAME, args, **kw), REGISTRY, clock=lambda: self.now, metrics_registry=metrics_registry
+        )
         self.nodes = [node("n1"), node("n2")]
 
     @property
@@ -848,23 +854,35 @@ def test_simulated_restore_of_expired_downgrades() -> None:
 # ----------------------------------------------------------------------------- metrics, simulate
 
 
-def test_metrics_read_the_plugin_report_in_the_cycle_result() -> None:
+def test_the_plugin_reports_to_the_cycle_result_and_its_own_metrics() -> None:
     from desched.runtime.metrics import Metrics
 
-    h = Harness(FAST)
+    metrics = Metrics()
+    h = Harness(FAST, metrics_registry=metrics.plugins)
     _, result = h.cycle([pod("a"), pod("b")], [event("a", count=3), event("b", count=1)])
     [report] = result.reports
     assert (report.profile, report.plugin) == ("p", NAME)
-    assert list(report.anomalies.anomalous_pods) == ["default/a"]
-    assert dict(report.anomalies.suspected_pods) == {"default/b": 1}
-    metrics = Metrics()
-    metrics.observe_reports(result.reports)
+    assert isinstance(report.report, AnomalyReport)
+    assert list(report.report.anomalous_pods) == ["default/a"]
+    assert dict(report.report.suspected_pods) == {"default/b": 1}
+    assert report.report.to_json(lambda ns: ns == "default") == {
+        "anomalous": ["default/a"],
+        "suspected": {"default/b": 1},
+    }
+    assert report.report.to_json(lambda ns: False) == {"anomalous": [], "suspected": {}}
     metrics.observe_downgraded_nodes(2)
     value = metrics.registry.get_sample_value
     assert value("descheduler_anomaly_pods_anomalous", {"profile": "p"}) == 1
     assert value("descheduler_anomaly_pods_suspected", {"profile": "p"}) == 1
     assert value("descheduler_anomaly_total", {"profile": "p", "reason": "FailedCreatePodSandBox"}) == 1
     assert value("descheduler_anomaly_nodes_downgraded", None) == 2
+    # the next cycle: a is still anomalous (not judged again: the counter stays), b is gone
+    h.cycle([pod("a")], [event("a", count=3)])
+    assert value("descheduler_anomaly_total", {"profile": "p", "reason": "FailedCreatePodSandBox"}) == 1
+    assert value("descheduler_anomaly_pods_suspected", {"profile": "p"}) == 0
+    # a reloaded policy's instance asks for the same metrics: it gets them, the series go on
+    Harness(FAST, metrics_registry=metrics.plugins).cycle([pod("c")], [event("c", count=3)])
+    assert value("descheduler_anomaly_total", {"profile": "p", "reason": "FailedCreatePodSandBox"}) == 2
 
 
 def test_simulate_reports_anomalous_pods_and_node_downgrades() -> None:
