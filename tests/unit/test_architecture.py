@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from desched.framework.registry import extension_points_of
+from desched.framework.types import EXTENSION_PROTOCOLS, HOOK_PROTOCOLS
 from desched.plugins import IN_TREE_PLUGINS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,6 +129,107 @@ def test_every_plugin_class_lives_in_its_own_folder() -> None:
     for cls in IN_TREE_PLUGINS:
         path = Path(inspect.getfile(cls)).resolve()
         assert path.parent.parent == PLUGINS, f"{cls.name} is defined in {path.relative_to(SRC)}"
+
+
+def _desched_imports(tree: ast.AST, package: str) -> list[tuple[int, str]]:
+    """(line, module) of every ``desched`` module the code imports (relative ones resolved
+    against ``package``), at any depth (``if TYPE_CHECKING:`` blocks and functions too)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, module] if module else base)
+            if module == "desched" or module.startswith("desched."):
+                found.append((node.lineno, module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, a.name) for a in node.names if a.name.startswith("desched"))
+    return found
+
+
+def _outside_the_sdk(module: str, folder: str) -> bool:
+    """An in-tree plugin imports the SDK (``desched.framework``, the package, never the modules
+    behind it), the Kubernetes helpers (``desched.k8s``: pure functions, below the framework),
+    the plugins' shared code and its own folder; nothing else of desched."""
+    allowed = ("desched.k8s", "desched.plugins._shared", f"desched.plugins.{folder}")
+    return module != "desched.framework" and not any(
+        module == a or module.startswith(a + ".") for a in allowed
+    )
+
+
+def test_the_sdk_check_sees_an_import_behind_the_sdk() -> None:
+    # the check below proves nothing unless it refuses the imports it is meant to refuse
+    tree = ast.parse(
+        "from desched.framework import Handle\nfrom desched.k8s import pods\n"
+        "from desched.framework.types import Status\nfrom desched.cluster.view import ClusterView\n"
+        "from desched.plugins.podlifetime import PodLifeTime\nfrom . import args\n"
+        "if TYPE_CHECKING:\n    import desched.api.types\n"
+    )
+    imports = _desched_imports(tree, "desched.plugins.sorters")
+    assert [m for _, m in imports if _outside_the_sdk(m, "sorters")] == [
+        "desched.framework.types",
+        "desched.cluster.view",
+        "desched.plugins.podlifetime",
+        "desched.api.types",
+    ]
+
+
+@pytest.mark.parametrize("folder", [*PLUGIN_FOLDERS, "_shared"])
+def test_in_tree_plugins_import_only_the_sdk(folder: str) -> None:
+    """Every in-tree plugin is built on the SDK an out-of-tree one gets (``from desched.framework
+    import ...``), so the in-tree plugins prove it, not the example alone."""
+    here = PLUGINS / folder
+    paths = sorted(here.rglob("*.py")) if here.is_dir() else [PLUGINS / f"{folder}.py"]
+    found = []
+    for path in paths:
+        package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+        if path.name != "__init__.py":
+            package = package.rpartition(".")[0]
+        found.extend(
+            f"{path.relative_to(SRC)}:{line}: {module}"
+            for line, module in _desched_imports(ast.parse(path.read_text()), package)
+            if _outside_the_sdk(module, folder)
+        )
+    assert not found
+
+
+def _static_checks(tree: ast.Module, cls: str) -> set[str]:
+    """The protocols ``cls`` is checked against in the module's ``if TYPE_CHECKING:`` blocks:
+    ``_x: type[Protocol] = cls`` (mypy --strict refuses the assignment if it does not conform)."""
+    found: set[str] = set()
+    for block in tree.body:
+        if not (isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"):
+            continue
+        for node in block.body:
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == cls
+                and isinstance(node.annotation, ast.Subscript)
+                and ast.unparse(node.annotation.value) == "type"
+            ):
+                found.add(ast.unparse(node.annotation.slice))
+    return found
+
+
+def test_the_static_check_is_seen() -> None:
+    tree = ast.parse(
+        "if TYPE_CHECKING:\n    _a: type[DeschedulePlugin] = X\n    _b: type[JudgesMoves] = Y\n"
+        "_c: type[BalancePlugin] = X\n"  # outside the block: it would run, and it is not the form
+    )
+    assert _static_checks(tree, "X") == {"DeschedulePlugin"}
+
+
+@pytest.mark.parametrize("cls", IN_TREE_PLUGINS, ids=lambda cls: cls.name)
+def test_each_plugin_class_is_checked_against_its_protocols_statically(cls: type) -> None:
+    """Registration finds a plugin's extension points and hooks by ``isinstance`` (names only);
+    each class is also assigned to the ``type[...]`` of each, for mypy to check the signatures
+    (upstream's ``var _ framework.DeschedulePlugin = &PodLifeTime{}``)."""
+    served = {EXTENSION_PROTOCOLS[p].__name__ for p in extension_points_of(cls)}
+    served |= {hook.__name__ for hook in HOOK_PROTOCOLS if isinstance(cls, hook)}
+    assert served
+    assert _static_checks(ast.parse(Path(inspect.getfile(cls)).read_text()), cls.__name__) == served
 
 
 def test_the_import_contracts_hold() -> None:

@@ -264,6 +264,21 @@ class DeclaresLiveInputs(Protocol):
     def live_inputs(self) -> LiveInputs: ...
 
 
+#: The optional hooks a plugin class may implement (found by ``isinstance`` when its profile is
+#: built); each in-tree plugin checks its class against the ones it implements statically.
+HOOK_PROTOCOLS: tuple[type, ...] = (
+    CycleStartHook,
+    CycleEndHook,
+    SortKeyPlugin,
+    PreSortKeyPlugin,
+    HasPreSortStep,
+    ExplainsFilter,
+    ExplainsPreEvictionFilter,
+    JudgesMoves,
+    DeclaresLiveInputs,
+)
+
+
 class EvictResult(enum.Enum):
     """The outcome of one eviction request, as a plugin needs to react to it."""
 

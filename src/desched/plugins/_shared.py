@@ -11,8 +11,7 @@ from typing import Annotated, Protocol
 
 from pydantic import Field
 
-from desched.api.types import LabelSelectorArg, Namespaces
-from desched.framework.types import Handle, Status
+from desched.framework import Handle, LabelSelectorArg, Namespaces, Status
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
 from desched.k8s._compile_cache import ContentKeys

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import field_validator
 
@@ -60,3 +60,9 @@ class AnnotatedExpiry:
             if evictor.evict_in_order(expired, self._reason):
                 return None  # the per-cycle total is reached
         return None
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import DeschedulePlugin
+
+    _deschedule_plugin: type[DeschedulePlugin] = AnnotatedExpiry

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from pydantic import Field, field_validator, model_validator
 
-from desched.api.types import (
+from desched.framework import (
     ArgsModel,
     FieldValueError,
     LabelSelectorArg,

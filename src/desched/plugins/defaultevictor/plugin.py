@@ -60,7 +60,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from desched.cluster.view import ClusterView
+from desched.framework import ClusterView
 from desched.k8s import labels as k8s_labels
 from desched.k8s import pods as k8s_pods
 from desched.k8s import priority as k8s_priority
@@ -68,7 +68,7 @@ from desched.k8s.objects import Node, Pod
 from desched.plugins.defaultevictor.args import NO_EVICTION_MANDATORY, DefaultEvictorArgs, PodProtection
 
 if TYPE_CHECKING:
-    from desched.framework.types import Handle
+    from desched.framework import Handle
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
@@ -390,3 +390,21 @@ class DefaultEvictor:
             if ns is None or not match(ns.metadata.labels or {}):
                 out.append(f"namespace {pod.namespace} does not match namespaceLabelSelector")
         return out
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import (
+        CycleEndHook,
+        CycleStartHook,
+        ExplainsFilter,
+        ExplainsPreEvictionFilter,
+        FilterPlugin,
+        PreEvictionFilterPlugin,
+    )
+
+    _filter_plugin: type[FilterPlugin] = DefaultEvictor
+    _pre_eviction_filter_plugin: type[PreEvictionFilterPlugin] = DefaultEvictor
+    _cycle_start_hook: type[CycleStartHook] = DefaultEvictor
+    _cycle_end_hook: type[CycleEndHook] = DefaultEvictor
+    _explains_filter: type[ExplainsFilter] = DefaultEvictor
+    _explains_pre_eviction_filter: type[ExplainsPreEvictionFilter] = DefaultEvictor

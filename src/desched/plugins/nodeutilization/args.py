@@ -17,7 +17,9 @@ from pydantic import (
     model_validator,
 )
 
-from desched.api.types import (
+from desched.framework import (
+    KUBERNETES_METRICS,
+    PROMETHEUS,
     ArgsModel,
     EvictionLimits,
     FieldValueError,
@@ -25,7 +27,6 @@ from desched.api.types import (
     parse_go_duration,
     policy_checks_enabled,
 )
-from desched.framework.metrics import KUBERNETES_METRICS, PROMETHEUS
 from desched.k8s import labels as k8s_labels
 from desched.plugins.nodeutilization.usage import METRIC_RESOURCE
 

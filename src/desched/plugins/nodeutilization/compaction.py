@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from desched.framework.types import EvictResult, Handle
+from desched.framework import EvictResult, Handle
 from desched.k8s import nodes as k8s_nodes
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Node, Pod

@@ -75,12 +75,23 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.cluster.view import ClusterView
-from desched.framework.metrics import KUBERNETES_METRICS, PROMETHEUS
-from desched.framework.nodeactions import DOWNGRADE_ANNOTATION, METHOD_TAINT
-from desched.framework.types import Evictor, EvictResult, Handle, LiveInputs, NoGain, PredictedMove, Status
+from desched.framework import (
+    DOWNGRADE_ANNOTATION,
+    KUBERNETES_METRICS,
+    METHOD_TAINT,
+    PROMETHEUS,
+    ClusterView,
+    Evictor,
+    EvictResult,
+    Handle,
+    LiveInputs,
+    NoGain,
+    PredictedMove,
+    Status,
+    tie_preference,
+)
 from desched.k8s import nodes as k8s_nodes
 from desched.k8s import pods as k8s_pods
 from desched.k8s import taints as k8s_taints
@@ -110,7 +121,6 @@ from desched.plugins.nodeutilization.usage import (
     UsageSource,
     usage_percentages,
 )
-from desched.scheduling.placement import tie_preference
 
 log = logging.getLogger(__name__.rpartition(".")[0])  # the plugin's package: --vmodule names the folder
 
@@ -786,3 +796,15 @@ class HighNodeUtilization(_NodeUtilization):
 
 
 __all__ = ["HighNodeUtilization", "LowNodeUtilization", "NodeInfo"]
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import BalancePlugin, CycleEndHook, DeclaresLiveInputs, JudgesMoves
+
+    _low_balance_plugin: type[BalancePlugin] = LowNodeUtilization
+    _low_cycle_end_hook: type[CycleEndHook] = LowNodeUtilization
+    _low_declares_live_inputs: type[DeclaresLiveInputs] = LowNodeUtilization
+    _low_judges_moves: type[JudgesMoves] = LowNodeUtilization
+    _high_balance_plugin: type[BalancePlugin] = HighNodeUtilization
+    _high_cycle_end_hook: type[CycleEndHook] = HighNodeUtilization
+    _high_judges_moves: type[JudgesMoves] = HighNodeUtilization

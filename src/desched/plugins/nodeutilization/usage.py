@@ -32,8 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from desched.cluster.view import ClusterView
-from desched.framework.metrics import NodeMetricsProvider, PrometheusClient, PrometheusSample, UsageError
+from desched.framework import ClusterView, NodeMetricsProvider, PrometheusClient, PrometheusSample, UsageError
 from desched.k8s import resources as k8s_resources
 from desched.k8s.objects import Node, Pod
 from desched.k8s.pods import occupies_node

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from desched.api.types import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
+from desched.framework import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
 from desched.k8s.objects import PodCondition
 from desched.plugins._shared import Int32
 

@@ -32,9 +32,9 @@ RemoveFailedPods is this plugin with the phase fixed to Failed (upstream delegat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.framework.types import Handle, Status
+from desched.framework import Handle, Status
 from desched.k8s.objects import Node, Pod
 from desched.plugins._shared import LifetimeCriteria, evict_oldest_first, pod_selector
 from desched.plugins.podlifetime.args import PodLifeTimeArgs
@@ -84,3 +84,9 @@ def _criteria(args: PodLifeTimeArgs) -> LifetimeCriteria:
         including_init=args.including_init_containers,
         including_ephemeral=args.including_ephemeral_containers,
     )
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import DeschedulePlugin
+
+    _deschedule_plugin: type[DeschedulePlugin] = PodLifeTime

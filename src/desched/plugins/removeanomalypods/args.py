@@ -7,7 +7,9 @@ from datetime import timedelta
 
 from pydantic import Field, field_validator
 
-from desched.api.types import (
+from desched.framework import (
+    METHOD_LABEL,
+    METHOD_TAINT,
     ArgsModel,
     FieldValueError,
     LabelSelectorArg,
@@ -15,7 +17,6 @@ from desched.api.types import (
     Seconds,
     parse_go_duration,
 )
-from desched.framework.nodeactions import METHOD_LABEL, METHOD_TAINT
 from desched.k8s import labels as k8s_labels
 
 DEFAULT_EVENT_REASONS = ("FailedCreatePodSandBox", "FailedAttachVolume", "FailedMount")

@@ -71,10 +71,17 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.framework.nodeactions import METHOD_TAINT, ActionResult, active_entries, is_soft_taint
-from desched.framework.types import Handle, LiveInputs, Status
+from desched.framework import (
+    METHOD_TAINT,
+    ActionResult,
+    Handle,
+    LiveInputs,
+    Status,
+    active_entries,
+    is_soft_taint,
+)
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Event, Node, Pod
 from desched.plugins._shared import pod_selector
@@ -511,3 +518,10 @@ class RemoveAnomalyPods:
             f"{PLUGIN_NAME}: pod anomalous after {state.abnormal} consecutive abnormal "
             f"observations ({state.describe()})"
         )
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import DeclaresLiveInputs, DeschedulePlugin
+
+    _deschedule_plugin: type[DeschedulePlugin] = RemoveAnomalyPods
+    _declares_live_inputs: type[DeclaresLiveInputs] = RemoveAnomalyPods

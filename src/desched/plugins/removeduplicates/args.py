@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from desched.api.types import ArgsModel, Namespaces
+from desched.framework import ArgsModel, Namespaces
 
 
 class RemoveDuplicatesArgs(ArgsModel):

@@ -36,12 +36,11 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import msgspec
 
-from desched.framework.findings import PluginFindings
-from desched.framework.types import Handle, NoGain, PredictedMove, Status
+from desched.framework import Handle, NoGain, PluginFindings, PredictedMove, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod
@@ -317,3 +316,10 @@ def _report_kept(
         findings.left(first, f"the first pod of its owner on the node stays; {share}")
     for pod in duplicates[: len(duplicates) - excess]:
         findings.left(pod, f"within the per-node share; {share}")
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import BalancePlugin, JudgesMoves
+
+    _balance_plugin: type[BalancePlugin] = RemoveDuplicates
+    _judges_moves: type[JudgesMoves] = RemoveDuplicates

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.framework import ArgsModel, LabelSelectorArg, Namespaces
 from desched.plugins._shared import Int32
 
 DEFAULT_MIN_POD_LIFETIME_SECONDS = 3600

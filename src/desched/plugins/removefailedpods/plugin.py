@@ -16,9 +16,9 @@ Matching pods of all the given nodes are evicted oldest first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.framework.types import Handle, Status
+from desched.framework import Handle, Status
 from desched.k8s.objects import Node, Pod
 from desched.plugins._shared import LifetimeCriteria, evict_oldest_first, failure_text, pod_selector
 from desched.plugins.removefailedpods.args import RemoveFailedPodsArgs
@@ -54,3 +54,9 @@ class RemoveFailedPods:
             age = self._criteria.why_evicted(pod, self.handle.now(), "minPodLifetimeSeconds")
             why += f"; {age.split(', ')[0]}"
         return f"RemoveFailedPods: pod failed: {why}"
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import DeschedulePlugin
+
+    _deschedule_plugin: type[DeschedulePlugin] = RemoveFailedPods

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from desched.api.types import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
+from desched.framework import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
 
 #: What ``states`` may name: a pod phase and a container waiting reason.
 ALLOWED_STATES: tuple[str, ...] = ("Running", "CrashLoopBackOff")

@@ -12,9 +12,9 @@ Nodes are processed in the order given; on each node the pods with the most rest
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.framework.types import Handle, Status
+from desched.framework import Handle, Status
 from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Node, Pod
 from desched.plugins._shared import pod_selector, select_all
@@ -98,3 +98,9 @@ class RemovePodsHavingTooManyRestarts:
             ):
                 return None
         return None
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import DeschedulePlugin
+
+    _deschedule_plugin: type[DeschedulePlugin] = RemovePodsHavingTooManyRestarts

@@ -33,10 +33,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.cluster.view import ClusterView
-from desched.framework.types import EvictResult, Handle, Status
+from desched.framework import ClusterView, EvictResult, Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
 from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
@@ -325,3 +324,9 @@ def _why_held(pod: Pod, node: Node) -> str:
     if len(terms) == 1:
         return f"no other pod matches its anti-affinity term in its topology domain {where}"
     return f"no other pod matches any of its {len(terms)} anti-affinity terms in their domains {where}"
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import DeschedulePlugin
+
+    _deschedule_plugin: type[DeschedulePlugin] = RemovePodsViolatingInterPodAntiAffinity

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import field_validator
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.framework import ArgsModel, LabelSelectorArg, Namespaces
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

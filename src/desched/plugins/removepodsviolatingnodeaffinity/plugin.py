@@ -40,10 +40,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.cluster.view import ClusterView
-from desched.framework.types import Handle, NoGain, PredictedMove, Status
+from desched.framework import ClusterView, Handle, NoGain, PredictedMove, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import Node, Pod, PreferredSchedulingTerm
 from desched.k8s.pods import occupies_node
@@ -328,3 +327,11 @@ class RemovePodsViolatingNodeAffinity:
             if ev.evict_in_order(self.handle.sort_pods(considered), reason):
                 return True
         return False
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import DeschedulePlugin, HasPreSortStep, JudgesMoves
+
+    _deschedule_plugin: type[DeschedulePlugin] = RemovePodsViolatingNodeAffinity
+    _judges_moves: type[JudgesMoves] = RemovePodsViolatingNodeAffinity
+    _has_pre_sort_step: type[HasPreSortStep] = RemovePodsViolatingNodeAffinity

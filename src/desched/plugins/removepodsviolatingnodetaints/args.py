@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
-from desched.api.types import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
+from desched.framework import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
 
 
 class RemovePodsViolatingNodeTaintsArgs(ArgsModel):

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.framework.types import Handle, NoGain, PredictedMove, Status
+from desched.framework import Handle, NoGain, PredictedMove, Status
 from desched.k8s import taints as k8s_taints
 from desched.k8s.objects import Node, Pod, Taint
 from desched.k8s.pods import occupies_node
@@ -122,3 +122,11 @@ class RemovePodsViolatingNodeTaints:
             if ev.evict_in_order(self.handle.sort_pods(considered), reason):
                 return None
         return None
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import DeschedulePlugin, HasPreSortStep, JudgesMoves
+
+    _deschedule_plugin: type[DeschedulePlugin] = RemovePodsViolatingNodeTaints
+    _judges_moves: type[JudgesMoves] = RemovePodsViolatingNodeTaints
+    _has_pre_sort_step: type[HasPreSortStep] = RemovePodsViolatingNodeTaints

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from desched.api.types import ArgsModel, LabelSelectorArg, Namespaces
+from desched.framework import ArgsModel, LabelSelectorArg, Namespaces
 
 
 class RemovePodsViolatingPodAffinityArgs(ArgsModel):

@@ -40,10 +40,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from desched.cluster.view import ClusterView
-from desched.framework.types import Handle, Status
+from desched.framework import ClusterView, Handle, Status
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import LabelSelector, Node, Pod, PodAffinityTerm
 from desched.k8s.pods import occupies_node
@@ -306,3 +305,9 @@ class _Cycle:
 def _domains(keys: Sequence[str], node: Node) -> str:
     labels = node.metadata.labels or {}
     return ", ".join(dict.fromkeys(f"{k}={labels.get(k)}" for k in keys))
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import DeschedulePlugin
+
+    _deschedule_plugin: type[DeschedulePlugin] = RemovePodsViolatingPodAffinity

@@ -6,9 +6,15 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from desched.api.schedulerconfig import DEFAULT_SCHEDULER_NAME, load_default_constraints
-from desched.api.types import ArgsModel, FieldValueError, LabelSelectorArg, Namespaces
-from desched.errors import PolicyError
+from desched.framework import (
+    DEFAULT_SCHEDULER_NAME,
+    ArgsModel,
+    FieldValueError,
+    LabelSelectorArg,
+    Namespaces,
+    PolicyError,
+    load_default_constraints,
+)
 from desched.k8s.topologyspread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, SYSTEM_DEFAULTS, DefaultConstraints
 
 ALLOWED_CONSTRAINTS = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)

@@ -94,12 +94,11 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import msgspec
 
-from desched.cluster.view import ClusterView
-from desched.framework.types import Evictor, Handle, LiveInputs, NoGain, PredictedMove, Status
+from desched.framework import ClusterView, Evictor, Handle, LiveInputs, NoGain, PredictedMove, Status
 from desched.k8s import labels as k8s_labels
 from desched.k8s.namespaces import namespace_rule
 from desched.k8s.objects import Node, Pod, TopologySpreadConstraint
@@ -790,3 +789,12 @@ class _Chooser:
                         ns.remove(pod)
         domain.keep = rest
         return evict
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import BalancePlugin, CycleEndHook, DeclaresLiveInputs, JudgesMoves
+
+    _balance_plugin: type[BalancePlugin] = RemovePodsViolatingTopologySpreadConstraint
+    _cycle_end_hook: type[CycleEndHook] = RemovePodsViolatingTopologySpreadConstraint
+    _declares_live_inputs: type[DeclaresLiveInputs] = RemovePodsViolatingTopologySpreadConstraint
+    _judges_moves: type[JudgesMoves] = RemovePodsViolatingTopologySpreadConstraint

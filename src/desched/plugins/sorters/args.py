@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from desched.api.types import ArgsModel
+from desched.framework import ArgsModel
 
 
 class PodAgeSortArgs(ArgsModel):

@@ -28,7 +28,7 @@ from desched.plugins._shared import priority_rank
 from desched.plugins.sorters.args import PodAgeSortArgs
 
 if TYPE_CHECKING:
-    from desched.framework.types import Handle
+    from desched.framework import Handle
 
 _NAIVE_ZERO_TIME = ZERO_TIME.replace(tzinfo=None)
 
@@ -85,3 +85,16 @@ class PodAgeSort:
 
     def presort_key(self, pod: Pod) -> datetime | timedelta:
         return self.sort_key(pod)
+
+
+if TYPE_CHECKING:  # mypy checks the class against what it serves (upstream: var _ DeschedulePlugin = &X{})
+    from desched.framework import PreSortKeyPlugin, PreSortPlugin, SortKeyPlugin, SortPlugin
+
+    _priority_pre_sort_plugin: type[PreSortPlugin] = PrioritySort
+    _priority_sort_plugin: type[SortPlugin] = PrioritySort
+    _priority_sort_key_plugin: type[SortKeyPlugin] = PrioritySort
+    _priority_pre_sort_key_plugin: type[PreSortKeyPlugin] = PrioritySort
+    _pod_age_pre_sort_plugin: type[PreSortPlugin] = PodAgeSort
+    _pod_age_sort_plugin: type[SortPlugin] = PodAgeSort
+    _pod_age_sort_key_plugin: type[SortKeyPlugin] = PodAgeSort
+    _pod_age_pre_sort_key_plugin: type[PreSortKeyPlugin] = PodAgeSort
