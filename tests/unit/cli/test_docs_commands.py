@@ -1,7 +1,8 @@
 """Every command the docs show is run by a test, and prints what the docs show.
 
-The docs are README.md, every Markdown file under docs/, deploy/helm/desched/README.md and
-examples/desched-example-plugin/README.md (``DOC_FILES``). Each fenced block must say what it
+The docs are README.md, every Markdown file under docs/, each in-tree plugin's README.md (beside
+its code), deploy/helm/desched/README.md and examples/desched-example-plugin/README.md
+(``DOC_FILES``). Each fenced block must say what it
 holds (an untagged fence fails), and commands live only in shell blocks:
 
 - ```` ```sh ```` (also ``bash``, ``shell``): every line is a command (``\\`` continues a line,
@@ -54,6 +55,7 @@ DOC_FILES = sorted(
     {
         ROOT / "README.md",
         *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "src" / "desched" / "plugins").glob("*/README.md"),
         ROOT / "deploy" / "helm" / "desched" / "README.md",
         ROOT / "examples" / "desched-example-plugin" / "README.md",
     }
