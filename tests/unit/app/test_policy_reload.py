@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import generate_latest
 from tests import builders
 
 from desched.api.policy import ExtensionPoint, load_policy
@@ -300,3 +301,23 @@ def test_a_reload_that_needs_a_restart_keeps_the_running_policy(
     assert len(errors) == 2 and "metricsProviders: changed: a restart applies it" in errors[0]
     assert "profiles: a plugin now reads Warning Events" in errors[1]
     assert d.framework is running and reloads(d.metrics, "error") == 2 and reloads(d.metrics, "success") == 0
+
+
+def test_plugins_register_their_metrics_in_the_runs_registry_across_a_reload(tmp_path: Path) -> None:
+    """A plugin's own metrics (RemoveAnomalyPods' gauges) are in /metrics from the start of a run
+    whose policy enables it, and a reloaded policy's instance keeps reporting to the same series."""
+    anomaly = ("RemoveAnomalyPods", {"minPodStartupSeconds": 60})
+    vol = ConfigMapVolume(tmp_path, policy_doc(anomaly))
+    d = started(vol.path)
+    assert d.metrics is not None
+    d.framework = d._framework(d.policy)  # as run() builds it
+    d._watched = d.framework.live_inputs()
+    assert d.framework.ctx.metrics_registry is d.metrics.plugins
+    text = generate_latest(d.metrics.registry).decode()
+    assert "# TYPE descheduler_anomaly_pods_anomalous gauge" in text
+    assert "# TYPE descheduler_anomaly_total counter" in text
+    vol.update(policy_doc(("RemoveAnomalyPods", {"minPodStartupSeconds": 120})))
+    old = d.framework
+    asyncio.run(d._reload(forced=False))
+    assert d.framework is not old and reloads(d.metrics, "success") == 1
+    assert d.framework.ctx.metrics_registry is d.metrics.plugins
