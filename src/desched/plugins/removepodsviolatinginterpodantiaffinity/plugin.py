@@ -61,23 +61,15 @@ _FEW = 32
 class _TermCounts:
     """How many considered pods one term selects in each topology domain of its key."""
 
-    __slots__ = ("domains", "selector", "topology_key")
+    __slots__ = ("domains", "selector")
 
     def __init__(self, selector: k8s_affinity.TermSelector, topology_key: str) -> None:
         self.selector = selector
-        self.topology_key = topology_key
         #: a node without the label is a domain of its own (as upstream's check)
         self.domains = k8s_affinity.DomainCounts((topology_key,), node_without_key_is_a_domain=True)
 
     def add(self, node: Node, delta: int) -> None:
         self.domains.add(node.metadata.labels or {}, node.metadata.name, delta)
-
-    def others(self, pod: Pod, node: Node) -> int:
-        """The pods it selects in the domain of ``pod``'s node, ``pod`` left out."""
-        found = self.domains.in_domain(self.topology_key, node.metadata.labels or {}, node.metadata.name)
-        if found and self.selector.selects(pod):
-            found -= 1
-        return found
 
 
 class _ConsideredPods:
@@ -285,8 +277,12 @@ class _Cycle:
 
     def violation(self, pod: Pod, node: Node) -> tuple[PodAffinityTerm, int] | None:
         """The first of ``pod``'s terms that another pod in its domain violates, and how many do."""
+        labels = node.metadata.labels or {}
         for term in _anti_terms(pod):
-            others = self.term_counts(pod, term).others(pod, node)
+            tc = self.term_counts(pod, term)
+            others = tc.domains.in_domain(term.topology_key, labels, node.metadata.name)
+            if others and tc.selector.selects(pod):
+                others -= 1  # the pod itself
             if others > 0:
                 return term, others
         return None
