@@ -23,7 +23,8 @@ usual, and the held ones are tried again by the first cycle after their window.
 
 The window cannot know when the disruption controller has recounted: after a long outage its own
 watches re-list too, and it may still be behind when the window ends. So, whenever the guard is on
-(in or out of a settling period), an unhealthy pod is also held back while one of its budgets'
+(in or out of a settling period), an unhealthy pod (Running, not Ready: the one the eviction API
+lets go on the budget's status) is also held back while one of its budgets'
 status is *behind its pods*: the status lets an unhealthy pod go (``currentHealthy >=
 desiredHealthy``) but the pods of the cycle's snapshot have fewer healthy than desired
 (:func:`desched.k8s.disruption.status_behind_pods`), so a recount would refuse the eviction. The
@@ -164,8 +165,17 @@ class SettlingGuard:
         behind their pods (:func:`desched.k8s.disruption.status_behind_pods`)."""
         if not self.enabled:
             return
+        # only the budgets over a pod the eviction API would let go as unhealthy (Running, not
+        # Ready; a Pending, finished or terminating pod goes without a look at budgets): a healthy
+        # cluster has few, so the cycle pays one pass over its pods, not one per budget
+        over_unhealthy: dict[tuple[str, str], PodDisruptionBudget] = {}
+        for pod in snapshot.iter_pods():
+            if is_pod_ready(pod) or disruption.can_ignore_pdb(pod):
+                continue
+            for pdb in snapshot.pdbs_for_pod(pod):
+                over_unhealthy.setdefault((pdb.metadata.namespace, pdb.metadata.name), pdb)
         behind: dict[tuple[str, str], str] = {}
-        for pdb in snapshot.pdbs:
+        for pdb in over_unhealthy.values():
             if pdb.status.disruptions_allowed is None:
                 continue
             budget = disruption.compute_budget(pdb, ())
@@ -193,7 +203,7 @@ class SettlingGuard:
         """Why ``pod`` (unhealthy) must wait for its budget's recount, or ""."""
         with self._lock:
             behind, pdbs_for = self._behind, self._pdbs_for
-        if not behind or is_pod_ready(pod):
+        if not behind or is_pod_ready(pod) or disruption.can_ignore_pdb(pod):
             return ""
         for pdb in pdbs_for(pod):
             why = behind.get((pdb.metadata.namespace, pdb.metadata.name))

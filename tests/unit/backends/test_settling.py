@@ -309,6 +309,19 @@ def test_a_budget_status_that_agrees_with_its_pods_holds_nothing() -> None:
     assert [g.check(p) for p in pods] == [None, None, None]
 
 
+def test_a_pending_pod_under_a_budget_behind_its_pods_is_not_held() -> None:
+    """The eviction API deletes a Pending pod without a look at budgets: nothing to guard."""
+    g = guard_with_nodes(Clock())
+    pods, snap = guarded_scene(status_healthy=3, ready=False)
+    pending = builders.pod(
+        "g-pending", namespace="ns", uid="uid-pending", labels={"app": "g"}, phase="Pending", ready=False
+    )
+    snap.add_pod(pending)
+    g.begin_cycle(snap)
+    assert isinstance(g.check(pods[0]), Skip)  # the Running, NotReady ones are still held
+    assert g.check(pending) is None
+
+
 def test_the_budget_check_is_off_with_the_guard() -> None:
     g = SettlingGuard(0.0, clock=Clock())
     pods, snap = guarded_scene(status_healthy=3, ready=False)
