@@ -64,6 +64,10 @@ def without_controller_manager(cluster: Cluster) -> Iterator[None]:
     stopped for the module and started again afterwards if it ran."""
     was_running = cluster.cp.stop_component("kube-controller-manager")
     yield
+    # kwok lived through the outages; a fresh one renews its nodes' leases from now on, so that a
+    # node controller started next does not find them lapsed and mark the nodes NotReady
+    cluster.cp.stop_component("kwok")
+    cluster.cp.start_kwok()
     if was_running:
         cluster.cp.start_controller_manager()
 
