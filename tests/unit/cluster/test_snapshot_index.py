@@ -87,3 +87,68 @@ def test_pods_of_one_key_the_last_one_stays_indexed_once() -> None:
     assert snap.requested_on("n2") == {"cpu": 2000, "memory": 1024**3}
     assert snap.owner_pod_count("ns", "ReplicaSet", "rs") == 3
     assert len(snap.pods_in_namespace("ns")) == 3
+
+
+def _indexes(snap: ClusterSnapshot) -> list[object]:
+    """Every pod index, with its order (dicts compare without it)."""
+
+    def ordered(d: dict[str, Pod]) -> list[tuple[str, Pod]]:
+        return list(d.items())
+
+    return [
+        ordered(snap._pods),
+        [(k, ordered(v)) for k, v in snap._by_node.items()],
+        [(k, ordered(v)) for k, v in snap._by_namespace.items()],
+        [(k, ordered(v)) for k, v in snap._by_owner.items()],
+        [(k, list(u.requested.items()), u.pod_count) for k, u in snap._usage.items()],
+        list(snap._nodes.items()),
+    ]
+
+
+def _mixed_pods() -> list[Pod]:
+    a, b = _containers("1"), _containers("250m")
+    pods = [_pod("ns2", f"p{i}", a, node=f"n{i % 3}") for i in range(7)]
+    pods += [_pod("ns1", f"q{i}", b, node=f"n{(i + 1) % 4}") for i in range(5)]
+    pods.append(_pod("ns1", "done", a, phase="Succeeded"))
+    pods.append(_pod("ns0", "solo", b, node="n7"))  # (alone on its node)
+    return pods
+
+
+def test_copy_of_a_snapshot_as_built_copies_its_indexes() -> None:
+    snap = ClusterSnapshot(pods=_mixed_pods())
+    copied = snap.copy()
+    assert _indexes(copied) == _indexes(snap._rebuilt())
+    # copied, not built again: the key strings are the snapshot's own, the dicts are not
+    original_key = next(iter(snap._pods))
+    assert next(iter(copied._pods)) is original_key
+    assert copied._by_node["n1"] is not snap._by_node["n1"]
+    assert copied._usage["n1"].requested is not snap._usage["n1"].requested
+
+
+def test_copy_is_independent_of_its_snapshot() -> None:
+    snap = ClusterSnapshot(pods=_mixed_pods())
+    before = _indexes(snap)
+    copied = snap.copy()
+    gone = copied.pods[0]
+    copied.remove_pod(gone)
+    copied.add_pod(_pod("ns0", "new", _containers("2"), node="n1"))
+    assert _indexes(snap) == before
+    assert snap.requested_on("n1") != copied.requested_on("n1")
+
+
+def test_copy_after_changes_indexes_as_a_fresh_snapshot_would() -> None:
+    """Once pods were removed, added or reordered, the indexes' orders differ from a fresh
+    build's: copy builds them again."""
+    for change in ("remove", "add", "reorder"):
+        snap = ClusterSnapshot(pods=_mixed_pods())
+        if change == "remove":
+            solo = snap.pod("ns0", "solo")
+            assert solo is not None
+            snap.remove_pod(solo)
+        elif change == "add":
+            snap.add_pod(_pod("ns0", "first", _containers("2"), node="n9"))
+        else:
+            snap.add_pod(_pod("ns0", "first", _containers("2"), node="n9"))
+            snap.reorder()
+        fresh = ClusterSnapshot(pods=snap.pods, nodes=snap.nodes)
+        assert _indexes(snap.copy()) == _indexes(fresh), change
