@@ -144,17 +144,20 @@ class _Placer:
             self._place(sim, q)
         # the terminating pods are gone; kube-scheduler tries the Pending replacements again
         # (a deleted pod is a cluster event that requeues them), higher priority first
-        for gone in terminating:
-            snapshot.remove_pod(gone)
         again = self.carried + later
         self.carried = []
-        # this model is let go before the next one is made (both at once would add a model's
-        # memory to the peak; nothing else refers to it, so reference counting frees it here)
-        del sim
-        if again:
-            sim = PlacementSimulator(snapshot, options, nodes=self.nodes)
-            for q in queue_order(again):
-                self._place(sim, q)
+        if not again:
+            for gone in terminating:
+                snapshot.remove_pod(gone)
+            self._finish()
+            return
+        # the model follows the deletions (the same state as a model made afresh from the
+        # snapshot without them, at a fraction of the cost), and its search starts at the
+        # first node as a fresh model's would
+        sim.remove_gone(terminating)
+        sim.restart_search()
+        for q in queue_order(again):
+            self._place(sim, q)
         self._finish()
 
     def _place(self, sim: PlacementSimulator, q: _Queued) -> None:

@@ -226,6 +226,47 @@ def test_a_simulator_kept_across_evictions_decides_as_a_fresh_one(
         assert_pod_lists_as_fresh(sim, PlacementSimulator(snapshot))
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_strategy(), st.data())
+def test_a_simulator_whose_terminating_pods_are_removed_decides_as_a_fresh_one(
+    case: tuple[list[Node], list[Pod], list[Pod], int], data: st.DataObject
+) -> None:
+    """The driver's one model per cycle: pods start terminating while some replacements are
+    placed, then :meth:`remove_gone` deletes them all at once and :meth:`restart_search` starts
+    the search at the first node; the rest are placed as by a simulator made afresh from the
+    snapshot without them (what the driver made before, a second model per cycle)."""
+    nodes, existing, incoming, to_find = case
+    snapshot = ClusterSnapshot(nodes=nodes, pods=existing)
+    sim = PlacementSimulator(snapshot)
+    sim._to_find = to_find
+    now = datetime(2026, 11, 21, tzinfo=UTC)
+    split = data.draw(st.integers(0, len(incoming)))
+    terminating: list[Pod] = []
+    for victim in data.draw(st.lists(st.sampled_from(existing), unique_by=id)) if existing else []:
+        meta = msgspec.structs.replace(victim.metadata, deletion_timestamp=now)
+        gone = msgspec.structs.replace(victim, metadata=meta)
+        sim.terminate(victim, gone)
+        terminating.append(gone)
+    for pod in incoming[:split]:
+        decision = sim.decide(pod)
+        if decision.node:
+            sim.bind(bound(pod, decision.node))
+    sim.remove_gone(terminating)
+    sim.restart_search()
+    assert not any(p.metadata.deletion_timestamp for p in snapshot.pods)
+    assert_pod_lists_as_fresh(sim, PlacementSimulator(snapshot))
+    for k, pod in enumerate(incoming[split:]):
+        fresh = PlacementSimulator(snapshot)
+        fresh._to_find = to_find
+        if k:
+            fresh._start = sim._start  # (the first: both start where a fresh one starts)
+        expected: Decision = fresh.decide(pod)
+        assert sim.decide(pod) == expected, pod.metadata.name
+        assert sim._start == fresh._start
+        if expected.node:
+            sim.bind(bound(pod, expected.node))
+
+
 def assert_pod_lists_as_fresh(sim: PlacementSimulator, fresh: PlacementSimulator) -> None:
     """The kept simulator's pods by namespace and by label (followed through terminations,
     unbinds and binds) are those a fresh one makes from the snapshot, in the same order."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from desched.cluster.snapshot import ClusterSnapshot
@@ -92,6 +92,10 @@ class PlacementSimulator:
         renewed._start = self._start % renewed.cluster.n if renewed.cluster.n else 0
         return renewed
 
+    def restart_search(self) -> None:
+        """The next search starts at the first node, as a simulator made afresh would start."""
+        self._start = self._search_start = 0
+
     @property
     def free_cpu(self) -> list[int]:
         """Per node, the cpu not requested (millicores)."""
@@ -145,16 +149,35 @@ class PlacementSimulator:
         The request classes' fit lists are made again on demand (a node with more room may fit
         classes it did not)."""
         c = self.cluster
-        i = c.index.get(pod.spec.node_name)
         req = self.snapshot.shared_requests(pod)
         if not self.snapshot.remove_pod(pod):
             return
         c.pod_unlisted(pod)
+        self._gone(pod, req)
+        self.fits.reset()
+
+    def remove_gone(self, pods: Iterable[Pod]) -> None:
+        """:meth:`unbind` each of ``pods`` (a cycle's terminating pods once they are deleted),
+        leaving the same state: the pods by namespace and label are dropped once (made again
+        from the snapshot on demand, as a fresh simulator makes them) rather than kept in step
+        pod by pod, and the fit lists are reset once."""
+        c = self.cluster
+        c.forget_pods()
+        shared_requests, remove_pod = self.snapshot.shared_requests, self.snapshot.remove_pod
+        for pod in pods:
+            req = shared_requests(pod)
+            if remove_pod(pod):
+                self._gone(pod, req)
+        self.fits.reset()
+
+    def _gone(self, pod: Pod, req: Mapping[str, int]) -> None:
+        """The model's side of :meth:`unbind` once the snapshot and the pods by label follow."""
+        c = self.cluster
+        i = c.index.get(pod.spec.node_name)
         if i is None:
             return
         if k8s_pods.occupies_node(pod):
             self.table.add(i, pod, req, -1)
-            self.fits.reset()
             self.scorer.node_changed(i)
             aff = pod.spec.affinity
             if aff is not None and aff.pod_anti_affinity is not None:
