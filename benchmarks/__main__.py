@@ -182,6 +182,7 @@ def _simulate(snapshot: str, policy: str, extra: list[str], key: str) -> dict[st
             out[f"{key}_evictions"] = doc["summary"]["evicted"]
             if "placements" in doc:
                 out[f"{key}_placed"] = len(doc["placements"])
+                out[f"{key}_percentage_of_nodes_to_score"] = doc["scoring"]["percentageOfNodesToScore"]
     return out
 
 
@@ -286,6 +287,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="extra argument for 'desched simulate' (repeatable), e.g. --simulate-arg=--no-placement",
     )
     parser.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=int,
+        metavar="P",
+        help="place with kube-scheduler's percentageOfNodesToScore P (1..100; 'desched simulate' reads "
+        "it from a KubeSchedulerConfiguration given by --kube-scheduler-config). 1 fixes "
+        "numFeasibleNodesToFind at 100 from 100 to 9,999 nodes: the placement cost curve at a "
+        "fixed search (default: kube-scheduler's adaptive percentage)",
+    )
+    parser.add_argument(
         "--profile", metavar="DIR", help="run the cycle under cProfile; write .prof and .txt here"
     )
     parser.add_argument(
@@ -301,6 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jsonl", metavar="FILE", help="also write the JSON lines here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    pct = args.percentage_of_nodes_to_score
+    if pct is not None and not 1 <= pct <= 100:
+        parser.error(f"--percentage-of-nodes-to-score: must be from 1 to 100, got {pct}")
 
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
@@ -328,6 +341,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = Path(tmp) / f"policy-{variant}.yaml"
             path.write_text(yaml.safe_dump(filtered, sort_keys=False))
             policies[variant] = path
+        simulate_args = list(args.simulate_arg)
+        if pct is not None:
+            config = Path(tmp) / "kube-scheduler-config.yaml"
+            config.write_text(
+                yaml.safe_dump(
+                    {
+                        "apiVersion": "kubescheduler.config.k8s.io/v1",
+                        "kind": "KubeSchedulerConfiguration",
+                        "percentageOfNodesToScore": pct,
+                    }
+                )
+            )
+            simulate_args += ["--kube-scheduler-config", str(config)]
         if missing:
             print(
                 f"warning: plugins not registered (not implemented yet), dropped from the policy: "
@@ -353,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "snapshot": str(path),
                     "policy": str(policies[variant]),
                     "simulate": not args.no_simulate,
-                    "simulate_args": args.simulate_arg,
+                    "simulate_args": simulate_args,
                 }
                 if args.profile:
                     job["profile"] = str(Path(args.profile) / f"profile-n{nodes}-{variant}")
@@ -370,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "generated_s": gen_s if generated else None,
                         "profiled": bool(args.profile),
                         "simulate_args": args.simulate_arg,
+                        "percentage_of_nodes_to_score": pct,
                         "missing_plugins": missing,
                         "machine": machine,
                     }
@@ -421,13 +448,18 @@ def _f(value: Any, fmt: str = "{:.2f}") -> str:
 def placement_cost(r: dict[str, Any]) -> dict[str, float] | None:
     """What placing the replacements costs in one result: the CPU seconds of ``desched simulate``
     beyond those of ``--no-placement``, per replacement and per replacement * log2(nodes) (the
-    curve issue 16 asks to stay flat or fall as the cluster grows); None without both runs."""
+    curve issue 16 asks to stay flat or fall as the cluster grows), and kube-scheduler's
+    numFeasibleNodesToFind at that size (issue 28 measures the curve with it fixed); None
+    without both runs."""
+    from desched.scheduling.placement.order import num_feasible_nodes_to_find
+
     with_cpu, without_cpu = r.get("simulate_cpu_s"), r.get("simulate_noplace_cpu_s")
     placed, nodes = r.get("simulate_placed"), r.get("nodes")
     if with_cpu is None or without_cpu is None or not placed or not nodes or nodes < 2:
         return None
     cpu = max(with_cpu - without_cpu, 0.0)
     return {
+        "feasible_nodes_to_find": num_feasible_nodes_to_find(nodes, r.get("percentage_of_nodes_to_score")),
         "cpu_s": cpu,
         "ms_per_replacement": cpu / placed * 1000,
         "us_per_replacement_log_nodes": cpu / (placed * math.log2(nodes)) * 1e6,
@@ -484,15 +516,16 @@ def markdown(
             "(both runs above), per replacement placed and per replacement * log2(nodes):",
             "",
             "| nodes | policy | replacements | placement CPU s | ms per replacement "
-            "| us per replacement * log2(nodes) |",
-            "|---:|---|---:|---:|---:|---:|",
+            "| us per replacement * log2(nodes) | numFeasibleNodesToFind |",
+            "|---:|---|---:|---:|---:|---:|---:|",
         ]
         for r in curve:
             cost = placement_cost(r)
             assert cost is not None
             lines.append(
                 f"| {r['nodes']:,} | {r['policy']} | {r['simulate_placed']:,} | {cost['cpu_s']:.2f} "
-                f"| {cost['ms_per_replacement']:.3f} | {cost['us_per_replacement_log_nodes']:.2f} |"
+                f"| {cost['ms_per_replacement']:.3f} | {cost['us_per_replacement_log_nodes']:.2f} "
+                f"| {cost['feasible_nodes_to_find']:,.0f} |"
             )
     ext = [r for r in results if "extender" in r]
     for r in ext:

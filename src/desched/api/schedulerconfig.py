@@ -5,7 +5,8 @@ A ``KubeSchedulerConfiguration`` (``kubescheduler.config.k8s.io/v1``, what kube-
 and ``defaultConstraints``. This module reads them for one profile (by ``schedulerName``) into a
 :class:`~desched.k8s.topologyspread.DefaultConstraints`, with kube-scheduler's defaults (no file
 section: ``defaultingType: System``, the built-in system defaults) and its validation rules
-(``ValidatePodTopologySpreadArgs``). Everything else in the file is ignored.
+(``ValidatePodTopologySpreadArgs``); and ``percentageOfNodesToScore`` (top-level, or the
+profile's own). Everything else in the file is ignored.
 
 Hand-written rather than a schema library: only one plugin's args are read, and the errors must
 name the field in the file the way the rest of desched names fields.
@@ -13,6 +14,7 @@ name the field in the file the way the rest of desched names fields.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
@@ -30,6 +32,7 @@ PLUGIN: Final = "PodTopologySpread"
 SYSTEM: Final = "System"
 LIST: Final = "List"
 _MAX_BYTES: Final = 1 << 20
+_PERCENTAGE: Final = "percentageOfNodesToScore"
 _CONSTRAINT_FIELDS: Final = frozenset(
     {
         "maxSkew",
@@ -51,10 +54,55 @@ def load_default_constraints(
 ) -> k8s_tsc.DefaultConstraints:
     """The default spread constraints the profile ``scheduler_name`` of the kube-scheduler
     configuration at ``path`` applies; raises :class:`PolicyError` naming the file and field."""
+    return default_constraints_of(_load(path), path, scheduler_name)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """What placement reads of one profile of a kube-scheduler configuration."""
+
+    #: PodTopologySpread's default constraints.
+    default_constraints: k8s_tsc.DefaultConstraints
+    #: ``percentageOfNodesToScore`` (the profile's, else the file's); None: kube-scheduler's
+    #: adaptive default (a 0 in the file means the same).
+    percentage_of_nodes_to_score: int | None
+
+
+def load_scheduler_config(path: str, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
+    """The default spread constraints and ``percentageOfNodesToScore`` of the profile
+    ``scheduler_name`` of the kube-scheduler configuration at ``path``; raises
+    :class:`PolicyError` naming the file and field."""
+    doc = _load(path)
+    defaults = default_constraints_of(doc, path, scheduler_name)
+    return SchedulerConfig(defaults, percentage_of_nodes_to_score_of(doc, path, scheduler_name))
+
+
+def _load(path: str) -> Any:
     fail = user_error(PolicyError)
     data = read_regular_file(path, "kube-scheduler configuration", _MAX_BYTES, fail)
-    doc = load_yaml_or_json(decode_utf8(data, path, fail), path, fail, max_nodes=100_000, max_depth=64)
-    return default_constraints_of(doc, path, scheduler_name)
+    return load_yaml_or_json(decode_utf8(data, path, fail), path, fail, max_nodes=100_000, max_depth=64)
+
+
+def percentage_of_nodes_to_score_of(doc: Any, source: str, scheduler_name: str) -> int | None:
+    """``percentageOfNodesToScore`` of a decoded configuration (checked by
+    :func:`default_constraints_of` first): the profile's own (kube-scheduler 1.27+) over the
+    top-level one; each an integer from 0 to 100, 0 or absent meaning the adaptive default."""
+    found = _percentage(doc.get(_PERCENTAGE), f"{source}: {_PERCENTAGE}")
+    for i, profile in enumerate(doc.get("profiles") or []):
+        if (profile.get("schedulerName") or DEFAULT_SCHEDULER_NAME) == scheduler_name:
+            own = _percentage(profile.get(_PERCENTAGE), f"{source}: profiles[{i}].{_PERCENTAGE}")
+            if own is not None:
+                found = own
+            break
+    return found or None
+
+
+def _percentage(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value <= 100:
+        raise PolicyError(where, f"must be an integer from 0 to 100, got {excerpt(value)}")
+    return value
 
 
 def default_constraints_of(doc: Any, source: str, scheduler_name: str) -> k8s_tsc.DefaultConstraints:

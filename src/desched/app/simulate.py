@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from desched.api.schedulerconfig import load_default_constraints
+from desched.api.schedulerconfig import load_scheduler_config
 from desched.backends.simulated_eviction import SimulatedEvictionApi
 from desched.backends.simulated_nodeactions import SimulatedNodeActions
 from desched.cluster.snapshot import ClusterSnapshot
@@ -161,8 +161,9 @@ def _format_now(value: datetime) -> str:
 
 
 def placement_options(request: SimulateRequest) -> PlacementOptions:
-    """The placement options of ``--score``, ``--scorer-config``, ``--placement-order`` and
-    ``--terminating-pods``. Raises UserError for a contradiction or an unreadable scorer config."""
+    """The placement options of ``--score``, ``--scorer-config``, ``--placement-order``,
+    ``--terminating-pods`` and ``--kube-scheduler-config``. Raises UserError for a contradiction
+    or an unreadable scorer or kube-scheduler config."""
     from desched.scheduling.scorer import load_scorer_args
 
     score = request.score or (SCORE_GENERIC if request.scorer_config else SCORE_DEFAULT)
@@ -172,14 +173,17 @@ def placement_options(request: SimulateRequest) -> PlacementOptions:
         raise UserError("--score", "generic needs --scorer-config FILE (the generic scorer's args)")
     generic = load_scorer_args(request.scorer_config) if request.scorer_config else None
     defaults = SYSTEM_DEFAULTS
+    percentage: int | None = None
     if request.kube_scheduler_config is not None:
         try:
-            defaults = load_default_constraints(request.kube_scheduler_config)
+            config = load_scheduler_config(request.kube_scheduler_config)
         except PolicyError as e:
             raise UserError("--kube-scheduler-config", str(e)) from None
+        defaults, percentage = config.default_constraints, config.percentage_of_nodes_to_score
     return PlacementOptions(
         score=score,
         generic=generic,
+        percentage_of_nodes_to_score=percentage,
         order=request.placement_order,
         terminating=request.terminating_pods,
         default_constraints=defaults,

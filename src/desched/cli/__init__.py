@@ -619,8 +619,8 @@ def _add_placement_arguments(sim: argparse.ArgumentParser) -> None:
         "--kube-scheduler-config",
         metavar="FILE",
         help="the cluster's KubeSchedulerConfiguration: replacements are placed with the default "
-        "spread constraints its default-scheduler profile sets for PodTopologySpread (default: "
-        "kube-scheduler's built-in system defaults)",
+        "spread constraints its default-scheduler profile sets for PodTopologySpread and its "
+        "percentageOfNodesToScore (default: kube-scheduler's built-in system defaults)",
     )
     sim.add_argument(
         "--cycles",

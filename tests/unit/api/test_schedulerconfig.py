@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from desched.api.schedulerconfig import load_default_constraints
+from desched.api.schedulerconfig import load_default_constraints, load_scheduler_config
 from desched.errors import PolicyError
 from desched.k8s.topologyspread import SYSTEM_DEFAULTS
 
@@ -167,3 +167,42 @@ def test_invalid_files_name_the_field(tmp_path: Path, doc: Any, where: str, word
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="cannot read kube-scheduler configuration"):
         load_default_constraints(str(tmp_path / "missing.yaml"))
+
+
+def test_percentage_of_nodes_to_score_top_level_and_per_profile(tmp_path: Path) -> None:
+    """kube-scheduler's ``percentageOfNodesToScore``: the profile's own (1.27+) over the
+    file's; 0 or absent is the adaptive default (None), also when a profile's 0 overrides a
+    top-level figure."""
+    assert load_scheduler_config(write(tmp_path, config())).percentage_of_nodes_to_score is None
+    doc = {**config(), "percentageOfNodesToScore": 10}
+    got = load_scheduler_config(write(tmp_path, doc))
+    assert got.percentage_of_nodes_to_score == 10 and got.default_constraints is SYSTEM_DEFAULTS
+    doc = {
+        **config({"schedulerName": "batch", "percentageOfNodesToScore": 70}, {"percentageOfNodesToScore": 1}),
+        "percentageOfNodesToScore": 10,
+    }
+    path = write(tmp_path, doc)
+    assert load_scheduler_config(path).percentage_of_nodes_to_score == 1
+    assert load_scheduler_config(path, "batch").percentage_of_nodes_to_score == 70
+    doc = {**config({"percentageOfNodesToScore": 0}), "percentageOfNodesToScore": 10}
+    assert load_scheduler_config(write(tmp_path, doc)).percentage_of_nodes_to_score is None
+    doc = {**config({"schedulerName": "other"}, {}), "percentageOfNodesToScore": 100}
+    assert load_scheduler_config(write(tmp_path, doc)).percentage_of_nodes_to_score == 100
+
+
+@pytest.mark.parametrize(
+    ("doc", "where"),
+    [
+        ({**config(), "percentageOfNodesToScore": 101}, "percentageOfNodesToScore"),
+        ({**config(), "percentageOfNodesToScore": "50%"}, "percentageOfNodesToScore"),
+        (config({"percentageOfNodesToScore": -1}), "profiles[0].percentageOfNodesToScore"),
+        (config({"percentageOfNodesToScore": True}), "profiles[0].percentageOfNodesToScore"),
+    ],
+)
+def test_invalid_percentage_of_nodes_to_score_names_the_field(tmp_path: Path, doc: Any, where: str) -> None:
+    path = write(tmp_path, doc)
+    with pytest.raises(PolicyError) as e:
+        load_scheduler_config(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: {where}: ") and "must be an integer from 0 to 100" in msg, msg
+    assert "\n" not in msg

@@ -78,6 +78,59 @@ def test_placement_cost_is_the_cpu_beyond_no_placement_per_replacement_and_log_n
 
     r = {"nodes": 1024, "simulate_cpu_s": 12.0, "simulate_noplace_cpu_s": 7.0, "simulate_placed": 5000}
     cost = placement_cost(r)
-    assert cost == {"cpu_s": 5.0, "ms_per_replacement": 1.0, "us_per_replacement_log_nodes": 100.0}
+    assert cost == {
+        "feasible_nodes_to_find": 430,  # kube-scheduler's adaptive 42% of 1,024 nodes
+        "cpu_s": 5.0,
+        "ms_per_replacement": 1.0,
+        "us_per_replacement_log_nodes": 100.0,
+    }
+    # percentageOfNodesToScore 1: kube-scheduler's floor of 100 feasible nodes, at any size below
+    # 10,000 nodes (the curve at a fixed search)
+    for nodes in (100, 1024, 5000, 9999):
+        fixed = placement_cost({**r, "nodes": nodes, "percentage_of_nodes_to_score": 1})
+        assert fixed is not None and fixed["feasible_nodes_to_find"] == 100
+    assert placement_cost({**r, "nodes": 5000})["feasible_nodes_to_find"] == 500  # type: ignore[index]
     assert placement_cost({**r, "simulate_placed": 0}) is None
     assert placement_cost({k: v for k, v in r.items() if k != "simulate_noplace_cpu_s"}) is None
+
+
+def test_benchmark_places_with_a_fixed_percentage_of_nodes_to_score(tmp_path: Path) -> None:
+    """``--percentage-of-nodes-to-score P`` reaches `desched simulate` (through a
+    KubeSchedulerConfiguration) and the curve's table shows numFeasibleNodesToFind; a
+    percentage out of range is refused before anything runs."""
+    md = tmp_path / "bench.md"
+    jsonl = tmp_path / "bench.jsonl"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    base = [sys.executable, "-m", "benchmarks", "--nodes", "20", "--policy", "all", "--extender-nodes", "0"]
+    base += ["--cache-dir", str(tmp_path / "cache")]
+    proc = subprocess.run(
+        [*base, "--percentage-of-nodes-to-score", "1", "--markdown", str(md), "--jsonl", str(jsonl)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (r,) = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert r["percentage_of_nodes_to_score"] == 1
+    assert r["simulate_percentage_of_nodes_to_score"] == 1
+    assert r["simulate_placed"] > 0
+    text = md.read_text()
+    assert "| numFeasibleNodesToFind |" in text
+    # (fewer than 100 nodes: kube-scheduler looks at every node)
+    assert f"| 20 | all | {r['simulate_placed']:,} |" in text and text.count(" | 20 |\n") == 1
+    for bad in ("0", "101"):
+        proc = subprocess.run(
+            [*base, "--percentage-of-nodes-to-score", bad],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 2 and "--percentage-of-nodes-to-score" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stdout == ""

@@ -171,3 +171,21 @@ def test_simulate_imports_no_http_client_unless_asked() -> None:
     assert "desched.scheduling.placement" in imported  # (the listing is complete)
     assert "aiohttp" not in imported
     assert "desched.backends.eviction_webhook" not in imported
+
+
+def test_simulate_places_with_the_kube_scheduler_configs_percentage_of_nodes_to_score(tmp_path: Path) -> None:
+    config = tmp_path / "sched.yaml"
+    head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    args = ("simulate", str(EXAMPLE), "--policy", str(POLICY), "--now", NOW, "-o", "json")
+    config.write_text(head + "percentageOfNodesToScore: 1\n")
+    proc = desched(*args, "--kube-scheduler-config", str(config))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["scoring"]["percentageOfNodesToScore"] == 1
+    assert json.loads(desched(*args).stdout)["scoring"]["percentageOfNodesToScore"] is None
+    profile = "profiles:\n- schedulerName: default-scheduler\n  percentageOfNodesToScore: 200\n"
+    config.write_text(head + profile)
+    proc = desched(*args, "--kube-scheduler-config", str(config))
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--kube-scheduler-config" in lines[0] and "profiles[0].percentageOfNodesToScore" in lines[0]
