@@ -78,26 +78,29 @@ class DomainCounter:
     )
 
     def __init__(
-        self, namespace: str, key: str, match: PodMatcher, eligible: list[bool], domains: Mapping[str, int]
+        self,
+        namespace: str,
+        key: str,
+        match: PodMatcher,
+        eligible: list[bool],
+        domains: Mapping[str, int],
+        counts: dict[str, int],
     ) -> None:
+        """``counts``: the matching pods per domain (only domains with pods), taken over."""
         self.namespace = namespace
         self.key = key
         self.match = match
         self.eligible = eligible
         self.domains = domains
-        self.counts: dict[str, int] = {}
-        self.hist: Counter[int] = Counter()
-        self.min_count = BIG
-        self.node_map: dict[int, int] | None = None
-        self.nodes_of: Mapping[str, list[int]] = {}
-
-    def finish(self) -> None:
-        hist = Counter(self.counts.values())
-        empty = len(self.domains) - len(self.counts)
+        self.counts = counts
+        hist: Counter[int] = Counter(counts.values())
+        empty = len(domains) - len(counts)
         if empty:
             hist[0] = empty
         self.hist = hist
         self.min_count = min(hist) if hist else BIG
+        self.node_map: dict[int, int] | None = None
+        self.nodes_of: Mapping[str, list[int]] = {}
 
     def increment(self, value: str) -> None:
         if value not in self.domains:
@@ -321,6 +324,9 @@ class ClusterState:
         self._preferred: dict[bytes, list[int]] = {}
         self._prefer_no_schedule: dict[bytes, list[int]] = {}
         self._eligible: dict[tuple[object, ...], list[bool]] = {}
+        self._default_eligibles: dict[
+            tuple[object, ...], list[tuple[TopologySpreadConstraint, list[bool]]]
+        ] = {}
         self._counters: dict[tuple[object, ...], DomainCounter] = {}
         #: counters and term indexes by the pods that can change them: ("owner", ns, kind, name),
         #: ("pair", ns, label, value) for the first of their matchLabels, else ("ns", ns)
@@ -602,7 +608,27 @@ class ClusterState:
         hit = self._counters.get(key)
         if hit is not None:
             return hit
-        labels = self.labels
+        index_get = self.index.get
+        counts_pod = k8s_topologyspread.counts_pod
+        at_nodes: list[int] = []
+        for p in candidates():
+            at = index_get(p.spec.node_name)
+            if at is not None and eligible[at] and counts_pod(p) and (all_match or match(p)):
+                at_nodes.append(at)
+        return self._new_counter(key, namespace, topology_key, match, eligible, at_nodes, bucket)
+
+    def _new_counter(
+        self,
+        key: tuple[object, ...],
+        namespace: str,
+        topology_key: str,
+        match: PodMatcher,
+        eligible: list[bool],
+        at_nodes: Iterable[int],
+        bucket: tuple[str, ...],
+    ) -> DomainCounter:
+        """A counter of the pods on nodes ``at_nodes`` (one entry per counted, matching pod;
+        the nodes not ``eligible`` are skipped here), registered under ``key`` and ``bucket``."""
         template_key = (id(eligible), topology_key)
         domains = self._templates.get(template_key)
         if domains is None:
@@ -611,22 +637,14 @@ class ClusterState:
                 if ok and value is not None:
                     domains[value] = 0
             self._templates[template_key] = domains
-        counter = DomainCounter(namespace, topology_key, match, eligible, domains)
-        counts = counter.counts
-        index_get = self.index.get
-        for p in candidates():
-            at = index_get(p.spec.node_name)
-            if (
-                at is None
-                or not eligible[at]
-                or not k8s_topologyspread.counts_pod(p)
-                or not (all_match or match(p))
-            ):
-                continue
-            value = labels[at].get(topology_key)
-            if value is not None and value in domains:
-                counts[value] = counts.get(value, 0) + 1
-        counter.finish()
+        counts: dict[str, int] = {}
+        values = self.values_of(topology_key)
+        for at in at_nodes:
+            if eligible[at]:
+                value = values[at]
+                if value is not None and value in domains:
+                    counts[value] = counts.get(value, 0) + 1
+        counter = DomainCounter(namespace, topology_key, match, eligible, domains, counts)
         self._counters[key] = counter
         self._register(self._counter_buckets, bucket, counter)
         return counter
@@ -749,25 +767,52 @@ class ClusterState:
                 r.kind == kind and r.name == name for r in p.metadata.owner_references or ()
             )
 
+        owner = ("owner", namespace, kind, name)
+        # the owner's counted pods' nodes: one pass for all the constraints (the snapshot's
+        # pods of the owner all match)
+        at_nodes: list[int] | None = None
         out: list[SpreadConstraint] = []
-        hard_keys = tuple(sorted({c.topology_key for c in defaults}))
-        for c in defaults:
+        for c, eligible in self._default_eligible(pod, when, defaults):
             topology_key = c.topology_key
-            eligible = self.eligible(pod, hard_keys if when != SCHEDULE_ANYWAY else (topology_key,), c)
-            key = ("owner", namespace, kind, name, topology_key, id(eligible))
-            counter = self.counter(
-                key,
-                namespace,
-                topology_key,
-                same_owner,
-                eligible,
-                lambda: self.snapshot.pods_of_owner(namespace, kind, name),
-                ("owner", namespace, kind, name),
-                all_match=True,  # the snapshot's pods of the owner
-            )
+            key = (*owner, topology_key, id(eligible))
+            counter = self._counters.get(key)
+            if counter is None:
+                if at_nodes is None:
+                    index_get = self.index.get
+                    counts_pod = k8s_topologyspread.counts_pod
+                    at_nodes = []
+                    for p in self.snapshot.pods_of_owner(namespace, kind, name):
+                        at = index_get(p.spec.node_name)
+                        if at is not None and counts_pod(p):
+                            at_nodes.append(at)
+                counter = self._new_counter(
+                    key, namespace, topology_key, same_owner, eligible, at_nodes, owner
+                )
             out.append(SpreadConstraint(counter, topology_key, c.max_skew, c.min_domains, 1, when))
         self._spread_cache[cache_key] = out
         return out
+
+    def _default_eligible(
+        self, pod: Pod, when: str, defaults: list[TopologySpreadConstraint]
+    ) -> list[tuple[TopologySpreadConstraint, list[bool]]]:
+        """The default constraints of one kind (``defaults``), each with its eligible nodes for
+        ``pod``: memoised by what :meth:`eligible` reads of a pod (its node affinity, its
+        tolerations where a constraint honours taints)."""
+        memo_key = (
+            when,
+            affinity_shape(pod),
+            encode(pod.spec.tolerations)
+            if any(k8s_topologyspread.honors_node_taints(c) for c in defaults)
+            else None,
+        )
+        hit = self._default_eligibles.get(memo_key)
+        if hit is None:
+            hard_keys = tuple(sorted({c.topology_key for c in defaults}))
+            hit = self._default_eligibles[memo_key] = [
+                (c, self.eligible(pod, hard_keys if when != SCHEDULE_ANYWAY else (c.topology_key,), c))
+                for c in defaults
+            ]
+        return hit
 
     # ---------------------------------------------------------------- incremental updates
 
