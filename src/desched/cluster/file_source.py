@@ -30,7 +30,7 @@ import yaml
 from desched.api.documents import MAX_SNAPSHOT_DEPTH, excerpt, user_error
 from desched.cluster.compact import CompactDecoder
 from desched.cluster.snapshot import ClusterSnapshot
-from desched.cluster.validation import validate_objects
+from desched.cluster.validation import Validator
 from desched.errors import SnapshotError, key_path
 from desched.gcpause import gc_paused
 from desched.k8s.objects import KINDS, AnyObject, Event, ObjectReference, Pod
@@ -67,9 +67,10 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
     _check_readable(p)
     # The snapshot's records are long-lived and many: the cyclic collector would rescan them again
     # and again while they are built (reference counting frees the garbage meanwhile).
+    check = Validator()  # (the records of a streamed file are checked batch by batch)
     with gc_paused():
         try:
-            objects = _load_json_streamed(p)
+            objects = _load_json_streamed(p, check)
         except RecursionError:
             raise SnapshotError(str(path), _TOO_DEEP) from None
         if objects is None:
@@ -79,7 +80,9 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
                 raise SnapshotError(str(path), f"cannot read snapshot: {e.strerror or e}") from None
             objects = parse_snapshot_bytes(data, str(path))
             del data
-        validate_objects(objects, str(path))
+            check = Validator()  # (afresh: a file not streamed to the end was given in part)
+            check.add(objects)
+        check.finish(objects, str(path))
         return snapshot_from_objects(objects)
 
 
@@ -163,7 +166,7 @@ _EVENTS_API = b'"events.k8s.io/'
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def _load_json_streamed(path: Path) -> list[AnyObject] | None:
+def _load_json_streamed(path: Path, check: Validator | None = None) -> list[AnyObject] | None:
     """Decode a large JSON ``List`` batch by batch as the file is read, so that the file's bytes
     are never all in memory next to the records built from them (a large cluster's file is bigger
     than its records: docs/performance.md): a batch is read into a buffer used again for the next.
@@ -171,12 +174,13 @@ def _load_json_streamed(path: Path) -> list[AnyObject] | None:
     Returns None when the file is small, not a JSON List, laid out in a way this does not
     recognise, or cannot be read; the caller then reads it whole (which also reports any error).
     A file cut short while it is read (by another process) is not a JSON List either.
+    The objects decoded are given to ``check`` as they are (a batch at a time).
     """
     try:
         with path.open("rb", buffering=0) as f:
             if os.fstat(f.fileno()).st_size < _STREAM_MIN_BYTES:
                 return None
-            return _decode_json_batches(_Window(f), str(path))
+            return _decode_json_batches(_Window(f), str(path), check or Validator())
     except (OSError, ValueError):
         return None
 
@@ -228,7 +232,7 @@ class _Window:
         return bytes(memoryview(self.data)[start : self.size]) + self.file.read()
 
 
-def _decode_json_batches(w: _Window, source: str) -> list[AnyObject] | None:
+def _decode_json_batches(w: _Window, source: str, check: Validator) -> list[AnyObject] | None:
     w.fill(_ITEMS_KEY_WINDOW)
     head = bytes(w.data[: min(w.size, _ITEMS_KEY_WINDOW)])
     if head.lstrip()[:1] != b"{":
@@ -273,6 +277,7 @@ def _decode_json_batches(w: _Window, source: str) -> list[AnyObject] | None:
                 batch = _decode_batch(buf, start - 1, end, source, count, records)
                 if batch is not None:
                     out.extend(batch[0])
+                    check.add(batch[0])
                     count += batch[1]
                     cut = found.start()
                     break
@@ -292,15 +297,17 @@ def _decode_json_batches(w: _Window, source: str) -> list[AnyObject] | None:
     try:
         if data.find(_EVENTS_API) != -1:
             raise msgspec.ValidationError("events.k8s.io objects: item by item")
-        out.extend(records.decode_list(data))
+        last = records.decode_list(data)
     except msgspec.ValidationError:  # (a DecodeError too: catch it first)
         try:
             _raw_list_decoder.decode(b"[" + data + b"]")
         except msgspec.DecodeError:
             return None
-        out.extend(_decode_json(data, source, records, count))
+        last = _decode_json(data, source, records, count)
     except msgspec.DecodeError:
         return None
+    out.extend(last)
+    check.add(last)
     return out
 
 
