@@ -507,3 +507,46 @@ def test_the_bounded_scoring_picks_what_scoring_every_feasible_node_picks(
             assert (decision.node, decision.score) == expected, pod.metadata.name
         if decision.node:
             sim.bind(bound(pod, decision.node))
+
+
+def test_the_node_tables_non_zero_requests_are_each_pods_with_shared_container_lists() -> None:
+    """NodeTable looks at each list of containers once (the pods of a template share theirs):
+    every pod sharing a list that misses a request still gets kube-scheduler's stand-ins, a pod
+    with pod-level requests over a shared list its own, and the sums per node are each running
+    pod's non-zero requests as :func:`non_zero_pod_requests` gives them."""
+    from desched.k8s.objects import ResourceRequirements
+    from desched.k8s.resources import CPU, MEMORY, non_zero_pod_requests
+    from desched.scheduling.placement.nodes import NodeTable
+
+    def with_spec(p: Pod, name: str, node: str, **spec: Any) -> Pod:
+        meta = msgspec.structs.replace(p.metadata, name=name)
+        status = msgspec.structs.replace(p.status, phase="Running")
+        spec_ = msgspec.structs.replace(p.spec, node_name=node, **spec)
+        return msgspec.structs.replace(p, metadata=meta, spec=spec_, status=status)
+
+    def template(requests: dict[str, str]) -> Pod:
+        doc = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+        owner = {"kind": "ReplicaSet", "name": "web", "controller": True}
+        return pod_of({"namespace": "d", "app": "web", "owner": owner, "spec": doc}, "t")
+
+    cpu_only, full = template({"cpu": "250m"}), template({"cpu": "250m", "memory": "1Gi"})
+    shared_gap, shared_full = cpu_only.spec.containers, full.spec.containers
+    level = msgspec.convert({"requests": {"cpu": "1", "memory": "2Gi"}}, ResourceRequirements)
+    pods = [
+        with_spec(full, "f1", "n0", containers=shared_full),
+        with_spec(cpu_only, "g1", "n0", containers=shared_gap),
+        with_spec(cpu_only, "g2", "n1", containers=shared_gap),
+        with_spec(cpu_only, "g3", "n1", containers=shared_gap, resources=level),
+        with_spec(full, "f2", "n1", containers=shared_full, resources=level),
+        with_spec(cpu_only, "g4", "elsewhere", containers=shared_gap),
+    ]
+    done = with_spec(cpu_only, "g5", "n0", containers=shared_gap)
+    pods.append(msgspec.structs.replace(done, status=msgspec.structs.replace(done.status, phase="Succeeded")))
+    nodes = [node("n0", cpu="8"), node("n1", cpu="8")]
+    snapshot = ClusterSnapshot(nodes=nodes, pods=pods)
+    table = NodeTable(snapshot, nodes, {"n0": 0, "n1": 1})
+    for i, name in enumerate(("n0", "n1")):
+        running = [p for p in pods if p.spec.node_name == name and p.status.phase == "Running"]
+        assert table.nz_cpu[i] == sum(non_zero_pod_requests(p).get(CPU, 0) for p in running), name
+        assert table.nz_mem[i] == sum(non_zero_pod_requests(p).get(MEMORY, 0) for p in running), name
+    assert table.nz_mem[0] == 1024**3 + 200 * 1024**2  # f1, and g1's stand-in

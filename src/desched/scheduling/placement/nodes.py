@@ -14,7 +14,7 @@ from desched.k8s import pods as k8s_pods
 from desched.k8s.objects import Node, Pod
 from desched.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
 from desched.scheduling.placement.filters import resource_failures
-from desched.scheduling.placement.shapes import missing_cpu_or_memory, non_zero_cpu_memory
+from desched.scheduling.placement.shapes import containers_miss_cpu_or_memory, non_zero_cpu_memory
 
 #: A request of 0 always fits, even on an overcommitted node: compare against this instead.
 NO_REQUEST: Final = -(1 << 62)
@@ -50,15 +50,25 @@ class NodeTable:
         index_get = index.get
         requests = snapshot.shared_requests
         nz_cpu, nz_mem = self.nz_cpu, self.nz_mem
+        # only a pod missing a cpu or memory request has non-zero stand-ins; the pods of one
+        # template share their lists of containers, so each pair of lists is looked at once
+        # (the lists live in the snapshot through the loop: their ids stay theirs)
+        missing: dict[tuple[int, int], bool] = {}
         for pod in snapshot.iter_pods():
-            at = index_get(pod.spec.node_name)
+            spec = pod.spec
+            key = (id(spec.containers), id(spec.init_containers))
+            gap = missing.get(key)
+            if gap is None:
+                gap = missing[key] = containers_miss_cpu_or_memory(spec.containers, spec.init_containers)
+            if not gap and (spec.resources is None or not spec.resources.requests):
+                continue
+            at = index_get(spec.node_name)
             if at is None or pod.status.phase in k8s_pods.FINISHED_PHASES:
                 continue
-            if missing_cpu_or_memory(pod):
-                req = requests(pod)
-                pc, pm = non_zero_cpu_memory(pod, req)
-                nz_cpu[at] += pc - req.get(CPU, 0)
-                nz_mem[at] += pm - req.get(MEMORY, 0)
+            req = requests(pod)
+            pc, pm = non_zero_cpu_memory(pod, req)
+            nz_cpu[at] += pc - req.get(CPU, 0)
+            nz_mem[at] += pm - req.get(MEMORY, 0)
         self.free_cpu = [a - u for a, u in zip(self.alloc_cpu, self.req_cpu, strict=True)]
         self.free_mem = [a - u for a, u in zip(self.alloc_mem, self.req_mem, strict=True)]
         self.free_eph = [a - u for a, u in zip(self.alloc_eph, self.req_eph, strict=True)]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
 from desched.k8s import resources as k8s_resources
-from desched.k8s.objects import Pod
+from desched.k8s.objects import Container, Pod
 from desched.k8s.resources import CPU, MEMORY
 
 encode = msgspec.msgpack.Encoder().encode
@@ -41,7 +41,15 @@ def missing_cpu_or_memory(pod: Pod) -> bool:
     spec = pod.spec
     if spec.resources is not None and spec.resources.requests:
         return True
-    for group in (spec.containers, spec.init_containers or ()):
+    return containers_miss_cpu_or_memory(spec.containers, spec.init_containers)
+
+
+def containers_miss_cpu_or_memory(
+    containers: Sequence[Container], init_containers: Sequence[Container] | None
+) -> bool:
+    """:func:`missing_cpu_or_memory` for a pod without pod-level requests: whether a container
+    (or an init container) requests no cpu or no memory."""
+    for group in (containers, init_containers or ()):
         for c in group:
             res = c.resources
             req = res.requests if res is not None else None
