@@ -11,6 +11,7 @@ import msgspec
 from tests import builders
 
 from desched.cluster.snapshot import ClusterSnapshot
+from desched.k8s import affinity as k8s_affinity
 from desched.k8s import topologyspread as k8s_tsc
 from desched.k8s.objects import Pod, TopologySpreadConstraint
 from desched.k8s.topologyspread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
@@ -122,3 +123,76 @@ def test_counters_kept_in_step_by_binds_and_terminations_equal_fresh_ones() -> N
     kept = counters(sim.cluster, plain) + counters(sim.cluster, spreading)
     assert kept == counters(fresh, plain) + counters(fresh, spreading)
     assert kept != before
+
+
+def affinity(
+    *terms: dict[str, object], preferred: list[dict[str, object]] | None = None
+) -> dict[str, object]:
+    node_affinity: dict[str, object] = {}
+    if terms:
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": list(terms)}
+    if preferred:
+        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    return {"nodeAffinity": node_affinity}
+
+
+def expr(key: str, operator: str, *values: str) -> dict[str, object]:
+    return (
+        {"key": key, "operator": operator, "values": list(values)}
+        if values
+        else {"key": key, "operator": operator}
+    )
+
+
+def test_node_affinity_judged_per_group_of_alike_nodes_is_judged_per_node() -> None:
+    # nodes alike in the labels a pod's node affinity reads share its verdict; a term reading a
+    # node's name (matchFields) is judged node by node
+    cluster = [
+        builders.node(
+            f"n{i}", zone="ab"[i % 2], labels={"disk": "ssd" if i < 3 else "hdd", "gen": str(i % 3)}
+        )
+        for i in range(6)
+    ] + [builders.node("bare", hostname_label=False, cpu="4")]
+    pods = [
+        web("selector", node_selector={"disk": "ssd"}),
+        web("in", affinity=affinity({"matchExpressions": [expr(ZONE, "In", "a")]})),
+        web(
+            "gt", affinity=affinity({"matchExpressions": [expr("gen", "Gt", "0"), expr("disk", "In", "ssd")]})
+        ),
+        web("absent", affinity=affinity({"matchExpressions": [expr(ZONE, "DoesNotExist")]})),
+        web("name", affinity=affinity({"matchFields": [expr("metadata.name", "In", "n4")]})),
+        web(
+            "either",
+            node_selector={"disk": "hdd"},
+            affinity=affinity(
+                {"matchFields": [expr("metadata.name", "In", "n1")]},
+                {"matchExpressions": [expr("gen", "In", "2")]},
+            ),
+        ),
+        web(
+            "preferred",
+            affinity=affinity(
+                preferred=[
+                    {"weight": 7, "preference": {"matchExpressions": [expr("disk", "In", "ssd")]}},
+                    {"weight": 5, "preference": {"matchFields": [expr("metadata.name", "NotIn", "n0")]}},
+                ]
+            ),
+        ),
+    ]
+    c = ClusterState(ClusterSnapshot(nodes=cluster), defaults=DEFAULTS)
+    for p in pods:
+        per_node = [k8s_affinity.pod_matches_node_selector(p, n) for n in c.nodes]
+        assert c.node_affinity_ok(p) == per_node, p.metadata.name
+        assert c.preferred_node_affinity(p) == [
+            k8s_affinity.preferred_node_affinity_score(p, n) for n in c.nodes
+        ]
+        reasons, passing = c.static_reasons(p)
+        assert passing == [i for i, ok in enumerate(per_node) if ok], p.metadata.name
+        assert all(bool(r) != ok for r, ok in zip(reasons, per_node, strict=True))
+        tsc = TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable=DO_NOT_SCHEDULE)
+        eligible = c.eligible(p, (ZONE,), tsc)
+        assert eligible == [
+            ok and ZONE in (n.metadata.labels or {}) for ok, n in zip(per_node, c.nodes, strict=True)
+        ]
+    name_only = c.node_affinity_ok(pods[4])
+    assert name_only == [n.metadata.name == "n4" for n in c.nodes]

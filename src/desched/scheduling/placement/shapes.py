@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
 from desched.k8s import resources as k8s_resources
-from desched.k8s.objects import Container, Pod
+from desched.k8s.objects import Container, NodeSelectorTerm, Pod
 from desched.k8s.resources import CPU, MEMORY
 
 encode = msgspec.msgpack.Encoder().encode
@@ -34,6 +34,19 @@ def affinity_shape(pod: Pod) -> bytes:
 
 def has_node_constraint(pod: Pod) -> bool:
     return bool(pod.spec.node_selector) or required_node_affinity(pod) is not None
+
+
+def node_label_keys(
+    node_selector: Mapping[str, str] | None, terms: Iterable[NodeSelectorTerm]
+) -> tuple[str, ...] | None:
+    """The node labels a nodeSelector and node selector terms read, sorted; None when a term
+    reads a node's fields (its name), which no group of nodes shares."""
+    keys = set(node_selector or ())
+    for term in terms:
+        if term.match_fields:
+            return None
+        keys.update(e.key for e in term.match_expressions or ())
+    return tuple(sorted(keys))
 
 
 def missing_cpu_or_memory(pod: Pod) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
 from typing import Final, TypeVar
 
@@ -39,6 +40,7 @@ from desched.scheduling.placement.shapes import (
     digest,
     encode,
     has_node_constraint,
+    node_label_keys,
     required_node_affinity,
 )
 
@@ -324,6 +326,9 @@ class ClusterState:
         self._preferred: dict[bytes, list[int]] = {}
         self._prefer_no_schedule: dict[bytes, list[int]] = {}
         self._eligible: dict[tuple[object, ...], list[bool]] = {}
+        self._affinity_ok: dict[bytes, list[bool]] = {}
+        #: per set of label keys: each node's group of nodes alike in them, each group's first node
+        self._label_groups: dict[tuple[str, ...], tuple[list[int], list[int]]] = {}
         self._default_eligibles: dict[
             tuple[object, ...], list[tuple[TopologySpreadConstraint, list[bool]]]
         ] = {}
@@ -360,22 +365,28 @@ class ClusterState:
         tolerations = spec.tolerations
         cordon_tolerated = tolerates_cordon(tolerations)
         check_affinity = bool(spec.node_selector) or required is not None
+        affinity_ok = self.node_affinity_ok(pod) if check_affinity else None
         by_sig: dict[int, str] = {}
+        # the reason is the same for nodes alike in what the filters read: cordoned or not, the
+        # taints, the node affinity's verdict
+        by_group: dict[tuple[bool, int, bool], str] = {}
         out: list[str] = []
         for i, node in enumerate(self.nodes):
             sig = self.taint_sig[i]
-            untolerated = by_sig.get(sig)
-            if untolerated is None:
-                untolerated = by_sig[sig] = taint_failure(self.sig_taints[sig], tolerations)
-            out.append(
-                static_failure(
+            group = (self.unschedulable[i], sig, affinity_ok[i] if affinity_ok is not None else True)
+            reason = by_group.get(group)
+            if reason is None:
+                untolerated = by_sig.get(sig)
+                if untolerated is None:
+                    untolerated = by_sig[sig] = taint_failure(self.sig_taints[sig], tolerations)
+                reason = by_group[group] = static_failure(
                     pod,
                     node,
                     cordon_tolerated=cordon_tolerated,
                     untolerated=untolerated,
                     check_affinity=check_affinity,
                 )
-            )
+            out.append(reason)
         result = (out, [i for i, r in enumerate(out) if not r])
         self._static[shape] = result
         return result
@@ -455,9 +466,10 @@ class ClusterState:
         key = encode(terms)
         hit = self._preferred.get(key)
         if hit is None:
-            hit = self._preferred[key] = [
-                k8s_affinity.preferred_node_affinity_score(pod, node) for node in self.nodes
-            ]
+            hit = self._preferred[key] = self._per_label_group(
+                node_label_keys(None, [wt.preference for wt in terms or ()]),
+                partial(k8s_affinity.preferred_node_affinity_score, pod),
+            )
         return hit
 
     def prefer_no_schedule_counts(self, tolerations: Sequence[Toleration] | None) -> list[int]:
@@ -574,23 +586,59 @@ class ClusterState:
         hit = self._eligible.get(key)
         if hit is not None:
             return hit
-        by_sig: dict[int, bool] = {}
-        out: list[bool] = []
-        check_affinity = key[1] is not None
-        for i, node in enumerate(self.nodes):
-            labels = self.labels[i]
-            ok = all(k in labels for k in required_keys)
-            if ok and check_affinity:
-                ok = k8s_affinity.pod_matches_node_selector(pod, node)
-            if ok and honor_taints:
-                sig = self.taint_sig[i]
-                tolerated = by_sig.get(sig)
-                if tolerated is None:
-                    tolerated = by_sig[sig] = k8s_topologyspread.tolerates_node(pod, self.sig_taints[sig])
-                ok = tolerated
-            out.append(ok)
+        out = [True] * self.n
+        for k in required_keys:
+            out = [ok and value is not None for ok, value in zip(out, self.values_of(k), strict=True)]
+        if key[1] is not None:
+            out = [ok and matches for ok, matches in zip(out, self.node_affinity_ok(pod), strict=True)]
+        if honor_taints:
+            tolerated = [k8s_topologyspread.tolerates_node(pod, taints) for taints in self.sig_taints]
+            out = [ok and tolerated[sig] for ok, sig in zip(out, self.taint_sig, strict=True)]
         self._eligible[key] = out
         return out
+
+    def node_affinity_ok(self, pod: Pod) -> list[bool]:
+        """Per node: whether it satisfies the pod's nodeSelector and required node affinity
+        (memoised per affinity shape; judged once per distinct value of the labels they read)."""
+        shape = affinity_shape(pod)
+        hit = self._affinity_ok.get(shape)
+        if hit is None:
+            spec = pod.spec
+            aff = spec.affinity
+            required = (
+                aff.node_affinity.required_during_scheduling_ignored_during_execution
+                if (aff is not None and aff.node_affinity is not None)
+                else None
+            )
+            keys = node_label_keys(spec.node_selector, required.node_selector_terms if required else ())
+            hit = self._affinity_ok[shape] = self._per_label_group(
+                keys, partial(k8s_affinity.pod_matches_node_selector, pod)
+            )
+        return hit
+
+    def _per_label_group(self, keys: tuple[str, ...] | None, judge: Callable[[Node], _T]) -> list[_T]:
+        """Per node, ``judge`` of it, where ``judge`` reads only node labels ``keys`` (None: it
+        reads more, the node's name): judged once per group of nodes alike in those labels."""
+        if keys is None:
+            return [judge(node) for node in self.nodes]
+        groups = self._label_groups.get(keys)
+        if groups is None:
+            if keys:
+                rows: dict[tuple[str | None, ...], int] = {}
+                group_of = [
+                    rows.setdefault(row, len(rows))
+                    for row in zip(*(self.values_of(k) for k in keys), strict=True)
+                ]
+            else:
+                group_of = [0] * self.n
+            first: dict[int, int] = {}
+            for i, g in enumerate(group_of):
+                first.setdefault(g, i)
+            groups = self._label_groups[keys] = (group_of, list(first.values()))
+        group_of, firsts = groups
+        nodes = self.nodes
+        verdicts = [judge(nodes[i]) for i in firsts]
+        return [verdicts[g] for g in group_of]
 
     def counter(
         self,
