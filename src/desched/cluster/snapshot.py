@@ -11,7 +11,7 @@ a decision never depends on the order a source happened to list objects in.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from desched.k8s import labels as k8s_labels
@@ -130,7 +130,7 @@ class ClusterSnapshot:
         #: reordered since): :meth:`copy` may then copy them rather than build them again.
         self._as_built = True
         self._pdbs_by_ns: dict[str, list[PodDisruptionBudget]] = {}
-        self._pdb_matchers: dict[str, list[tuple[PodDisruptionBudget, k8s_labels.Matcher]]] = {}
+        self._pdb_index: dict[str, _PdbIndex] = {}
         for pdb in self._pdbs:
             self._pdbs_by_ns.setdefault(pdb.metadata.namespace, []).append(pdb)
         self._events_by_object: dict[tuple[str, str, str], list[Event]] = {}
@@ -449,20 +449,16 @@ class ClusterSnapshot:
         return self._pdbs
 
     def pdbs_for_pod(self, pod: Pod) -> list[PodDisruptionBudget]:
-        """PDBs in the pod's namespace whose selector matches it (a nil selector matches nothing)."""
+        """PDBs in the pod's namespace whose selector matches it (a nil selector matches nothing),
+        in the snapshot's order."""
         ns = pod.metadata.namespace
-        matchers = self._pdb_matchers.get(ns)
-        if matchers is None:
-            # compiled once per namespace (the PDBs never change): a lookup per PDB and pod in
-            # the selector cache was 2 s of a 5,000-node simulate
-            matchers = self._pdb_matchers[ns] = [
-                (pdb, k8s_labels.compile_label_selector(pdb.spec.selector, none_matches=False))
-                for pdb in self._pdbs_by_ns.get(ns, ())
-            ]
-        if not matchers:
-            return []
-        labels = pod.metadata.labels or {}
-        return [pdb for pdb, match in matchers if match(labels)]
+        index = self._pdb_index.get(ns)
+        if index is None:
+            # built once per namespace (the PDBs never change): matching each of a namespace's
+            # PDBs against every pod evicted was 1.2 s of a 5,000-node simulate (~40 PDBs in a
+            # namespace); by their first matchLabels pair, a pod meets only those it can match
+            index = self._pdb_index[ns] = _PdbIndex(self._pdbs_by_ns.get(ns, ()))
+        return index.matching(pod.metadata.labels or {})
 
     @property
     def events(self) -> Sequence[Event]:
@@ -548,3 +544,39 @@ def _requests_shape(pod: Pod) -> tuple[object, ...]:
 def _accumulate(into: Resources, add: Resources, sign: int) -> None:
     for name, amount in add.items():
         into[name] = into.get(name, 0) + sign * amount
+
+
+class _PdbIndex:
+    """A namespace's PDBs by the first pair (in key order) of their selector's matchLabels: a pod
+    can only match a PDB whose pair it carries. PDBs without matchLabels are tried on every pod."""
+
+    __slots__ = ("_by_key", "_rest")
+
+    def __init__(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
+        #: label key -> label value -> (position, PDB, its selector's matcher)
+        self._by_key: dict[str, dict[str, list[tuple[int, PodDisruptionBudget, k8s_labels.Matcher]]]] = {}
+        self._rest: list[tuple[int, PodDisruptionBudget, k8s_labels.Matcher]] = []
+        for at, pdb in enumerate(pdbs):
+            sel = pdb.spec.selector
+            entry = (at, pdb, k8s_labels.compile_label_selector(sel, none_matches=False))
+            if sel is not None and sel.match_labels:
+                k, v = min(sel.match_labels.items())
+                self._by_key.setdefault(k, {}).setdefault(v, []).append(entry)
+            else:
+                self._rest.append(entry)
+
+    def matching(self, labels: Mapping[str, str]) -> list[PodDisruptionBudget]:
+        found = [e for e in self._rest if e[2](labels)]
+        for key, by_value in self._by_key.items():
+            value = labels.get(key)
+            if value is not None:
+                entries = by_value.get(value)
+                if entries is not None:
+                    found.extend(e for e in entries if e[2](labels))
+        if len(found) > 1:
+            found.sort(key=_first)
+        return [e[1] for e in found]
+
+
+def _first(entry: tuple[int, PodDisruptionBudget, k8s_labels.Matcher]) -> int:
+    return entry[0]
