@@ -89,6 +89,7 @@ Differences from upstream, on purpose:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import logging
 import math
@@ -407,8 +408,9 @@ class _Run:
             return
         ideal = sum(sizes) / len(domains)
         domains.sort(key=lambda d: (d.size, not d.phantom, d.value))
-        below_nodes = [n for d in domains if d.size < ideal for n in d.nodes]
-        chooser = _Chooser(self, ns, spread, below_nodes)
+        # (sorted by size: the domains below the ideal are the first ones)
+        below = _BelowNodes(domains[: bisect.bisect_left(domains, ideal, key=_domain_size)])
+        chooser = _Chooser(self, ns, spread, below)
         initial = {d.value: d.size for d in domains} if self.reporting else {}
 
         i, j = 0, len(domains) - 1
@@ -627,6 +629,36 @@ class _Namespace:
         return None
 
 
+def _domain_size(domain: Domain) -> int:
+    return domain.size
+
+
+class _BelowNodes:
+    """The nodes of the domains below the ideal average, in the domains' order: listed only as
+    far as the node fit scans ask (most stop at the first nodes; a zone of a large cluster has
+    thousands)."""
+
+    __slots__ = ("_domains", "_next", "_nodes")
+
+    def __init__(self, domains: list[Domain]) -> None:
+        self._domains = domains
+        self._nodes: list[Node] = []
+        self._next = 0  # the first domain whose nodes are not listed yet
+
+    def at(self, i: int) -> Node | None:
+        """The ``i``-th node (None past the last)."""
+        nodes = self._nodes
+        while i >= len(nodes):
+            if self._next == len(self._domains):
+                return None
+            nodes.extend(self._domains[self._next].nodes)
+            self._next += 1
+        return nodes[i]
+
+    def __len__(self) -> int:
+        return sum(len(d.nodes) for d in self._domains)
+
+
 @dataclass(slots=True)
 class _FitScan:
     passing: list[Node] = field(default_factory=list)
@@ -636,7 +668,7 @@ class _FitScan:
 class _Chooser:
     """Picks the pods a domain gives away for one constraint, and answers "could it go?"."""
 
-    def __init__(self, run: _Run, ns: _Namespace, spread: Spread, below_nodes: list[Node]) -> None:
+    def __init__(self, run: _Run, ns: _Namespace, spread: Spread, below_nodes: _BelowNodes) -> None:
         self.run = run
         self.ns = ns
         self.spread = spread
@@ -710,13 +742,13 @@ class _Chooser:
             if i < len(passing):
                 yield passing[i]
                 i += 1
-            elif scan.next < len(below):
-                node = below[scan.next]
+            else:
+                node = below.at(scan.next)
+                if node is None:
+                    return
                 scan.next += 1
                 if not self.run.handle.node_fit_failures(pod, node):
                     passing.append(node)
-            else:
-                return
 
     def _why_stays(self, pod: Pod, domain: Domain) -> str:
         """Why ``take`` passed over a pod of ``domain`` (for the findings; recomputes its tests)."""

@@ -385,6 +385,22 @@ def test_node_fit_only_counts_nodes_below_the_average() -> None:
     assert TSC.evicted(nodes, pods, {"topologyBalanceNodeFit": False}) == ["a2"]
 
 
+def test_node_fit_looks_through_every_domain_below_the_average() -> None:
+    # [4, 0, 0, 0]: ideal 1, zones z1-z3 below it. z1's nodes (the first domains in size order:
+    # z1 < z2 < z3 by name) and z2's are full: only z3's second node takes a pod. The nodes of
+    # the domains below the average are listed as far as the fit scan asks: it must reach them.
+    nodes = [node("n0", "z0")]
+    for zone in ("z1", "z2"):
+        nodes += [node(f"{zone}-n{k}", zone, cpu="150m") for k in range(3)]
+    nodes += [node("z3-n0", "z3", cpu="150m"), node("z3-n1", "z3")]
+    pods = [pod(f"a{i}", "n0") for i in range(4)]
+    pods += [pod(f"f-{n.metadata.name}", n.metadata.name, labels={"app": "fill"}) for n in nodes[1:-1]]
+    # each of the 3 domains below the ideal is owed one pod; only one node of them fits
+    assert TSC.evicted(nodes, pods) == ["a3", "a2", "a1"]
+    nodes[-1] = node("z3-n1", "z3", cpu="50m")  # now too small as well
+    assert TSC.evicted(nodes, pods) == []
+
+
 def test_fitting_pods_are_preferred() -> None:
     nodes = [node("n0", "z0", cpu="16"), node("n1", "z1")]
     pods = [pod("a", "n0"), pod("b", "n0"), pod("z-big", "n0", cpu="8")]
