@@ -120,17 +120,19 @@ def spread_low_to_high_key(pods: Sequence[Pod]) -> Callable[[Pod], SpreadKey]:
             ref = meta.owner_references[0]
         owner = (ref.kind, ref.name) if ref is not None else ("", "\0" + meta.name)
         groups.setdefault((priority_rank(pod), meta.namespace, *owner), []).append(pod)
-    place: dict[tuple[str, str], float] = {}
-    for members in groups.values():
+    # each pod's whole key, made here with the rank of its group (not ranked a second time)
+    keys: dict[tuple[str, str], SpreadKey] = {}
+    for (rank, *_), members in groups.items():
         members.sort(key=lambda p: p.metadata.name)
         n = len(members)
         for i, pod in enumerate(members):
+            meta = pod.metadata
             # exact for equal ratios (correctly rounded division of small integers)
-            place[(pod.metadata.namespace, pod.metadata.name)] = (2 * i + 1) / (2 * n)
+            keys[(meta.namespace, meta.name)] = (*rank, (2 * i + 1) / (2 * n), meta.namespace, meta.name)
 
     def key(pod: Pod) -> SpreadKey:
         meta = pod.metadata
-        return (*priority_rank(pod), place[(meta.namespace, meta.name)], meta.namespace, meta.name)
+        return keys[(meta.namespace, meta.name)]
 
     return key
 
