@@ -57,6 +57,7 @@ profile evicts nothing rather than more than intended.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -86,6 +87,13 @@ _CHECK = 2  # passes the checks that depend on the pod alone; minReplicas and mi
 
 #: (namespace, owner kind, owner name, owner uid)
 _OwnerKey = tuple[str, str, str, str]
+
+
+#: The owner counts last made, with the snapshot (weakly) and its version and additions they were
+#: made of, in one tuple (replaced whole): each profile's DefaultEvictor counts the same snapshot at
+#: the start of a cycle, and the second one takes the first one's counts (read only) instead of a
+#: pass over every pod.
+_last_count: tuple[weakref.ref[ClusterView], int, int, dict[_OwnerKey, int]] | None = None
 
 
 class DefaultEvictor:
@@ -262,7 +270,22 @@ class DefaultEvictor:
     @staticmethod
     def _count_owners(snapshot: ClusterView) -> dict[_OwnerKey, int]:
         """Pods per owner reference (each pod once per distinct reference), over the snapshot as
-        it is now: at the start of the cycle."""
+        it is now: at the start of the cycle. Counted once per snapshot and version
+        (``_last_count``): the dict is shared, never to be changed."""
+        global _last_count
+        version, additions = snapshot.version, snapshot.additions
+        last = _last_count
+        if last is not None and last[0]() is snapshot and last[1] == version and last[2] == additions:
+            return last[3]
+        counts = DefaultEvictor._count_all(snapshot)
+        try:
+            _last_count = (weakref.ref(snapshot), version, additions, counts)
+        except TypeError:  # a view that cannot be referred to weakly: not kept
+            _last_count = None
+        return counts
+
+    @staticmethod
+    def _count_all(snapshot: ClusterView) -> dict[_OwnerKey, int]:
         counts: dict[_OwnerKey, int] = {}
         for pod in snapshot.iter_pods():
             refs = pod.metadata.owner_references

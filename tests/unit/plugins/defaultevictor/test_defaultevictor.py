@@ -345,6 +345,28 @@ def test_min_replicas_counts_the_owners_pods_at_the_cycle_start() -> None:
     assert "owner has fewer replicas than minReplicas" not in ev.filter_reasons(make_pod("b", owners=[]))
 
 
+def test_the_profiles_of_a_cycle_count_the_owners_once() -> None:
+    # each profile has its DefaultEvictor; at the cycle's start they count the same snapshot
+    pods = [make_pod(f"p{i}") for i in range(3)]
+    snap = ClusterSnapshot(pods=pods)
+    first, second = evictor({"minReplicas": 3}, snap), evictor({"minReplicas": 2}, snap)
+    first.on_cycle_start()
+    second.on_cycle_start()
+    assert second._owner_counts is first._owner_counts  # one pass over the pods, not two
+    assert first.filter(pods[0]) and second.filter(pods[0])
+    # a snapshot that changed since, or another one, is counted afresh
+    snap.remove_pod(pods[2])
+    second.on_cycle_start()
+    assert second._owner_counts is not first._owner_counts
+    assert not evictor({"minReplicas": 3}, snap).filter(pods[0])
+    assert evictor({"minReplicas": 2}, snap).filter(pods[0])
+    snap.add_pod(make_pod("p9"))
+    assert evictor({"minReplicas": 3}, snap).filter(pods[0])
+    other = ClusterSnapshot(pods=pods[:1])
+    assert not evictor({"minReplicas": 2}, other).filter(pods[0])
+    assert first.filter(pods[0])  # (its counts were made at its cycle's start: three pods)
+
+
 def test_the_cycle_end_lets_go_of_the_cycle_and_a_later_call_counts_again() -> None:
     pods = [make_pod(f"p{i}") for i in range(3)]
     snap = ClusterSnapshot(pods=pods)
