@@ -27,6 +27,7 @@ import msgspec
 
 from desched.k8s.objects import (
     Container,
+    ContainerState,
     Deployment,
     Event,
     Namespace,
@@ -52,6 +53,8 @@ Intern = Callable[[Any, Any], Any]
 _ABSENT: Final = msgspec.Raw()
 """A raw field the JSON did not have (``bytes(_ABSENT) == b""``)."""
 _MISSING: Final = object()
+_EMPTY_STATE: Final = ContainerState()
+"""The one record of an empty container state (what ``lastState: {}`` decodes to)."""
 _NEVER: Final = msgspec.Raw(b"\0")
 """Equal to no raw field (not JSON)."""
 
@@ -184,8 +187,14 @@ def _intern_pod_rest(pod: Pod, t: Intern) -> None:
                 c.last_transition_time = started
             elif ts == created:
                 c.last_transition_time = created
+    empty = _EMPTY_STATE
     for cs in status.container_statuses or ():
         cs.name = t(cs.name, cs.name)
+        if cs.last_state == empty:  # (``lastState: {}``: most containers never restarted)
+            cs.last_state = empty
+    for cs in status.init_container_statuses or ():
+        if cs.last_state == empty:
+            cs.last_state = empty
 
 
 def _intern_node(node: Node, t: Intern) -> None:

@@ -80,7 +80,8 @@ class Validator:
         self.doubt = False
         self.seen: set[tuple[str, str, str]] = set()
         self.named = 0
-        self.pod_keys: set[tuple[str, str]] = set()
+        #: the pods' names by namespace (sets of the records' own strings: no key is made)
+        self.pod_keys: dict[str, set[str]] = {}
         self.pods = 0
         self.uids: set[str] = set()
         self.uids_seen = 0
@@ -121,7 +122,11 @@ class Validator:
             if not ns or len(ns) > 63 or _DNS_LABEL.fullmatch(ns) is None:
                 return False
             state.namespaces.add(ns)
-        self.pod_keys.update(zip(namespaces, names, strict=True))
+        if len(set(namespaces)) == 1:  # (mostly: pods are listed by namespace)
+            self.pod_keys.setdefault(namespaces[0], set()).update(names)
+        else:
+            for ns, name in zip(namespaces, names, strict=True):
+                self.pod_keys.setdefault(ns, set()).add(name)
         self.pods += len(pods)
         uids = [m.uid for m in metas if m.uid]
         self.uids.update(uids)
@@ -149,7 +154,7 @@ class Validator:
         if (
             self.doubt
             or len(self.seen) != self.named  # (an object listed twice)
-            or len(self.pod_keys) != self.pods
+            or sum(map(len, self.pod_keys.values())) != self.pods
             or len(self.uids) != self.uids_seen
         ):
             _raise_first_problem(objects, source)

@@ -70,3 +70,34 @@ def test_streamed_records_share_strings_and_keep_values(tmp_path: Path) -> None:
     assert other.metadata.name == "web-99"
     assert other.metadata.creation_timestamp.utcoffset() == timedelta(hours=2)  # type: ignore[union-attr]
     assert other.status.start_time.utcoffset() == timedelta(hours=2)  # type: ignore[union-attr]
+
+
+def test_empty_last_states_are_one_record(tmp_path: Path) -> None:
+    """``lastState: {}`` (a container that never restarted) decodes to one shared empty record;
+    a container that did restart keeps its own."""
+    items = []
+    for i in range(4):
+        doc = _pod(i)
+        last: dict[str, Any] = {"terminated": {"exitCode": 1, "reason": "Error"}} if i == 3 else {}
+        doc["status"]["containerStatuses"] = [
+            {"name": "c", "ready": True, "restartCount": 1 if i == 3 else 0, "state": {}, "lastState": last}
+        ]
+        doc["status"]["initContainerStatuses"] = [{"name": "init", "lastState": {}}]
+        items.append(doc)
+    data = json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode()
+    path = tmp_path / "snap.json"
+    path.write_bytes(data)
+    pods = sorted(load_snapshot_file(path).pods, key=lambda p: p.metadata.name)
+    whole = sorted(
+        (o for o in parse_snapshot_bytes(data) if isinstance(o, Pod)), key=lambda p: p.metadata.name
+    )
+    assert msgspec.to_builtins(pods) == msgspec.to_builtins(whole)
+
+    def last_state(pod: Pod, init: bool = False) -> object:
+        statuses = (pod.status.init_container_statuses if init else pod.status.container_statuses) or []
+        return statuses[0].last_state
+
+    assert last_state(pods[0]) is last_state(pods[1]) is last_state(pods[2])
+    assert last_state(pods[0]) is last_state(pods[0], init=True) is last_state(pods[3], init=True)
+    assert last_state(pods[3]) is not last_state(pods[0])
+    assert last_state(pods[3]).terminated.exit_code == 1  # type: ignore[attr-defined]
