@@ -332,6 +332,33 @@ def test_a_bind_takes_room_from_every_request_class_that_no_longer_fits() -> Non
     assert sim.decide(replica("big-1", "600m")).node == "n2"
 
 
+def test_a_bind_of_extended_resources_takes_the_node_from_the_classes_short_of_them() -> None:
+    """Binding a pod that requests an extended resource takes the node off the fit lists of the
+    classes it leaves short (a bind requesting none leaves those lists as they are)."""
+    gpu = "example.com/gpu"
+    snapshot = ClusterSnapshot(
+        nodes=[builders.node(n, cpu="8", memory="4Gi", pods="10", extra={gpu: "1"}) for n in ("n1", "n2")]
+    )
+    sim = PlacementSimulator(snapshot)
+
+    def trainer(name: str) -> Pod:
+        requests = {"cpu": "100m", gpu: "1"}
+        return replica(
+            name,
+            "100m",
+            app="train",
+            spec={"containers": [{"name": "c", "resources": {"requests": requests}}]},
+        )
+
+    assert sim.decide(trainer("t-0")).node == "n1"  # the class's fit list: n1, n2
+    sim.bind(bound(replica("plain", "100m"), "n2"))  # no gpu: n2 still fits the class
+    assert sim.decide(trainer("t-0")).node == "n1"
+    sim.bind(bound(trainer("t-0"), "n1"))
+    assert sim.decide(trainer("t-1")).node == "n2"
+    sim.bind(bound(trainer("t-1"), "n2"))
+    assert sim.decide(trainer("t-2")).node == ""
+
+
 def test_a_full_node_leaves_every_request_class() -> None:
     snapshot = ClusterSnapshot(nodes=[node("n1", cpu="8", pods="1"), node("n2", cpu="1")])
     sim = PlacementSimulator(snapshot)

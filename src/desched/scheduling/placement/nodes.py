@@ -78,16 +78,19 @@ class NodeTable:
         """Node ``i``'s free cpu, memory, ephemeral storage and pod slots."""
         return self.free_cpu[i], self.free_mem[i], self.free_eph[i], self.free_pods[i]
 
-    def add(self, i: int, pod: Pod, req: Mapping[str, int], sign: int = 1) -> None:
-        """A pod occupying node ``i`` with requests ``req`` arrived (``sign`` 1) or left (-1)."""
+    def add(self, i: int, pod: Pod, req: Mapping[str, int], sign: int = 1) -> bool:
+        """A pod occupying node ``i`` with requests ``req`` arrived (``sign`` 1) or left (-1).
+        Whether it requests an extended resource (the node's room for those changed)."""
         self.pod_count[i] += sign
         self.req_cpu[i] += sign * req.get(CPU, 0)
         self.req_mem[i] += sign * req.get(MEMORY, 0)
         self.req_eph[i] += sign * req.get(EPHEMERAL_STORAGE, 0)
+        extended = False
         for name, amount in req.items():
             if name not in BASIC_RESOURCES:
                 scalar = self.req_scalar[i]
                 scalar[name] = scalar.get(name, 0) + sign * amount
+                extended = True
         pc, pm = non_zero_cpu_memory(pod, req)
         self.nz_cpu[i] += sign * pc
         self.nz_mem[i] += sign * pm
@@ -95,6 +98,7 @@ class NodeTable:
         self.free_mem[i] = self.alloc_mem[i] - self.req_mem[i]
         self.free_eph[i] = self.alloc_eph[i] - self.req_eph[i]
         self.free_pods[i] = self.alloc_pods[i] - self.pod_count[i]
+        return extended
 
     def resource_failures(self, i: int, requests: Iterable[tuple[str, int]]) -> list[str]:
         """NodeResourcesFit's reasons on node ``i`` for these requests."""
@@ -188,11 +192,12 @@ class FitLists:
         if fit in self._scalar:
             self._scalar.remove(fit)
 
-    def node_shrank(self, i: int, before: tuple[int, int, int, int]) -> None:
+    def node_shrank(self, i: int, before: tuple[int, int, int, int], extended: bool = True) -> None:
         """Node ``i`` has less room than ``before`` (its free cpu, memory, ephemeral storage and
-        pods): take it off the fit lists of the request classes that no longer fit there. Those
-        are the classes requesting more than the node has left of some resource, but no more
-        than it had (the others did not have the node, or still fit)."""
+        pods, and of extended resources if ``extended``): take it off the fit lists of the
+        request classes that no longer fit there. Those are the classes requesting more than the
+        node has left of some resource, but no more than it had (the others did not have the
+        node, or still fit)."""
         t = self.table
         if t.free_pods[i] <= 0 < before[3]:
             affected: Iterable[_FitClass] = self._classes.values()
@@ -205,7 +210,10 @@ class FitLists:
                     gone.extend(
                         members[bisect.bisect_right(amounts, new) : bisect.bisect_right(amounts, old)]
                     )
-            gone.extend(fit for fit in self._scalar if t.short_of(fit.scalar, i))
+            if extended:
+                # (room for extended resources unchanged: a class short of it now was before,
+                # and its list does not have the node)
+                gone.extend(fit for fit in self._scalar if t.short_of(fit.scalar, i))
             affected = gone
         for fit in affected:
             nodes = fit.nodes

@@ -112,8 +112,8 @@ class PlacementSimulator:
         if k8s_pods.occupies_node(pod):
             req = self.snapshot.shared_requests(pod)  # (not a copy kept per pod)
             before = self.table.free(i)
-            self.table.add(i, pod, req)
-            self.fits.node_shrank(i, before)
+            extended = self.table.add(i, pod, req)
+            self.fits.node_shrank(i, before, extended)
             self.scorer.node_changed(i)
             aff = pod.spec.affinity
             if aff is not None and aff.pod_anti_affinity is not None:
