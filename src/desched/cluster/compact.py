@@ -193,8 +193,12 @@ def _intern_pod_rest(pod: Pod, t: Intern) -> None:
         if cs.last_state == empty:  # (``lastState: {}``: most containers never restarted)
             cs.last_state = empty
     for cs in status.init_container_statuses or ():
+        cs.name = t(cs.name, cs.name)
         if cs.last_state == empty:
             cs.last_state = empty
+        done = cs.state.terminated if cs.state is not None else None
+        if done is not None and done.reason:  # ("Completed": an init container that ran)
+            done.reason = t(done.reason, done.reason)
 
 
 def _intern_node(node: Node, t: Intern) -> None:

@@ -82,7 +82,9 @@ def test_empty_last_states_are_one_record(tmp_path: Path) -> None:
         doc["status"]["containerStatuses"] = [
             {"name": "c", "ready": True, "restartCount": 1 if i == 3 else 0, "state": {}, "lastState": last}
         ]
-        doc["status"]["initContainerStatuses"] = [{"name": "init", "lastState": {}}]
+        doc["status"]["initContainerStatuses"] = [
+            {"name": "init", "lastState": {}, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+        ]
         items.append(doc)
     data = json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode()
     path = tmp_path / "snap.json"
@@ -101,3 +103,8 @@ def test_empty_last_states_are_one_record(tmp_path: Path) -> None:
     assert last_state(pods[0]) is last_state(pods[0], init=True) is last_state(pods[3], init=True)
     assert last_state(pods[3]) is not last_state(pods[0])
     assert last_state(pods[3]).terminated.exit_code == 1  # type: ignore[attr-defined]
+    # an init container's name and the reason it ended: one string each
+    inits = [(p.status.init_container_statuses or [])[0] for p in pods]
+    assert inits[0].name is inits[3].name
+    assert inits[0].state.terminated.reason is inits[3].state.terminated.reason  # type: ignore[union-attr]
+    assert inits[0].state is not inits[3].state  # (their own records)
