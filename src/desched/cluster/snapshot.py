@@ -381,6 +381,10 @@ class ClusterSnapshot:
     def pods_in_namespace(self, namespace: str) -> list[Pod]:
         return list(self._by_namespace.get(namespace, {}).values())
 
+    def pod_namespaces(self) -> list[str]:
+        """The namespaces that hold pods (without a pass over the pods)."""
+        return [ns for ns, pods in self._by_namespace.items() if pods]
+
     def pods_in_namespace_by_key(self, namespace: str) -> dict[str, Pod]:
         """The namespace's pods by :attr:`Pod.key`, in order (a copy; the keys are the view's own
         strings, not new ones)."""

@@ -331,11 +331,16 @@ def required_pod_anti_affinity_terms(pod: Pod) -> list[PodAffinityTerm]:
     return affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution or []
 
 
-def namespace_labels(pods: Iterable[Pod], namespaces: Iterable[Namespace]) -> dict[str, Mapping[str, str]]:
-    """What a term's ``namespaceSelector`` is matched against: every namespace of ``pods`` and
+def namespace_labels(
+    pods: Iterable[Pod], namespaces: Iterable[Namespace], *, pod_namespaces: Iterable[str] = ()
+) -> dict[str, Mapping[str, str]]:
+    """What a term's ``namespaceSelector`` is matched against: every namespace of ``pods`` (or
+    ``pod_namespaces``: the namespaces of the pods, when known without a pass over them) and
     ``namespaces`` (name -> labels), each with its :data:`NAMESPACE_NAME_LABEL` (a namespace only
     known from its pods has that label alone)."""
     out: dict[str, Mapping[str, str]] = {}
+    for ns in pod_namespaces:
+        out[ns] = {NAMESPACE_NAME_LABEL: ns}
     for p in pods:
         ns = p.metadata.namespace
         if ns not in out:

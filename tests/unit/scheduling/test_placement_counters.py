@@ -57,7 +57,8 @@ def snapshot(pods: list[Pod]) -> ClusterSnapshot:
 
 def view(con: SpreadConstraint) -> tuple[object, ...]:
     counter: DomainCounter = con.counter
-    hist = {c: k for c, k in counter.hist.items() if k}
+    assert all(k > 0 for k in counter.hist.values())  # (a count no domain has is no entry)
+    hist = dict(sorted(counter.hist.items()))
     return (con.key, dict(sorted(counter.counts.items())), hist, counter.min_count, len(counter.domains))
 
 
@@ -196,3 +197,21 @@ def test_node_affinity_judged_per_group_of_alike_nodes_is_judged_per_node() -> N
         ]
     name_only = c.node_affinity_ok(pods[4])
     assert name_only == [n.metadata.name == "n4" for n in c.nodes]
+
+
+def test_the_namespaces_a_namespace_selector_sees_are_those_of_the_pods_there_now() -> None:
+    # taken from the snapshot's namespaces with pods, not a pass over the pods: a namespace
+    # whose pods are all gone is not one (unless a Namespace object names it)
+    pods = [
+        web("a-0", "n0"),
+        builders.pod("b-0", namespace="b", node="n1"),
+        builders.pod("c-0", namespace="c"),
+    ]
+    snap = ClusterSnapshot(
+        nodes=nodes(), pods=pods, namespaces=[builders.namespace("d", labels={"team": "x"})]
+    )  # type: ignore[arg-type]
+    assert snap.remove_pod(pods[1])
+    c = ClusterState(snap)
+    assert c.namespace_labels == k8s_affinity.namespace_labels(snap.iter_pods(), snap.namespaces)
+    assert sorted(c.namespace_labels) == ["c", "d", "default"]
+    assert c.namespace_labels["d"] == {"team": "x", k8s_affinity.NAMESPACE_NAME_LABEL: "d"}

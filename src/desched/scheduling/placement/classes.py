@@ -14,7 +14,6 @@ from typing import Final
 
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s import labels as k8s_labels
-from desched.k8s import resources as k8s_resources
 from desched.k8s.objects import Pod, PodAffinityTerm
 from desched.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from desched.k8s.topologyspread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
@@ -173,7 +172,7 @@ class PodClass:
         self.namespace = pod.metadata.namespace
         self.labels: Mapping[str, str] = pod.metadata.labels or {}
         self.static = c.static_reasons(pod)[0]
-        req = k8s_resources.pod_requests(pod)
+        req = c.snapshot.shared_requests(pod)  # (read only)
         self.cpu = req.get(CPU, 0)
         self.mem = req.get(MEMORY, 0)
         self.eph = req.get(EPHEMERAL_STORAGE, 0)

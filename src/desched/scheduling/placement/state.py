@@ -5,7 +5,6 @@ matching each (anti-)affinity term (:class:`TermIndex`)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -61,9 +60,10 @@ class DomainCounter:
 
     ``domains`` (shared between counters with the same eligible nodes and key, read-only) are
     the topology values of the eligible nodes; ``counts`` holds the domains with matching pods;
-    ``hist`` how many domains have each count (0 included), from which the global minimum, the
-    skew and the excess follow without a pass over the domains. ``node_map`` (made on demand by
-    :meth:`by_node`, then kept in step) is the count of every node's domain, by node.
+    ``hist`` how many domains have each count (0 included; no entry for a count no domain has),
+    from which the global minimum, the skew and the excess follow without a pass over the
+    domains. ``node_map`` (made on demand by :meth:`by_node`, then kept in step) is the count of
+    every node's domain, by node.
     """
 
     __slots__ = (
@@ -95,7 +95,9 @@ class DomainCounter:
         self.eligible = eligible
         self.domains = domains
         self.counts = counts
-        hist: Counter[int] = Counter(counts.values())
+        hist: dict[int, int] = {}
+        for count in counts.values():
+            hist[count] = hist.get(count, 0) + 1
         empty = len(domains) - len(counts)
         if empty:
             hist[0] = empty
@@ -111,10 +113,12 @@ class DomainCounter:
         c = counts.get(value, 0)
         counts[value] = c + 1
         hist = self.hist
-        hist[c] -= 1
-        if not hist[c]:
+        k = hist[c] - 1
+        if k:
+            hist[c] = k
+        else:
             del hist[c]
-        hist[c + 1] += 1
+        hist[c + 1] = hist.get(c + 1, 0) + 1
         if c == self.min_count and c not in hist:
             self.min_count = c + 1
         node_map = self.node_map
@@ -133,10 +137,12 @@ class DomainCounter:
         else:
             counts[value] = c - 1
         hist = self.hist
-        hist[c] -= 1
-        if not hist[c]:
+        k = hist[c] - 1
+        if k:
+            hist[c] = k
+        else:
             del hist[c]
-        hist[c - 1] += 1
+        hist[c - 1] = hist.get(c - 1, 0) + 1
         if c - 1 < self.min_count:
             self.min_count = c - 1
         node_map = self.node_map
@@ -535,7 +541,7 @@ class ClusterState:
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
         if self._ns_labels is None:
             self._ns_labels = k8s_affinity.namespace_labels(
-                self.snapshot.iter_pods(), self.snapshot.namespaces
+                (), self.snapshot.namespaces, pod_namespaces=self.snapshot.pod_namespaces()
             )
         return self._ns_labels
 
