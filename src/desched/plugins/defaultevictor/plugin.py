@@ -168,11 +168,14 @@ class DefaultEvictor:
         )
 
     def on_cycle_end(self) -> None:
-        """Let go of the cycle's verdicts, owner counts and snapshot (a later call rebinds)."""
+        """Let go of the cycle's verdicts, owner counts and snapshot (a later call rebinds), and
+        of the counts shared by the profiles (not kept through a simulation's placements)."""
+        global _last_count
         self._snapshot = None
         self._ready_nodes = None
         self._owner_counts = {}
         self._verdicts = {}
+        _last_count = None
 
     def _current(self) -> None:
         if self._snapshot is not self.handle.snapshot:

@@ -20,6 +20,7 @@ from desched.k8s.objects import (
     Pod,
     PodDisruptionBudget,
 )
+from desched.plugins.defaultevictor import plugin as plugin_module
 from desched.plugins.defaultevictor.args import DefaultEvictorArgs, PodProtection
 from desched.plugins.defaultevictor.plugin import DefaultEvictor
 
@@ -373,8 +374,9 @@ def test_the_cycle_end_lets_go_of_the_cycle_and_a_later_call_counts_again() -> N
     ev = evictor({"minReplicas": 3}, snap)
     assert ev.filter(pods[0])
     snap.remove_pod(pods[2])
-    ev.on_cycle_end()  # the verdicts, the owner counts and the snapshot go
+    ev.on_cycle_end()  # the verdicts, the owner counts (the shared ones too) and the snapshot go
     assert ev._verdicts == {} and ev._owner_counts == {} and ev._snapshot is None
+    assert plugin_module._last_count is None
     # asked again, it binds to the snapshot as it is now: two pods left, below minReplicas
     assert not ev.filter(pods[0])
 
