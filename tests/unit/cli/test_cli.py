@@ -173,6 +173,58 @@ def test_simulate_imports_no_http_client_unless_asked() -> None:
     assert "desched.backends.eviction_webhook" not in imported
 
 
+#: What ``desched simulate`` on the bundled example must not import (issue 28: "imports deferred
+#: until needed"): the live path (transport, API client, the run loop, its servers and backends),
+#: the HTML report and its charts, the v1alpha1 converter, and NumPy (the placement model's
+#: vectorised passes import it only on clusters large enough to use them).
+SIMULATE_NEVER_IMPORTS = (
+    "numpy",
+    "kubernetes_asyncio",
+    "aiohttp",
+    "matplotlib",
+    "desched.kube",
+    "desched.runtime",
+    "desched.app.run",
+    "desched.app.process",
+    "desched.app.extender",
+    "desched.cluster.live_source",
+    "desched.backends.api_eviction",
+    "desched.backends.api_nodeactions",
+    "desched.backends.eviction_webhook",
+    "desched.backends.usage_metrics",
+    "desched.report.html",
+    "desched.report.charts",
+    "desched.report.explain",
+    "desched.api.v1alpha1",
+)
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_simulate_on_the_example_imports_nothing_it_does_not_need(output: str) -> None:
+    """The modules loaded when ``desched simulate`` on the bundled example exits (sys.modules,
+    read at exit in the process itself): none of :data:`SIMULATE_NEVER_IMPORTS`, nor any module
+    below them; the output is the command's own (the probe writes only to stderr)."""
+    probe = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('MODULES', *sorted(sys.modules), file=sys.stderr))\n"
+        "sys.argv = ['desched', *sys.argv[1:]]\n"
+        "runpy.run_module('desched.cli', run_name='__main__')\n"
+    )
+    args = ["simulate", str(EXAMPLE), "--policy", str(POLICY), "--now", NOW, "-o", output]
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == desched(*args).stdout
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES "))
+    loaded = set(line.split()[1:])
+    assert {"desched.scheduling.placement.simulator", "desched.report.output", "pydantic"} <= loaded
+    unwanted = sorted(
+        m for m in loaded if any(m == top or m.startswith(top + ".") for top in SIMULATE_NEVER_IMPORTS)
+    )
+    assert unwanted == []
+
+
 def test_simulate_places_with_the_kube_scheduler_configs_percentage_of_nodes_to_score(tmp_path: Path) -> None:
     config = tmp_path / "sched.yaml"
     head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
