@@ -19,7 +19,14 @@ records are decoded: see :mod:`desched.k8s.objects`):
   overhead that parse, are not negative and fit an int64; topology spread constraints have
   ``maxSkew`` and ``minDomains`` (when set) above 0;
 - a Node's capacity and allocatable parse, are not negative and fit an int64; its taints have a
-  valid key and one of the three effects.
+  valid key and one of the three effects;
+- every object's labels have valid keys (qualified names) and values, as has a Pod's
+  ``nodeSelector``; the label selectors the API server validates are valid: a
+  PodDisruptionBudget's ``spec.selector``, a Pod's pod (anti-)affinity terms' ``labelSelector``
+  and ``namespaceSelector`` and its topology spread constraints' ``labelSelector`` (an invalid
+  one made every plugin that reads it fail, or be skipped pod by pod, while the others evicted).
+  A node affinity term desched cannot parse matches no node, as in kube-scheduler; it is not
+  refused here.
 """
 
 from __future__ import annotations
@@ -31,7 +38,16 @@ from desched.api.documents import excerpt
 from desched.errors import SnapshotError
 from desched.k8s import labels as k8s_labels
 from desched.k8s import quantity as k8s_quantity
-from desched.k8s.objects import AnyObject, Container, Node, Pod, PodSpec
+from desched.k8s.objects import (
+    AnyObject,
+    Container,
+    LabelSelector,
+    Node,
+    Pod,
+    PodAffinity,
+    PodDisruptionBudget,
+    PodSpec,
+)
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -131,6 +147,15 @@ class Validator:
         uids = [m.uid for m in metas if m.uid]
         self.uids.update(uids)
         self.uids_seen += len(uids)
+        # the labels' keys and values, each distinct string once (replicas share theirs)
+        keys: set[str] = set()
+        values: set[str] = set()
+        for m in metas:
+            if m.labels:
+                keys.update(m.labels)
+                values.update(m.labels.values())
+        if not _label_strings_valid(keys, values, state):
+            return False
         # (_pod_spec_problem, for the pods whose spec has nothing it would not skip or pass)
         checked = state.containers
         for p in pods:
@@ -145,6 +170,8 @@ class Validator:
                 or spec.overhead
                 or spec.resources is not None
                 or spec.topology_spread_constraints
+                or spec.node_selector
+                or (spec.affinity is not None and id(spec.affinity) not in checked)
             ) and _pod_spec_problem(spec, state) is not None:
                 return False
         return True
@@ -190,12 +217,16 @@ def _raise_first_problem(objects: list[AnyObject], source: str) -> None:
 class _State:
     """What was found valid already (pods share namespaces, container lists and quantities)."""
 
-    __slots__ = ("containers", "namespaces", "quantities")
+    __slots__ = ("containers", "label_keys", "label_values", "namespaces", "quantities")
 
     def __init__(self) -> None:
         self.namespaces: set[str] = set()
+        #: the ids of container lists and affinities found valid (the objects stay listed, so
+        #: their ids are not reused while the snapshot is checked)
         self.containers: set[int] = set()
         self.quantities: set[object] = set()
+        self.label_keys: set[str] = set()
+        self.label_values: set[str] = set()
 
 
 def _object_problem(obj: AnyObject, kind: str, name: str, ns: str, state: _State) -> tuple[str, str] | None:
@@ -212,10 +243,74 @@ def _object_problem(obj: AnyObject, kind: str, name: str, ns: str, state: _State
         if len(ns) > 63 or _DNS_LABEL.fullmatch(ns) is None:
             return "metadata.namespace", f"{excerpt(ns)} is not a valid namespace name (a DNS label)"
         state.namespaces.add(ns)
+    labels_why = _labels_problem("metadata.labels", obj.metadata.labels, state)
+    if labels_why is not None:
+        return labels_why
     if type(obj) is Pod:
         return _pod_spec_problem(obj.spec, state)
     if type(obj) is Node:
         return _node_problem(obj, state)
+    if type(obj) is PodDisruptionBudget:
+        return _selector_problem("spec.selector", obj.spec.selector)
+    return None
+
+
+def _label_strings_valid(keys: set[str], values: set[str], state: _State) -> bool:
+    """Whether every label key and value is valid (those found valid are remembered)."""
+    for key in keys - state.label_keys:
+        if k8s_labels.validate_label_key(key) is not None:
+            return False
+        state.label_keys.add(key)
+    for value in values - state.label_values:
+        if k8s_labels.validate_label_value(value) is not None:
+            return False
+        state.label_values.add(value)
+    return True
+
+
+def _labels_problem(field: str, labels: Mapping[str, str] | None, state: _State) -> tuple[str, str] | None:
+    if not labels:
+        return None
+    for key, value in labels.items():
+        if key not in state.label_keys:
+            why = k8s_labels.validate_label_key(key)
+            if why is not None:
+                return field, f"key {excerpt(key)}: {why}"
+            state.label_keys.add(key)
+        if value not in state.label_values:
+            why = k8s_labels.validate_label_value(value)
+            if why is not None:
+                return f"{field}.{excerpt(key)[1:-1]}", f"{excerpt(value)}: {why}"
+            state.label_values.add(value)
+    return None
+
+
+def _selector_problem(field: str, selector: LabelSelector | None) -> tuple[str, str] | None:
+    try:
+        k8s_labels.validate_label_selector(selector)
+    except k8s_labels.SelectorError as e:
+        return field, str(e)
+    return None
+
+
+def _pod_affinity_problem(field: str, affinity: PodAffinity | None) -> tuple[str, str] | None:
+    if affinity is None:
+        return None
+    required = affinity.required_during_scheduling_ignored_during_execution or ()
+    preferred = affinity.preferred_during_scheduling_ignored_during_execution or ()
+    terms = [
+        (f"{field}.requiredDuringSchedulingIgnoredDuringExecution[{i}]", t) for i, t in enumerate(required)
+    ]
+    terms += [
+        (f"{field}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm", w.pod_affinity_term)
+        for i, w in enumerate(preferred)
+    ]
+    for where, term in terms:
+        why = _selector_problem(f"{where}.labelSelector", term.label_selector) or _selector_problem(
+            f"{where}.namespaceSelector", term.namespace_selector
+        )
+        if why is not None:
+            return why
     return None
 
 
@@ -320,6 +415,20 @@ def _pod_spec_problem(spec: PodSpec, state: _State) -> tuple[str, str] | None:
                 f"spec.topologySpreadConstraints[{i}].minDomains",
                 f"must be greater than 0, got {tsc.min_domains}",
             )
+        why = _selector_problem(f"spec.topologySpreadConstraints[{i}].labelSelector", tsc.label_selector)
+        if why is not None:
+            return why
+    why = _labels_problem("spec.nodeSelector", spec.node_selector, state)
+    if why is not None:
+        return why
+    affinity = spec.affinity
+    if affinity is not None and id(affinity) not in checked:
+        why = _pod_affinity_problem(
+            "spec.affinity.podAffinity", affinity.pod_affinity
+        ) or _pod_affinity_problem("spec.affinity.podAntiAffinity", affinity.pod_anti_affinity)
+        if why is not None:
+            return why
+        checked.add(id(affinity))
     return None
 
 

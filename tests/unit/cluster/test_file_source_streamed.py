@@ -26,8 +26,10 @@ def _pod(i: int) -> dict[str, Any]:
     return builders.pod_doc(
         f"p{i}",
         namespace="ns",
-        labels={"app": "a", "text": '},{"apiVersion":"v1","kind":"Pod","metadata":{'},
+        labels={"app": "a"},
         metadata={
+            # (text that looks like the start of the next item, where the API server allows any)
+            "annotations": {"text": '},{"apiVersion":"v1","kind":"Pod","metadata":{'},
             "ownerReferences": [
                 {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs1"},
                 {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs2"},

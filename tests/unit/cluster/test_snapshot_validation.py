@@ -94,6 +94,24 @@ def _empty_taint(doc: dict[str, Any]) -> None:
     nodes(doc)[1]["spec"]["taints"] = [{"key": "", "effect": "NoExecute"}]
 
 
+def _pdb_selector(selector: dict[str, Any]) -> Mutation:
+    def apply(doc: dict[str, Any]) -> None:
+        pdb = next(i for i in doc["items"] if i.get("kind") == "PodDisruptionBudget")
+        pdb["spec"]["selector"] = selector
+
+    return apply
+
+
+def _cart_anti_affinity_key(doc: dict[str, Any]) -> None:
+    cart = next(p for p in pods(doc) if p["metadata"]["name"] == "cart-0")
+    terms = cart["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms[0]["labelSelector"] = {"matchLabels": {"bad key!": "cart"}}
+
+
+def _node_label(doc: dict[str, Any]) -> None:
+    nodes(doc)[1]["metadata"]["labels"]["example.com/Bad_Prefix/x"] = "1"
+
+
 def _deep(doc: dict[str, Any]) -> None:
     web(doc)["metadata"]["managedFields"] = "HOLE"
 
@@ -184,6 +202,80 @@ CASES: dict[str, tuple[Mutation, str]] = {
         "Node node-a1: status.allocatable.pods: must not be negative",
     ),
     "taint with an empty key": (_empty_taint, "Node node-a1: spec.taints[0].key: required"),
+    # labels and the label selectors the API server validates: an invalid selector made every
+    # plugin reading it fail (or skip its pods) while the others evicted
+    "PDB selector key": (
+        _pdb_selector({"matchLabels": {"bad key!": "web"}}),
+        "PodDisruptionBudget shop/web: spec.selector: matchLabels[bad key!]: key 'bad key!': name part",
+    ),
+    "PDB selector value": (
+        _pdb_selector({"matchLabels": {"app": "bad value!"}}),
+        "PodDisruptionBudget shop/web: spec.selector: matchLabels[app]: value 'bad value!'",
+    ),
+    "PDB selector operator": (
+        _pdb_selector({"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["web"]}]}),
+        "PodDisruptionBudget shop/web: spec.selector: matchExpressions[0]: 'Equals' is not a valid",
+    ),
+    "PDB selector In without values": (
+        _pdb_selector({"matchExpressions": [{"key": "app", "operator": "In"}]}),
+        "PodDisruptionBudget shop/web: spec.selector: matchExpressions[0]: ",
+    ),
+    "pod label key": (
+        web_field("metadata", "labels", value={"app": "web", "-bad": "x"}),
+        f"{WHO}: metadata.labels: key '-bad': name part must consist of",
+    ),
+    "pod label value": (
+        web_field("metadata", "labels", value={"app": "web", "tier": "x" * 64}),
+        f"{WHO}: metadata.labels.tier: 'xxx",
+    ),
+    "node label key": (_node_label, "Node node-a1: metadata.labels: key 'example.com/Bad_Prefix/x'"),
+    "nodeSelector value": (
+        web_field("spec", "nodeSelector", value={"disk": "fast ssd"}),
+        f"{WHO}: spec.nodeSelector.disk: 'fast ssd': a valid label value",
+    ),
+    "spread constraint selector": (
+        web_field(
+            "spec",
+            "topologySpreadConstraints",
+            value=[
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {
+                        "matchExpressions": [{"key": "app", "operator": "Exists", "values": ["x"]}]
+                    },
+                }
+            ],
+        ),
+        f"{WHO}: spec.topologySpreadConstraints[0].labelSelector: matchExpressions[0]: ",
+    ),
+    "pod anti-affinity selector": (
+        _cart_anti_affinity_key,
+        "Pod shop/cart-0: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".labelSelector: matchLabels[bad key!]",
+    ),
+    "pod affinity namespaceSelector": (
+        web_field(
+            "spec",
+            "affinity",
+            value={
+                "podAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 1,
+                            "podAffinityTerm": {
+                                "topologyKey": "zone",
+                                "namespaceSelector": {"matchLabels": {"bad key!": "a"}},
+                            },
+                        }
+                    ]
+                }
+            },
+        ),
+        f"{WHO}: spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm"
+        ".namespaceSelector: matchLabels[bad key!]",
+    ),
 }
 
 

@@ -133,3 +133,15 @@ def test_a_file_streamed_in_part_is_checked_afresh(tmp_path: Path, monkeypatch: 
     path.write_bytes(_doc(_items()))
     snap = load_snapshot_file(path)
     assert gave_up == [43] and len(snap.pods) == 40
+
+
+@pytest.mark.parametrize("labels", [{"app": "a", "-bad": "x"}, {"app": "a b"}, {"app": "x" * 64}])
+def test_pod_labels_refused_in_batches_as_one_by_one(labels: dict[str, str]) -> None:
+    objects = _objects()
+    pod = objects[-2]
+    assert isinstance(pod, Pod)
+    objects[-2] = msgspec.structs.replace(pod, metadata=msgspec.structs.replace(pod.metadata, labels=labels))
+    expected = _walk_error(objects)
+    assert "metadata.labels" in expected
+    for size in (1, 4, len(objects)):
+        assert _batched_error(objects, size) == expected
