@@ -23,6 +23,9 @@ from desched.scheduling.placement.state import ClusterState, Matcher, SpreadCons
 
 #: Below this many nodes, a set of them is built rather than a check per node searched.
 _SMALL_SET: Final = 256
+#: Up to this many domains of a hard spread constraint's key, its filter reads a per-node
+#: list memoised per set of domains over the limit.
+_FEW_DOMAINS: Final = 16
 
 
 class AntiGroup:
@@ -338,6 +341,10 @@ def _without(nodes: set[int], part: list[int]) -> list[int]:
     return list(filterfalse(nodes.__contains__, part))
 
 
+def _within(ok: list[bool], part: list[int]) -> list[int]:
+    return list(compress(part, map(ok.__getitem__, part)))
+
+
 def _over_limit(c: ClusterState, con: SpreadConstraint, limit: int) -> Callable[[list[int]], list[int]]:
     """A filter dropping the nodes whose domain holds more than ``limit`` matching pods (every
     node searched carries the key)."""
@@ -350,6 +357,13 @@ def _over_limit(c: ClusterState, con: SpreadConstraint, limit: int) -> Callable[
         within = limit.__ge__
         get = node_map.get
         return lambda part: list(compress(part, map(within, map(get, part, repeat(0)))))
-    ok = {value for value in c.nodes_by_value(con.key) if counter.counts.get(value, 0) <= limit}
+    by_value = c.nodes_by_value(con.key)
+    counts = counter.counts
+    if len(by_value) <= _FEW_DOMAINS:
+        # few domains (zones): per node, whether its domain is within the limit, memoised per
+        # set of domains over it; one lookup per node searched
+        over_values = frozenset([value for value in by_value if counts.get(value, 0) > limit])
+        return partial(_within, c.outside(con.key, over_values))
+    ok = {value for value in by_value if counts.get(value, 0) <= limit}
     values = c.values_of(con.key).__getitem__
     return lambda part: list(compress(part, map(ok.__contains__, map(values, part))))

@@ -48,6 +48,8 @@ LABEL_HOSTNAME: Final = k8s_topologyspread.LABEL_HOSTNAME
 #: snapshot without the workload objects).
 _DEFAULT_SPREAD_OWNERS: Final = ("ReplicaSet", "StatefulSet", "ReplicationController")
 BIG: Final = 1 << 62
+#: How many per-node lists ClusterState.outside keeps.
+_OUTSIDE_MEMO: Final = 32
 _T = TypeVar("_T")
 _NO_PODS: Final[list[Pod]] = []
 
@@ -325,6 +327,7 @@ class ClusterState:
         self._static: dict[bytes, tuple[list[str], list[int]]] = {}
         self._values: dict[str, list[str | None]] = {}
         self._nodes_by_value: dict[str, dict[str, list[int]]] = {}
+        self._outside: dict[tuple[str, frozenset[str]], list[bool]] = {}
         self._all_have: dict[str, bool] = {}
         self._signatures: dict[tuple[object, ...], tuple[list[int], list[tuple[object, ...]]]] = {}
         self._fine: dict[str, bool] = {}
@@ -419,6 +422,18 @@ class ClusterState:
                 if value is not None:
                     hit.setdefault(value, []).append(i)
             self._nodes_by_value[key] = hit
+        return hit
+
+    def outside(self, key: str, values: frozenset[str]) -> list[bool]:
+        """Per node: whether it carries label ``key`` with a value not among ``values``
+        (memoised; the memo is emptied when it holds _OUTSIDE_MEMO lists)."""
+        hit = self._outside.get((key, values))
+        if hit is None:
+            if len(self._outside) >= _OUTSIDE_MEMO:
+                self._outside.clear()
+            hit = self._outside[key, values] = [
+                v is not None and v not in values for v in self.values_of(key)
+            ]
         return hit
 
     def all_have(self, key: str) -> bool:
