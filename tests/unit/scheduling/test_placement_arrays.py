@@ -164,24 +164,16 @@ def test_hostname_counts_land_on_their_nodes_at_the_edges_of_a_rotated_feasible_
         decision = sim.decide(p)
         assert decision.node, decision.reason
         sim.bind(bound(p, decision.node))
-    by_name = {p.metadata.name: p for p in workload()}
-    apart, spread = by_name["apart-0"], by_name["spread-0"]
-    # the same, also spread softly by zone (its rows differ from one node to the next)
-    apart_spread = msgspec.structs.replace(
-        apart,
-        spec=msgspec.structs.replace(
-            apart.spec, topology_spread_constraints=spread.spec.topology_spread_constraints
-        ),
-    )
+    probe = next(p for p in workload() if p.metadata.name == "apart-0")
+    pre = sim.prefilter(probe)
     scorer = sim.scorer
+    maps = scorer.plan(pre.cls).maps()
+    host_counts = {i for m in maps for i in m}
+    assert 0 < sum(map(len, maps)) * 4 < N_NODES  # few nodes with counts: they are exceptions
     with_exceptions = 0
-    for pre in (sim.prefilter(apart), sim.prefilter(apart_spread)):
-        maps = scorer.plan(pre.cls).maps()
-        assert 0 < sum(map(len, maps)) * 4 < N_NODES  # few nodes with counts: they are exceptions
-        starts = sorted({s % N_NODES for m in maps for i in m for s in (i, i + 1)})
-        # the run before the wrap from node 0, or from a node with counts
-        cases = [(0, 11), (0, 5), (min(maps[0]), 7)]
-        for start, (first, left_out) in ((s, c) for s in starts for c in cases):
+    for start in sorted({s % N_NODES for i in host_counts for s in (i, i + 1)}):
+        # the run before the wrap from node 0, or from the first node with counts
+        for first, left_out in ((0, 11), (0, 5), (min(host_counts), 7)):
             order = [*range(start, N_NODES), *range(first if first < start else 0, start)]
             feasible = [i for i in order if i % left_out != start % left_out or i in (start, first)]
             n = len(feasible)
@@ -191,4 +183,4 @@ def test_hostname_counts_land_on_their_nodes_at_the_edges_of_a_rotated_feasible_
             listed = scorer._other_scores(pre, feasible, start)
             assert per_node(*listed, n) == want, (start, left_out)
             with_exceptions += bool(array[2])
-    assert with_exceptions > 20
+    assert with_exceptions > 10
