@@ -9,11 +9,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from itertools import islice
 from typing import Any
 
 import msgspec
-import numpy as np
 import pytest
 from tests.unit.scheduling.objects import node, pod, snap
 
@@ -131,56 +129,3 @@ def test_a_small_cluster_does_not_import_numpy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-
-
-def per_node(keys: Any, table: Any, exceptions: dict[int, int], n: int) -> list[int]:
-    """NodeScorer._other_scores' answer as one total per feasible node."""
-    out = [table[()]] * n if keys is None else [table[k if isinstance(k, tuple) else int(k)] for k in keys]
-    for j, x in exceptions.items():
-        out[j] = x
-    return out
-
-
-def node_by_node(scorer: NodeScorer, pre: PreFilter, feasible: list[int]) -> list[int]:
-    """The other scores of each feasible node from first principles: its own row and its own
-    counts, every node an entry of its own, one normalisation over them all."""
-    plan = scorer.plan(pre.cls)
-    maps = plan.maps()
-    entries = [(plan.rows[plan.sig[i]], tuple(m.get(i, 0) for m in maps)) for i in feasible]
-    n = len(feasible)
-    n_ignored = sum(plan.ignored(row) for row, _ in entries)
-    return plan.evaluate(entries, [True] * n, n, n_ignored)
-
-
-def test_hostname_counts_land_on_their_nodes_at_the_edges_of_a_rotated_feasible_list() -> None:
-    """NodeScorer's other scores (signatures counted once, the few nodes with hostname counts
-    found by bisection into the two ascending runs of a rotated feasible list, as exceptions),
-    array and list pass, against each node scored on its own; the search's start on each node
-    that has matching pods and just after it (the node first in the list, or last of the run
-    before the wrap), some of those nodes not feasible: a count missed at either run's edge
-    (an off-by-one in the bisection) or a signature counted wrong changes some node's total."""
-    sim = PlacementSimulator(snap(cluster_nodes()))
-    for p in islice(workload(), 32):  # 8 of them preferring to be apart
-        decision = sim.decide(p)
-        assert decision.node, decision.reason
-        sim.bind(bound(p, decision.node))
-    probe = next(p for p in workload() if p.metadata.name == "apart-0")
-    pre = sim.prefilter(probe)
-    scorer = sim.scorer
-    maps = scorer.plan(pre.cls).maps()
-    host_counts = {i for m in maps for i in m}
-    assert 0 < sum(map(len, maps)) * 4 < N_NODES  # few nodes with counts: they are exceptions
-    with_exceptions = 0
-    for start in sorted({s % N_NODES for i in host_counts for s in (i, i + 1)}):
-        # the run before the wrap from node 0, or from the first node with counts
-        for first, left_out in ((0, 11), (0, 5), (min(host_counts), 7)):
-            order = [*range(start, N_NODES), *range(first if first < start else 0, start)]
-            feasible = [i for i in order if i % left_out != start % left_out or i in (start, first)]
-            n = len(feasible)
-            want = node_by_node(scorer, pre, feasible)
-            array = scorer._other_scores(pre, feasible, start, np.array(feasible, dtype=np.intp))
-            assert per_node(*array, n) == want, (start, left_out)
-            listed = scorer._other_scores(pre, feasible, start)
-            assert per_node(*listed, n) == want, (start, left_out)
-            with_exceptions += bool(array[2])
-    assert with_exceptions > 10
