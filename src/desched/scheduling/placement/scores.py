@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import compress, repeat
 from operator import add, is_, sub
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from desched.k8s import affinity as k8s_affinity
 from desched.k8s.objects import Node, Pod
@@ -25,25 +25,7 @@ from desched.scheduling.placement.shapes import encode
 from desched.scheduling.placement.state import LABEL_HOSTNAME, ClusterState, SpreadConstraint
 from desched.scheduling.scorer import GenericScorer, requesting_of
 
-if TYPE_CHECKING:
-    # numpy is imported where the array passes run (many feasible nodes): a small cluster's
-    # commands do not pay its import
-    import numpy as np
-    import numpy.typing as npt
-
-    Ints = npt.NDArray[np.int64]
-    Indexes = npt.NDArray[np.intp]
-
 MAX_NODE_SCORE: Final = 100
-#: From how many feasible nodes :meth:`NodeScorer.best` makes its passes over them with NumPy
-#: (below, converting the feasible list costs more than the passes it saves).
-ARRAY_MIN_FEASIBLE: Final = 128
-#: Below this (2**52) a node's amounts plus a pod's stay below 2**53, where an integer converts
-#: to a float exactly (NumPy's float division of two is then Python's ``int / int``).
-_EXACT_FLOAT_INTS: Final = 1 << 52
-#: Up to how many signatures the array pass counts the feasible nodes' per signature with a
-#: ``bincount`` (a count per signature), above by sorting them (a count per occurring one).
-_BINCOUNT_MAX_SIGNATURES: Final = 64
 _HALF: Final = MAX_NODE_SCORE // 2
 #: Request classes whose per-node resource scores are kept (replicas of a workload share one).
 _RESOURCE_CACHE_CLASSES: Final = 256
@@ -309,52 +291,6 @@ class ScorePlan:
         return [0 if v < 0 else MAX_NODE_SCORE * (hi + lo - v) // hi for v in scores]
 
 
-class _ResourceColumns:
-    """The node table's columns the resource scores read, as arrays, for
-    :meth:`NodeScorer._resource_array`; ``plain``: whether a node's resource score can be
-    computed on them exactly (cpu and memory allocatable, every amount below 2**52, so that a
-    pod's request added stays below 2**53)."""
-
-    def __init__(self, table: NodeTable, without: list[int]) -> None:
-        import numpy as np
-
-        self.alloc_cpu = np.array(table.alloc_cpu, dtype=np.int64)
-        self.alloc_mem = np.array(table.alloc_mem, dtype=np.int64)
-        self.nz_cpu = np.array(table.nz_cpu, dtype=np.int64)
-        self.nz_mem = np.array(table.nz_mem, dtype=np.int64)
-        self.req_cpu = np.array(table.req_cpu, dtype=np.int64)
-        self.req_mem = np.array(table.req_mem, dtype=np.int64)
-        self.without = np.array(without, dtype=np.int64)
-        self.plain = np.array([self._plain(table, i) for i in range(table.n)], dtype=np.bool_)
-        # (a zero allocatable divides nothing: the node is not plain, its result unused)
-        self.alloc_cpu[~self.plain] = 1
-        self.alloc_mem[~self.plain] = 1
-
-    @staticmethod
-    def _plain(table: NodeTable, i: int) -> bool:
-        return (
-            0 < table.alloc_cpu[i] < _EXACT_FLOAT_INTS
-            and 0 < table.alloc_mem[i] < _EXACT_FLOAT_INTS
-            and all(
-                abs(v) < _EXACT_FLOAT_INTS
-                for v in (table.nz_cpu[i], table.nz_mem[i], table.req_cpu[i], table.req_mem[i])
-            )
-        )
-
-    def node_changed(self, i: int, table: NodeTable, without: int) -> None:
-        """Node ``i``'s requests changed (a pod bound to it or gone)."""
-        self.nz_cpu[i] = table.nz_cpu[i]
-        self.nz_mem[i] = table.nz_mem[i]
-        self.req_cpu[i] = table.req_cpu[i]
-        self.req_mem[i] = table.req_mem[i]
-        self.without[i] = without
-        plain = self._plain(table, i)
-        if plain != self.plain[i]:
-            self.plain[i] = plain
-            self.alloc_cpu[i] = table.alloc_cpu[i] if plain else 1
-            self.alloc_mem[i] = table.alloc_mem[i] if plain else 1
-
-
 class NodeScorer:
     """The score plugins over the state they read (the cluster state, the node table): the
     weighted sum of their normalised scores on each feasible node, and the winner.
@@ -389,12 +325,6 @@ class NodeScorer:
         self._cached_at: list[list[list[int | None]]] = [[] for _ in range(n)]
         #: the score plan of each pod class
         self._plans: dict[PodClass, ScorePlan] = {}
-        #: the node table's columns the resource scores read, as arrays (made on the first
-        #: array pass, kept up to date by :meth:`node_changed`)
-        self._columns: _ResourceColumns | None = None
-        #: the score plans' signatures as arrays, per signature list (shared by the plans of
-        #: one shape; the list is kept to keep its id)
-        self._sig_arrays: dict[int, tuple[list[int], Indexes]] = {}
 
     def plan(self, cls: PodClass) -> ScorePlan:
         """How the pod class's non-resource scores follow from a node (memoised per class)."""
@@ -408,8 +338,6 @@ class NodeScorer:
         self._without[i] = self._balance_without(i)
         self._bound[i] = self._least_allocated_bound(i)
         self._bound_balanced[i] = self._balanced_bound(i)
-        if self._columns is not None:
-            self._columns.node_changed(i, self.table, self._without[i])
         for cache in self._cached_at[i]:
             cache[i] = None
         self._cached_at[i] = []
@@ -459,12 +387,6 @@ class NodeScorer:
         balance has less to gain), and a node whose bound falls short of the exact total of the
         node with the best bound can neither win nor tie.
         """
-        if (
-            self.generic is None
-            and len(feasible) >= ARRAY_MIN_FEASIBLE
-            and all(0 <= v < _EXACT_FLOAT_INTS for v in (pre.nz_cpu, pre.nz_mem, pre.cpu, pre.mem))
-        ):
-            return self._best_arrays(pre, feasible, start)
         keys, table, exceptions = self._other_scores(pre, feasible, start)
         if self.generic is not None:
             wg = self.weights[GENERIC_PLUGIN]
@@ -516,85 +438,13 @@ class NodeScorer:
         best, total = best_node(nodes, list(map(add, beyond, scores)), at)
         return best, total + constant
 
-    def _best_arrays(self, pre: PreFilter, feasible: list[int], start: int) -> tuple[int, int]:
-        """:meth:`best` as NumPy passes over the feasible nodes: their other scores by signature,
-        the resource scores of all of them at once (the same arithmetic as
-        :meth:`_resource_scores`, operation for operation), the highest total and the winner
-        among the nodes that have it (:func:`heap_winner`'s order)."""
-        import numpy as np
-
-        f = np.array(feasible, dtype=np.intp)
-        keys, table, exceptions = self._other_scores(pre, feasible, start, f)
-        w = self.weights
-        w_fit = w["NodeResourcesFit"]
-        w_bal = w["NodeResourcesBalancedAllocation"] if not pre.best_effort else 0
-        totals = self._resource_array(pre, feasible, f, w_fit, w_bal)
-        constant = 0
-        if keys is None:
-            constant = table[()]
-        else:
-            if isinstance(keys, np.ndarray):
-                by_sig = np.zeros(max(table) + 1, dtype=np.int64)
-                for sig, total in table.items():
-                    by_sig[sig] = total
-                others = by_sig[keys]
-            else:
-                others = np.array(list(map(table.__getitem__, keys)), dtype=np.int64)
-            if exceptions:
-                others[list(exceptions)] = list(exceptions.values())
-            totals += others
-        top = int(totals.max())
-        tied: list[int] = np.flatnonzero(totals == top).tolist()
-        j = tied[0] if len(tied) == 1 else min(tied, key=_heap_order_key)
-        return feasible[j], top + constant
-
-    def _resource_array(
-        self, pre: PreFilter, feasible: list[int], f: Indexes, w_fit: int, w_balanced: int
-    ) -> Ints:
-        """:meth:`_resource_scores` of every feasible node (``f``: their indexes) as one array:
-        integer floor divisions as Python's, float divisions of integers below 2**53 (IEEE's,
-        as Python's ``int / int``), truncations of non-negative floats. A node the arrays cannot
-        take exactly (no cpu or memory allocatable, amounts from 2**52) is left to
-        :meth:`_resource_scores`."""
-        import numpy as np
-
-        cols = self._columns
-        if cols is None:
-            cols = self._columns = _ResourceColumns(self.table, self._without)
-        a_cpu = cols.alloc_cpu[f]
-        a_mem = cols.alloc_mem[f]
-        u_cpu = cols.nz_cpu[f] + pre.nz_cpu
-        u_mem = cols.nz_mem[f] + pre.nz_mem
-        plain = cols.plain[f]
-        s_cpu = np.where(u_cpu <= a_cpu, (a_cpu - u_cpu) * MAX_NODE_SCORE // a_cpu, 0)
-        s_mem = np.where(u_mem <= a_mem, (a_mem - u_mem) * MAX_NODE_SCORE // a_mem, 0)
-        score: Ints = w_fit * ((s_cpu + s_mem) // 2)
-        if w_balanced:
-            f_cpu = np.minimum((cols.req_cpu[f] + pre.cpu) / a_cpu, 1.0)
-            f_mem = np.minimum((cols.req_mem[f] + pre.mem) / a_mem, 1.0)
-            with_pod = ((1 - np.abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE).astype(np.int64)
-            score += w_balanced * (_HALF + (_HALF + with_pod - cols.without[f]) // 2)
-        if not plain.all():
-            rest = np.flatnonzero(~plain).tolist()
-            score[rest] = self._resource_scores(pre, [feasible[j] for j in rest], w_fit, w_balanced, None)
-        return score
-
-    def _sig_array(self, sig: list[int]) -> Indexes:
-        """``sig`` (a plan's signature per node) as an array, made once per list."""
-        hit = self._sig_arrays.get(id(sig))
-        if hit is None:
-            import numpy as np
-
-            hit = self._sig_arrays[id(sig)] = (sig, np.array(sig, dtype=np.intp))
-        return hit[1]
-
     def _resource_scores(
-        self, pre: PreFilter, nodes: list[int], w_fit: int, w_balanced: int, cache: list[int | None] | None
+        self, pre: PreFilter, nodes: list[int], w_fit: int, w_balanced: int, cache: list[int | None]
     ) -> list[int]:
         """NodeResourcesFit (LeastAllocated over NonZeroRequested, cpu and memory weight 1) and
         NodeResourcesBalancedAllocation (requested fractions of cpu and memory; weight 0 for a
         best-effort pod, which it skips), weighted and summed, for the pod on each of ``nodes``;
-        kept in ``cache`` (the pod's request class's; None: not kept) until the node is bound to."""
+        kept in ``cache`` (the pod's request class's) until the node is bound to."""
         alloc_cpu, alloc_mem, nz_cpu, nz_mem = (
             self.table.alloc_cpu,
             self.table.alloc_mem,
@@ -634,9 +484,8 @@ class NodeScorer:
                     # one fraction (or none): standard deviation 0 with and without the pod
                     score += w_balanced * balanced_change(MAX_NODE_SCORE, MAX_NODE_SCORE)
             out.append(score)
-            if cache is not None:
-                cache[i] = score
-                cached_at[i].append(cache)
+            cache[i] = score
+            cached_at[i].append(cache)
         return out
 
     def _generic_scores(self, pod: Pod, feasible: list[int]) -> list[int]:
@@ -658,8 +507,8 @@ class NodeScorer:
         return [int(s) for s in scores]
 
     def _other_scores(
-        self, pre: PreFilter, feasible: list[int], start: int, f: Indexes | None = None
-    ) -> tuple[Sequence[Any] | Indexes | None, Mapping[Any, int], dict[int, int]]:
+        self, pre: PreFilter, feasible: list[int], start: int
+    ) -> tuple[Sequence[Any] | None, Mapping[Any, int], dict[int, int]]:
         """TaintToleration, NodeAffinity, InterPodAffinity and PodTopologySpread, weighted and
         summed, per feasible node: ``table[keys[j]]`` for the ``j``-th node, unless
         ``exceptions`` has it (``keys`` None: ``table[()]`` for every node).
@@ -667,10 +516,7 @@ class NodeScorer:
         A node's key is its signature (see :class:`ScorePlan`), with its counts of matching
         pods in its hostname-like domains when many nodes have some; when few do, those nodes
         are found by bisection (``feasible`` is two ascending runs: the nodes from the search's
-        start on, then those before it) and are the exceptions.
-
-        ``f``: ``feasible`` as an array, for the passes over the feasible nodes as NumPy
-        operations (``keys`` is then an array where it holds signatures)."""
+        start on, then those before it) and are the exceptions."""
         plan = self.plan(pre.cls)
         n_feasible = len(feasible)
         maps = plan.maps()
@@ -679,17 +525,10 @@ class NodeScorer:
             totals = plan.evaluate([(row, ())], [True], n_feasible, n_feasible if plan.ignored(row) else 0)
             return None, {(): totals[0]}, {}
         sig = plan.sig
+        keys: list[int] = list(map(sig.__getitem__, feasible))
         rows = plan.rows
-        # many nodes with matching pods: a count per map in every key
-        dense = bool(maps) and sum(map(len, maps)) * 4 > n_feasible
-        keys: list[int]
-        keys_array: Indexes | None = None
-        if f is None:
-            keys = list(map(sig.__getitem__, feasible))
-        else:
-            keys_array = self._sig_array(sig)[f]
-            keys = keys_array.tolist() if dense else []
-        if dense:
+        if maps and sum(map(len, maps)) * 4 > n_feasible:
+            # many nodes with matching pods: a count per map in every key
             columns = [keys, *(list(map(m.get, feasible, repeat(0))) for m in maps)]
             rows_of: list[tuple[int, ...]] = list(zip(*columns, strict=True))
             distinct = list(set(rows_of))
@@ -701,24 +540,7 @@ class NodeScorer:
                 n_ignored = sum(counts[k] for k, ign in zip(distinct, ignored, strict=True) if ign)
             totals = plan.evaluate(entries, [True] * len(entries), n_feasible, n_ignored)
             return rows_of, dict(zip(distinct, totals, strict=True)), {}
-        n_of: Callable[[int], int]
-        key_at: Callable[[int], int]
-        if keys_array is None:
-            sigs = list(set(keys))
-            n_of = keys.count
-            key_at = keys.__getitem__
-        else:
-            import numpy as np
-
-            if len(rows) <= _BINCOUNT_MAX_SIGNATURES:
-                sig_counts = np.bincount(keys_array, minlength=len(rows))
-                sigs = np.flatnonzero(sig_counts).tolist()
-                n_of = sig_counts.tolist().__getitem__
-            else:
-                found, found_counts = np.unique(keys_array, return_counts=True)
-                sigs = found.tolist()
-                n_of = dict(zip(sigs, found_counts.tolist(), strict=True)).__getitem__
-            key_at = keys_array.item  # (a Python int)
+        sigs = list(set(keys))
         zeros = (0,) * len(maps)
         entries = [(rows[s], zeros) for s in sigs]
         occurring = [True] * len(sigs)
@@ -743,22 +565,18 @@ class NodeScorer:
                         extra.setdefault(j, [0] * len(maps))[e] = count
             if extra:
                 # a signature's row without counts occurs unless all its nodes are exceptions
-                per_sig = Counter(key_at(j) for j in extra)
-                occurring = [s not in per_sig or n_of(s) > per_sig[s] for s in sigs]
+                per_sig = Counter(keys[j] for j in extra)
+                occurring = [s not in per_sig or keys.count(s) > per_sig[s] for s in sigs]
                 for j, counts_j in extra.items():
-                    entry_key = (key_at(j), tuple(counts_j))
+                    entry_key = (keys[j], tuple(counts_j))
                     if entry_key not in by_entry:
                         by_entry[entry_key] = len(entries)
-                        entries.append((rows[entry_key[0]], entry_key[1]))
+                        entries.append((rows[keys[j]], entry_key[1]))
                         occurring.append(True)
         n_ignored = 0
         if plan.may_ignore:
-            n_ignored = sum(n_of(s) for s in sigs if plan.ignored(rows[s]))
+            n_ignored = sum(keys.count(s) for s in sigs if plan.ignored(rows[s]))
         totals = plan.evaluate(entries, occurring, n_feasible, n_ignored)
-        exceptions = {j: totals[by_entry[(key_at(j), tuple(c))]] for j, c in extra.items()}
+        exceptions = {j: totals[by_entry[(keys[j], tuple(c))]] for j, c in extra.items()}
         # (the entries after the signatures' are the exceptions')
-        return (
-            keys if keys_array is None else keys_array,
-            dict(zip(sigs, totals, strict=False)),
-            exceptions,
-        )
+        return keys, dict(zip(sigs, totals, strict=False)), exceptions
