@@ -19,6 +19,10 @@ connection, a TLS error, a non-2xx status, a body that is not that JSON, a wrong
 counted in :attr:`EvictionWebhooks.errors`, logged, and decided by ``failurePolicy``: ``Ignore``
 lets the eviction go on, ``Fail`` skips it (reason ``webhook_error``).
 
+A ``caFile`` is read again when it changes (its inode, size or modification time, looked at before
+each request: a Secret volume's certificates are rotated in place, by cert-manager or by hand, and a
+run must not keep trusting the old CA until it restarts).
+
 Each request is bounded by the webhook's ``timeout`` and at most :data:`MAX_IN_FLIGHT` run at once:
 a slow webhook slows the cycle (each eviction waits at most ``timeout``); the cycle's limits are
 checked before the webhook is asked, so they hold whatever it answers.
@@ -31,6 +35,7 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import os
 import ssl
 import threading
 import uuid
@@ -131,7 +136,8 @@ class EvictionWebhooks:
         self._max_in_flight = max_in_flight
         self._gate: asyncio.Semaphore | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._contexts: dict[Webhook, ssl.SSLContext] = {}
+        #: each webhook's TLS context, with the caFile's stamp it was made from (None: no caFile)
+        self._contexts: dict[Webhook, tuple[tuple[int, ...] | None, ssl.SSLContext]] = {}
         #: requests without a usable answer, by profile (``desched_eviction_webhook_errors_total``)
         self.errors: dict[str, int] = {}
         #: evictions denied, by profile
@@ -174,6 +180,39 @@ class EvictionWebhooks:
             SkipReason.WEBHOOK_DENIED, f"denied by the eviction webhook: {reason or 'no reason given'}"
         )
 
+    def _context(self, webhook: Webhook) -> ssl.SSLContext:
+        """The webhook's TLS context, made again when its caFile changed since it was made (a
+        caFile that cannot be read again leaves the context made before in use, and is tried
+        again at the next request)."""
+        cached = self._contexts.get(webhook)
+        try:
+            stamp: tuple[int, ...] | None = None
+            if webhook.ca_file is not None and webhook.ca_pem is None:
+                st = os.stat(webhook.ca_file)
+                stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            ctx = _ssl_context(webhook)
+        except (OSError, ssl.SSLError) as e:
+            if cached is not None:
+                log.warning(
+                    "eviction webhook %s: cannot read caFile %s again (%s); "
+                    "the certificates read before stay in use",
+                    webhook.url,
+                    webhook.ca_file,
+                    e,
+                )
+                return cached[1]
+            raise WebhookError(f"cannot load the webhook's CA certificates: {e}") from None
+        if cached is not None:
+            log.info(
+                "eviction webhook %s: caFile %s changed, its certificates read again",
+                webhook.url,
+                webhook.ca_file,
+            )
+        self._contexts[webhook] = (stamp, ctx)
+        return ctx
+
     async def _ask(self, webhook: Webhook, body: dict[str, Any], uid: str) -> tuple[bool, str]:
         if self._gate is None:
             self._gate = asyncio.Semaphore(self._max_in_flight)
@@ -181,13 +220,7 @@ class EvictionWebhooks:
             self._session = aiohttp.ClientSession()
         tls: ssl.SSLContext | bool = False
         if webhook.url.startswith("https://"):
-            ctx = self._contexts.get(webhook)
-            if ctx is None:
-                try:
-                    ctx = self._contexts[webhook] = _ssl_context(webhook)
-                except (OSError, ssl.SSLError) as e:
-                    raise WebhookError(f"cannot load the webhook's CA certificates: {e}") from None
-            tls = ctx
+            tls = self._context(webhook)
         timeout = webhook.timeout.total_seconds()
         try:
             async with (

@@ -482,3 +482,56 @@ def test_a_dry_run_asks_the_webhook_with_dry_run_set_and_sends_no_eviction() -> 
     out = asyncio.run(test())
     assert isinstance(out, Skip) and out.reason == SkipReason.WEBHOOK_DENIED  # a dry run reports it too
     assert dry == [True] and evictions == []
+
+
+def test_a_rotated_ca_file_is_read_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A caFile replaced while desched runs (a Secret volume's certificates rotated) is trusted
+    from the next request on; one that cannot be read again leaves the certificates read before
+    in use."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    _self_signed(cert, key)
+    other, other_key = tmp_path / "other.crt", tmp_path / "other.key"
+    _self_signed(other, other_key)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_text(other.read_text())  # a CA that did not sign the server's certificate
+
+    def rotate(source: Path) -> None:  # as the kubelet swaps a Secret volume's files: a new inode
+        staged = tmp_path / "ca.crt.new"
+        staged.write_text(source.read_text())
+        staged.replace(ca_file)
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        return answer(body["request"]["uid"], False, "frozen")
+
+    async def test() -> list[Skip | None]:
+        app = web.Application()
+        app.router.add_post("/review", serve)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server(ssl=ctx)
+        webhooks = EvictionWebhooks(asyncio.get_running_loop())
+        url = f"https://localhost:{server.port}/review"
+        req = EvictionRequest("prof", "P", "r", webhook=hook(url, FailurePolicy.FAIL, ca_file=str(ca_file)))
+        out: list[Skip | None] = []
+        try:
+            out.append(await asyncio.to_thread(webhooks.review, pod(), req, dry_run=False))
+            rotate(cert)  # now the server's own CA
+            out.append(await asyncio.to_thread(webhooks.review, pod(), req, dry_run=False))
+            ca_file.unlink()  # gone for a moment: the certificates read last stay in use
+            out.append(await asyncio.to_thread(webhooks.review, pod(), req, dry_run=False))
+            rotate(other)  # back to an untrusted CA
+            out.append(await asyncio.to_thread(webhooks.review, pod(), req, dry_run=False))
+            return out
+        finally:
+            await webhooks.close()
+            await server.close()
+
+    with caplog.at_level(logging.INFO, logger="desched.backends.eviction_webhook"):
+        before, rotated, missing, back = asyncio.run(test())
+    assert before is not None and before.reason == SkipReason.WEBHOOK_ERROR
+    assert rotated is not None and rotated.reason == SkipReason.WEBHOOK_DENIED  # the answer was read
+    assert missing is not None and missing.reason == SkipReason.WEBHOOK_DENIED
+    assert back is not None and back.reason == SkipReason.WEBHOOK_ERROR
+    assert "cannot read caFile" in caplog.text and "changed, its certificates read again" in caplog.text
