@@ -447,7 +447,7 @@ def _f(value: Any, fmt: str = "{:.2f}") -> str:
 
 def placement_cost(r: dict[str, Any]) -> dict[str, float] | None:
     """What placing the replacements costs in one result: the CPU seconds of ``desched simulate``
-    beyond those of ``--no-placement``, per replacement and per replacement * log2(nodes) (the
+    beyond those of ``--no-placement``, per replacement and per (replacement * log2(nodes)) (the
     curve issue 16 asks to stay flat or fall as the cluster grows), and kube-scheduler's
     numFeasibleNodesToFind at that size (issue 28 measures the curve with it fixed); None
     without both runs."""
@@ -513,10 +513,11 @@ def markdown(
         lines += [
             "",
             "Placement cost curve: the CPU seconds `desched simulate` spends beyond `--no-placement` "
-            "(both runs above), per replacement placed and per replacement * log2(nodes):",
+            "(both runs above), per replacement placed and per (replacement * log2(nodes)), which "
+            "stays flat or falls where the cost grows no faster than log(nodes):",
             "",
             "| nodes | policy | replacements | placement CPU s | ms per replacement "
-            "| us per replacement * log2(nodes) | numFeasibleNodesToFind |",
+            "| us per (replacement * log2(nodes)) | numFeasibleNodesToFind |",
             "|---:|---|---:|---:|---:|---:|---:|",
         ]
         for r in curve:
