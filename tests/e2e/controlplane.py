@@ -67,6 +67,8 @@ class _Proc:
     popen: subprocess.Popen[bytes] | None = None
     log_file: Any = None
     restarts: int = field(default=0)
+    #: the kube-apiserver start (its ``restarts``) this process was started after
+    apiserver_epoch: int = field(default=0)
 
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
@@ -302,17 +304,34 @@ class ControlPlane:
         proc = self._procs.get(name)
         return proc is not None and proc.running()
 
+    def _running_fresh(self, name: str) -> bool:
+        """Whether the optional component ``name`` runs and was started after kube-apiserver's
+        latest start. One that lived through an apiserver restart is stopped (False), so its
+        ``start_*`` starts a fresh one: the session shares one control plane, and a kube-scheduler
+        that lived through another module's outages was once seen binding a pod to a node whose
+        new taint its cache never got (its watches had failed with 403s while the restarted
+        apiserver's authorizer was not ready); a test starting it expects a working one."""
+        proc = self._procs.get(name)
+        if proc is None or not proc.running():
+            return False
+        if proc.apiserver_epoch == self._procs["kube-apiserver"].restarts:
+            return True
+        self._kill(proc, grace=3.0)
+        return False
+
     # ------------------------------------------------------------------ optional components
 
     def start_scheduler(
         self, config_path: str | os.PathLike[str] | None = None, extra_args: Sequence[str] = ()
     ) -> None:
-        """Start kube-scheduler (leader election off). No-op if it is already running.
+        """Start kube-scheduler (leader election off). No-op if it already runs, started after
+        kube-apiserver's latest start (one that lived through an apiserver restart is started
+        afresh).
 
         ``config_path`` is a KubeSchedulerConfiguration file; its ``clientConnection.kubeconfig``
         and ``leaderElection`` are filled in (in a copy) when absent.
         """
-        if self.running("kube-scheduler"):
+        if self._running_fresh("kube-scheduler"):
             return
         kubeconfig = self.kubeconfig_for_token(self.scheduler_token, name="kube-scheduler")
         port = free_port()
@@ -344,11 +363,12 @@ class ControlPlane:
 
     def start_controller_manager(self, controllers: str = "*", extra_args: Sequence[str] = ()) -> None:
         """Start kube-controller-manager: ServiceAccounts, PDB status (disruption controller),
-        ReplicaSets/Deployments, garbage collection, node lifecycle... No-op if running.
+        ReplicaSets/Deployments, garbage collection, node lifecycle... No-op if running (and fresh:
+        as :meth:`start_scheduler`).
 
         Controllers use their own ServiceAccount credentials (TokenRequest), as in kubeadm.
         """
-        if self.running("kube-controller-manager"):
+        if self._running_fresh("kube-controller-manager"):
             return
         kubeconfig = self.kubeconfig_for_token(self.controller_manager_token, name="kube-controller-manager")
         port = free_port()
@@ -392,9 +412,9 @@ class ControlPlane:
         kwok keeps such nodes Ready (status + leases) and moves pods bound to them to Running; it
         finalizes deleted pods. Its Stage objects are kwokctl's defaults (``kwok-stages.yaml`` next
         to the binaries) or ``stages``; ``extra_configs`` adds kwok config files (more Stages, ...).
-        No-op if it is already running.
+        No-op if it already runs and is fresh (as :meth:`start_scheduler`).
         """
-        if self.running("kwok"):
+        if self._running_fresh("kwok"):
             return
         key, value = KWOK_NODE_ANNOTATION
         stages = Path(stages) if stages is not None else self._bin("kwok-stages.yaml")
@@ -668,6 +688,8 @@ class ControlPlane:
         return proc
 
     def _spawn(self, proc: _Proc) -> None:
+        apiserver = self._procs.get("kube-apiserver")
+        proc.apiserver_epoch = apiserver.restarts if apiserver is not None else 0
         proc.log_file = open(proc.log_path, "ab")  # noqa: SIM115 - closed in _kill
         proc.log_file.write(f"\n==== start #{proc.restarts}: {' '.join(proc.args)}\n".encode())
         proc.log_file.flush()

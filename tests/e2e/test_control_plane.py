@@ -239,3 +239,21 @@ def test_restart_apiserver_keeps_state(cp: ControlPlane) -> None:
     # Components that were running survive the restarts.
     for name in ("etcd", "kube-apiserver"):
         assert cp.running(name), cp.logs(name)
+
+
+def test_a_component_that_lived_through_an_apiserver_restart_is_started_afresh(cp: ControlPlane) -> None:
+    """The session shares one control plane: a kube-scheduler started before another module's
+    apiserver restarts is replaced by a fresh one when a test starts it; one started after the
+    latest restart is kept."""
+    cp.start_scheduler()
+    first = cp._procs["kube-scheduler"].popen
+    cp.start_scheduler()
+    assert cp._procs["kube-scheduler"].popen is first  # fresh: kept
+    cp.restart_apiserver()
+    assert cp.running("kube-scheduler")  # it lives through the restart
+    cp.start_scheduler()
+    second = cp._procs["kube-scheduler"].popen
+    assert second is not first and first is not None and first.poll() is not None
+    test_scheduler_binds_unbound_pod_to_kwok_node(cp)  # and the fresh one schedules
+    cp.start_scheduler()
+    assert cp._procs["kube-scheduler"].popen is second
